@@ -1,0 +1,101 @@
+"""The cluster-backend interface: the only thing the core knows about a batch system.
+
+A backend is small and typed: submit a batch, poll many jobs in one call, cancel, report
+capacity, read an output tail, close. Each resource manager translates its own job states
+into :class:`RemoteState` in one table; raw scheduler strings never reach the core.
+
+Contract for :meth:`ClusterBackend.submit`: it is idempotent per :attr:`JobSpec.key`.
+Submitting a key the cluster already knows returns the existing remote id instead of
+starting the job again, so the runner can safely re-send a batch interrupted by a crash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+
+class RemoteState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"  # ended by itself; see exit_code
+    TIMEOUT = "timeout"  # killed at walltime
+    CANCELLED = "cancelled"
+    UNKNOWN = "unknown"  # the cluster does not know this id (lost)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What one remote job must run. ``argv[0]`` is the program; nothing goes through a shell."""
+
+    key: str  # cigri's job id, unique in the database: the idempotency key
+    name: str
+    argv: tuple[str, ...]
+    directory: str
+    walltime_seconds: int
+    resources: str
+    environment: dict[str, str] = field(default_factory=dict)
+    properties: str = ""
+    project: str = ""
+    best_effort: bool = False
+
+
+@dataclass(frozen=True)
+class RemoteJob:
+    """A job as the cluster sees it at poll time."""
+
+    remote_id: str
+    state: RemoteState
+    exit_code: int | None = None
+    node: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Capacity:
+    total_slots: int
+    free_slots: int
+    queued_jobs: int = 0
+
+
+class ClusterBackend(Protocol):
+    """What every batch system must offer to cigri (local pool, Slurm, OAR)."""
+
+    name: str
+
+    def submit(self, specs: list[JobSpec]) -> dict[str, str]:
+        """Start every spec (one call for the batch); return ``{key: remote_id}``."""
+        ...
+
+    def poll(self, remote_ids: list[str]) -> dict[str, RemoteJob]:
+        """Return the state of every given job in one call."""
+        ...
+
+    def cancel(self, remote_ids: list[str]) -> None:
+        """Kill (or dequeue) the given jobs; unknown or ended ids are ignored."""
+        ...
+
+    def capacity(self) -> Capacity:
+        """Total and free slots right now."""
+        ...
+
+    def output_tail(self, remote_id: str, stream: str, lines: int) -> str:
+        """The last ``lines`` lines of a job's ``stdout`` or ``stderr``."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+def open_backend(name: str, backend: str, options: dict[str, object], spool_root: str) -> ClusterBackend:
+    """Build the backend a cluster row names."""
+    if backend == "local":
+        from cigri.backends.local import LocalBackend
+
+        return LocalBackend(name, options, spool_root)
+    from cigri.errors import ConfigError
+
+    raise ConfigError(f"cluster {name}: unknown backend {backend!r} (known: local)")

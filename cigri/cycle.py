@@ -1,0 +1,88 @@
+"""One scheduling cycle: updator → colombo → metascheduler → runner → nikita.
+
+A file lock makes cycles exclusive: a second ``cigri cycle`` started while one runs exits
+at once with :class:`Busy` instead of doing the same work twice.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from cigri import colombo, nikita, runner, updator
+from cigri.cycle_context import gather
+from cigri.errors import Busy
+from cigri.grid import Grid
+from cigri.metascheduler import schedule
+
+log = logging.getLogger("cigri.cycle")
+
+
+@dataclass(frozen=True)
+class CycleReport:
+    updated: int
+    decided: int
+    scheduled: int
+    submitted: int
+    killed: int
+    finished: list[int]
+    seconds: float
+
+
+@contextmanager
+def exclusive(path: Path) -> Iterator[None]:
+    """Hold the cycle lock for the block, or raise Busy naming the holder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            raise Busy(f"another cycle is running (pid {handle.read().strip() or '?'}); not starting a second one") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        yield
+
+
+def lock_path(grid: Grid) -> Path:
+    return grid.config.home / "cycle.lock"
+
+
+def run_cycle(grid: Grid) -> CycleReport:
+    """Run exactly one cycle under the cycle lock."""
+    with exclusive(lock_path(grid)):
+        return _cycle(grid)
+
+
+def _cycle(grid: Grid) -> CycleReport:
+    started = time.monotonic()
+    ctx = gather(grid)
+    updated = updator.update(ctx)
+    decided = colombo.analyse(ctx)
+    finished = updator.finish_campaigns(ctx)
+    shares = schedule(ctx)
+    submitted = runner.run(ctx)
+    killed = nikita.kill(ctx)
+    updator.record_counts(ctx)
+    report = CycleReport(updated, decided, sum(shares.values()), submitted, killed, finished,
+                         time.monotonic() - started)
+    log.info("cycle: %s", report)
+    return report
+
+
+def drive(grid: Grid, daemon_running: bool) -> CycleReport | None:
+    """Run a cycle for a waiting client unless a daemon (or another cycle) already does."""
+    if daemon_running:
+        return None
+    try:
+        return run_cycle(grid)
+    except Busy:
+        return None

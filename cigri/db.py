@@ -1,0 +1,179 @@
+"""The one SQLite database: WAL, a busy timeout, schema migrations, write transactions.
+
+Every state change goes through :func:`write`, a ``BEGIN IMMEDIATE`` transaction: the write
+lock is taken up front, so concurrent processes queue on the busy timeout instead of failing
+with "database is locked" when a read transaction tries to upgrade.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlite_utils import Database
+from sqlite_utils.migrations import Migrations
+
+from cigri.errors import CigriError
+
+BUSY_TIMEOUT_MS = 60_000
+migrations = Migrations("cigri")
+
+
+@migrations()
+def m001_initial(db: Database) -> None:
+    db.executescript("""
+    CREATE TABLE clusters (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        backend TEXT NOT NULL,
+        options TEXT NOT NULL DEFAULT '{}',
+        source TEXT NOT NULL DEFAULT 'config',      -- 'config' or 'admin'
+        blacklisted INTEGER NOT NULL DEFAULT 0,
+        blacklist_reason TEXT,
+        blacklisted_at REAL
+    );
+    CREATE TABLE campaigns (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL,
+        user TEXT NOT NULL,
+        state TEXT NOT NULL,
+        jobs_type TEXT NOT NULL DEFAULT 'normal',
+        jdl TEXT NOT NULL,
+        nb_tasks INTEGER NOT NULL DEFAULT 0,
+        submitted_at REAL NOT NULL,
+        started_at REAL,
+        finished_at REAL
+    );
+    CREATE INDEX campaigns_by_state ON campaigns(state, id);
+    CREATE TABLE campaign_properties (
+        campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
+        cluster_id INTEGER NOT NULL REFERENCES clusters(id),
+        name TEXT NOT NULL,
+        value TEXT NOT NULL,
+        PRIMARY KEY (campaign_id, cluster_id, name)
+    );
+    CREATE TABLE tasks (
+        id INTEGER PRIMARY KEY,
+        campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
+        name TEXT NOT NULL,
+        param TEXT NOT NULL,
+        priority INTEGER NOT NULL DEFAULT 10,
+        state TEXT NOT NULL DEFAULT 'pending',
+        attempts INTEGER NOT NULL DEFAULT 0,
+        UNIQUE (campaign_id, name)
+    );
+    CREATE INDEX tasks_bag ON tasks(campaign_id, state, priority DESC, id);
+    CREATE TABLE jobs (
+        id INTEGER PRIMARY KEY,
+        campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
+        task_id INTEGER REFERENCES tasks(id),          -- NULL for prologue/epilogue
+        cluster_id INTEGER NOT NULL REFERENCES clusters(id),
+        kind TEXT NOT NULL DEFAULT 'task',              -- task, prologue, epilogue
+        state TEXT NOT NULL,
+        remote_id TEXT,
+        kill_requested INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL,
+        submitted_at REAL,
+        started_at REAL,
+        finished_at REAL,
+        exit_code INTEGER,
+        node TEXT
+    );
+    CREATE INDEX jobs_active ON jobs(state, cluster_id);
+    CREATE INDEX jobs_by_task ON jobs(task_id);
+    CREATE INDEX jobs_by_campaign ON jobs(campaign_id, cluster_id, state);
+    CREATE INDEX jobs_scripts ON jobs(campaign_id, cluster_id) WHERE kind != 'task';
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY,
+        class TEXT NOT NULL,                            -- job, campaign, cluster
+        code TEXT NOT NULL,
+        state TEXT NOT NULL DEFAULT 'open',
+        campaign_id INTEGER REFERENCES campaigns(id),
+        cluster_id INTEGER REFERENCES clusters(id),
+        job_id INTEGER REFERENCES jobs(id),
+        task_id INTEGER REFERENCES tasks(id),
+        message TEXT NOT NULL,
+        stderr_tail TEXT,
+        created_at REAL NOT NULL,
+        closed_at REAL
+    );
+    CREATE INDEX events_by_campaign ON events(campaign_id, state);
+    CREATE TABLE taps (
+        campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
+        cluster_id INTEGER NOT NULL REFERENCES clusters(id),
+        rate INTEGER NOT NULL,
+        state TEXT NOT NULL DEFAULT 'open',
+        PRIMARY KEY (campaign_id, cluster_id)
+    );
+    CREATE TABLE counts (
+        id INTEGER PRIMARY KEY,
+        at REAL NOT NULL,
+        cluster_id INTEGER REFERENCES clusters(id),
+        campaign_id INTEGER REFERENCES campaigns(id),
+        waiting INTEGER NOT NULL,
+        running INTEGER NOT NULL,
+        terminated INTEGER NOT NULL DEFAULT 0,
+        failed INTEGER NOT NULL DEFAULT 0,
+        total_slots INTEGER,
+        free_slots INTEGER
+    );
+    CREATE INDEX counts_by_campaign ON counts(campaign_id, at);
+    """)
+
+
+def connect(path: Path) -> Database:
+    """Open (creating if needed) and migrate the database; files are private to the owner."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fresh = not path.exists()
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                               check_same_thread=False)
+        if fresh:
+            os.chmod(path, 0o600)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        db = Database(conn)
+        if migrations.pending(db):
+            with _immediate(conn):  # concurrent first opens queue on the write lock
+                migrations.apply(db)
+        return db
+    except sqlite3.Error as error:
+        raise CigriError(f"database {path}: {error}") from None
+    except OSError as error:
+        raise CigriError(f"database {path}: {error.strerror}") from None
+
+
+@contextmanager
+def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+@contextmanager
+def write(db: Database) -> Iterator[sqlite3.Connection]:
+    """One state change = one transaction holding the write lock from its start."""
+    try:
+        with _immediate(db.conn):
+            yield db.conn
+    except sqlite3.OperationalError as error:
+        raise CigriError(f"database: {error}") from None
+
+
+def schema_version(db: Database) -> str:
+    applied = migrations.applied(db)
+    return applied[-1].name if applied else "none"
+
+
+def now() -> float:
+    return time.time()

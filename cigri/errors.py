@@ -1,0 +1,33 @@
+"""One error hierarchy; each error knows the exit status the CLI must return."""
+
+
+class CigriError(Exception):
+    """An expected failure: shown as one line on stderr, never as a traceback."""
+
+    exit_code = 1
+
+
+class InputError(CigriError):
+    """Bad usage or bad input (JDL, parameters, configuration): exit status 2."""
+
+    exit_code = 2
+
+
+class ConfigError(InputError):
+    """A configuration key is unknown or has a bad value."""
+
+
+class NotFound(CigriError):
+    """The campaign, job or cluster named does not exist."""
+
+
+class Refused(CigriError):
+    """The request is valid but cannot be done in the current state."""
+
+
+class Busy(CigriError):
+    """Another process holds the lock this command needs (e.g. a running cycle)."""
+
+
+class BackendError(CigriError):
+    """A cluster did not answer as expected; the cycle turns it into an event."""

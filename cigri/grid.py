@@ -1,0 +1,62 @@
+"""The grid as seen by one process: configuration, database and cluster backends."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlite_utils import Database
+
+from cigri import db as database
+from cigri.backends import ClusterBackend, open_backend
+from cigri.config import Config
+
+
+@dataclass
+class Grid:
+    config: Config
+    db: Database
+    _backends: dict[int, ClusterBackend] = field(default_factory=dict)
+
+    def backend(self, cluster_id: int) -> ClusterBackend:
+        if cluster_id not in self._backends:
+            row = self.db.execute("SELECT name, backend, options FROM clusters WHERE id = ?",
+                                  [cluster_id]).fetchone()
+            self._backends[cluster_id] = open_backend(row[0], row[1], json.loads(row[2]),
+                                                      str(self.config.spool_path))
+        return self._backends[cluster_id]
+
+    def cluster_ids(self) -> dict[str, int]:
+        return {name: cid for cid, name in self.db.execute("SELECT id, name FROM clusters")}
+
+    def close(self) -> None:
+        for backend in self._backends.values():
+            backend.close()
+        self.db.close()
+
+
+def open_grid(config: Config) -> Grid:
+    """Open the database and make its cluster table match the configuration."""
+    for path in (config.home, config.spool_path, config.log_path):
+        Path(path).mkdir(parents=True, exist_ok=True, mode=0o700)
+    grid = Grid(config, database.connect(config.database_path))
+    _sync_clusters(grid)
+    return grid
+
+
+def _sync_clusters(grid: Grid) -> None:
+    """Configured clusters are upserted; admin-added ones are left alone."""
+    wanted = {c.name: (c.backend, json.dumps(c.options, sort_keys=True)) for c in grid.config.clusters}
+    current = {name: (backend, options) for name, backend, options in grid.db.execute(
+        "SELECT name, backend, options FROM clusters WHERE source = 'config'")}
+    if current == wanted:
+        return
+    with database.write(grid.db) as conn:
+        for name, (backend, options) in wanted.items():
+            conn.execute(
+                "INSERT INTO clusters(name, backend, options, source) VALUES (?, ?, ?, 'config') "
+                "ON CONFLICT(name) DO UPDATE SET backend = excluded.backend, options = excluded.options, "
+                "source = 'config'", [name, backend, options])
+        for name in set(current) - set(wanted):
+            conn.execute("UPDATE clusters SET source = 'admin' WHERE name = ?", [name])

@@ -1,0 +1,38 @@
+"""The workqueue scheduler: take tasks from the head of a campaign's bag and make them jobs.
+
+Picking tasks and creating their job rows is one transaction: a task is never both in the
+bag and on a cluster, and a crash leaves either nothing or jobs in ``submitting`` that the
+runner sends (idempotently) on the next cycle.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from cigri import db as database
+from cigri.states import JobState, TaskState
+
+
+def take_tasks(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, count: int) -> int:
+    """Move up to ``count`` pending tasks into new ``submitting`` jobs; return how many."""
+    task_ids = [r[0] for r in conn.execute(
+        "SELECT id FROM tasks WHERE campaign_id = ? AND state = ? ORDER BY priority DESC, id LIMIT ?",
+        [campaign_id, TaskState.PENDING, count])]
+    if not task_ids:
+        return 0
+    now = database.now()
+    conn.executemany(
+        "UPDATE tasks SET state = ?, attempts = attempts + 1 WHERE id = ? AND state = ?",
+        [(TaskState.WAITING, t, TaskState.PENDING) for t in task_ids])
+    conn.executemany(
+        "INSERT INTO jobs(campaign_id, task_id, cluster_id, kind, state, created_at) VALUES (?, ?, ?, 'task', ?, ?)",
+        [(campaign_id, t, cluster_id, JobState.SUBMITTING, now) for t in task_ids])
+    conn.execute("UPDATE campaigns SET started_at = coalesce(started_at, ?) WHERE id = ?", [now, campaign_id])
+    return len(task_ids)
+
+
+def add_script_job(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, kind: str) -> None:
+    """Create a prologue or epilogue job for one cluster."""
+    conn.execute(
+        "INSERT INTO jobs(campaign_id, task_id, cluster_id, kind, state, created_at) VALUES (?, NULL, ?, ?, ?, ?)",
+        [campaign_id, cluster_id, kind, JobState.SUBMITTING, database.now()])

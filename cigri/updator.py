@@ -1,0 +1,127 @@
+"""The updator: poll each cluster once for all of cigri's jobs there and record what changed.
+
+A job that succeeded also ends its task here; every other ending is left for colombo to
+judge (resubmit, fail, raise an event). The updator also records per-cluster and
+per-campaign counts each cycle and, last in the cycle's analysis, terminates campaigns
+whose work is over.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+
+from cigri import db as database
+from cigri.backends import RemoteJob, RemoteState
+from cigri.cycle_context import CycleContext
+from cigri.states import (EXIT_RESUBMIT_HEAD, EXIT_RESUBMIT_TAIL, JOB_ACTIVE, TASK_OPEN, CampaignState, JobState,
+                          TaskState, sql_in)
+
+log = logging.getLogger("cigri.updator")
+
+
+def job_state(remote: RemoteJob) -> JobState:
+    """cigri's state for a job from the backend-neutral remote state."""
+    if remote.state == RemoteState.COMPLETED:
+        if remote.exit_code == 0:
+            return JobState.TERMINATED
+        if remote.exit_code in (EXIT_RESUBMIT_HEAD, EXIT_RESUBMIT_TAIL):
+            return JobState.RESUBMIT
+        return JobState.FAILED
+    return {
+        RemoteState.QUEUED: JobState.WAITING,
+        RemoteState.RUNNING: JobState.RUNNING,
+        RemoteState.TIMEOUT: JobState.TIMEOUT,
+        RemoteState.CANCELLED: JobState.CANCELLED,
+        RemoteState.UNKNOWN: JobState.LOST,
+    }[remote.state]
+
+
+def update(ctx: CycleContext) -> int:
+    """Poll every usable cluster; return how many jobs changed state."""
+    rows = ctx.grid.db.execute(
+        "SELECT id, cluster_id, remote_id, state, task_id FROM jobs WHERE state IN (?, ?) AND remote_id IS NOT NULL",
+        [JobState.WAITING, JobState.RUNNING]).fetchall()
+    by_cluster: dict[int, list[tuple[int, str, str, int | None]]] = defaultdict(list)
+    for job_id, cluster_id, remote_id, state, task_id in rows:
+        by_cluster[cluster_id].append((job_id, remote_id, state, task_id))
+    changed = 0
+    for cluster_id, jobs in by_cluster.items():
+        if cluster_id not in ctx.capacities:
+            continue
+        try:
+            answers = ctx.grid.backend(cluster_id).poll([remote_id for _, remote_id, _, _ in jobs])
+        except Exception as error:  # the cluster is skipped this cycle; its jobs are polled later
+            ctx.cluster_failed(cluster_id, "poll", error)
+            continue
+        changed += _apply(ctx, jobs, answers)
+    return changed
+
+
+def _apply(ctx: CycleContext, jobs: list[tuple[int, str, str, int | None]], answers: dict[str, RemoteJob]) -> int:
+    changed = 0
+    with database.write(ctx.grid.db) as conn:
+        for job_id, remote_id, old_state, task_id in jobs:
+            remote = answers.get(remote_id, RemoteJob(remote_id, RemoteState.UNKNOWN))
+            new_state = job_state(remote)
+            if new_state == old_state:
+                continue
+            changed += conn.execute(
+                "UPDATE jobs SET state = ?, exit_code = ?, node = coalesce(?, node), "
+                "started_at = coalesce(started_at, ?), finished_at = ? WHERE id = ? AND state = ?",
+                [new_state, remote.exit_code, remote.node, remote.started_at,
+                 remote.finished_at if new_state not in (JobState.WAITING, JobState.RUNNING) else None,
+                 job_id, old_state]).rowcount
+            if task_id is None:
+                continue
+            if new_state == JobState.TERMINATED:
+                conn.execute(f"UPDATE tasks SET state = ? WHERE id = ? AND state IN {sql_in(TASK_OPEN)}",
+                             [TaskState.TERMINATED, task_id])
+            elif new_state in (JobState.WAITING, JobState.RUNNING):
+                conn.execute("UPDATE tasks SET state = ? WHERE id = ? AND state IN (?, ?)",
+                             [new_state, task_id, TaskState.WAITING, TaskState.RUNNING])
+    return changed
+
+
+def record_counts(ctx: CycleContext) -> None:
+    """Append this cycle's per-cluster and per-campaign job counts to the time series."""
+    now = database.now()
+    with database.write(ctx.grid.db) as conn:
+        for cluster_id, capacity in ctx.capacities.items():
+            waiting, running = conn.execute(
+                "SELECT count(*) FILTER (WHERE state != 'running'), count(*) FILTER (WHERE state = 'running') "
+                f"FROM jobs WHERE cluster_id = ? AND state IN {sql_in(JOB_ACTIVE)}", [cluster_id]).fetchone()
+            conn.execute("INSERT INTO counts(at, cluster_id, waiting, running, total_slots, free_slots) "
+                         "VALUES (?, ?, ?, ?, ?, ?)",
+                         [now, cluster_id, waiting, running, capacity.total_slots, capacity.free_slots])
+        conn.execute(
+            "INSERT INTO counts(at, campaign_id, waiting, running) "
+            "SELECT ?, j.campaign_id, count(*) FILTER (WHERE j.state != 'running'), "
+            f"count(*) FILTER (WHERE j.state = 'running') FROM jobs j WHERE j.state IN {sql_in(JOB_ACTIVE)} "
+            "GROUP BY j.campaign_id", [now])
+
+
+def finish_campaigns(ctx: CycleContext) -> list[int]:
+    """Terminate campaigns with no open task, no active job and every epilogue run."""
+    finished = []
+    with database.write(ctx.grid.db) as conn:
+        candidates = [r[0] for r in conn.execute(
+            "SELECT id FROM campaigns WHERE state IN (?, ?)", [CampaignState.IN_TREATMENT, CampaignState.PAUSED])]
+        for campaign_id in candidates:
+            if conn.execute(f"SELECT 1 FROM tasks WHERE campaign_id = ? AND state IN {sql_in(TASK_OPEN)} LIMIT 1",
+                            [campaign_id]).fetchone():
+                continue
+            if conn.execute(f"SELECT 1 FROM jobs WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)} LIMIT 1",
+                            [campaign_id]).fetchone():
+                continue
+            if conn.execute(
+                    "SELECT 1 FROM campaign_properties p WHERE p.campaign_id = ? AND p.name = 'epilogue' "
+                    "AND p.value != '\"\"' AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.campaign_id = p.campaign_id "
+                    "AND j.cluster_id = p.cluster_id AND j.kind = 'epilogue')", [campaign_id]).fetchone():
+                continue
+            conn.execute("UPDATE campaigns SET state = ?, finished_at = ? WHERE id = ? AND state IN (?, ?)",
+                         [CampaignState.TERMINATED, database.now(), campaign_id,
+                          CampaignState.IN_TREATMENT, CampaignState.PAUSED])
+            finished.append(campaign_id)
+            log.info("campaign %s terminated", campaign_id)
+    return finished

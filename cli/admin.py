@@ -1,0 +1,136 @@
+"""cigri: the administrator's command (cycles, daemon, database, clusters)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from cigri import api, db
+from cigri import config as configuration
+from cigri.cli import common
+from cigri.cycle import run_cycle
+from cigri.daemon import run_daemon
+from cigri.errors import InputError
+
+app = typer.Typer(add_completion=True, no_args_is_help=True, help="Administer the cigri grid.")
+db_app = typer.Typer(no_args_is_help=True, help="The database.")
+cluster_app = typer.Typer(no_args_is_help=True, help="The clusters of the grid.")
+app.add_typer(db_app, name="db")
+app.add_typer(cluster_app, name="cluster")
+overrides: dict[str, Any] = {}
+
+
+@app.callback()
+def options(
+    home: Optional[Path] = typer.Option(None, "--home", help="Directory holding the database, spool and logs (overrides CIGRI_HOME)."),
+    verbose: bool = typer.Option(False, "-v", "--verbose", help="Log what each module does."),
+    version: bool = common.VersionOption,
+) -> None:
+    if home is not None:
+        overrides["cigri.home"] = str(home)
+    common.setup_logging(verbose)
+
+
+def _grid():
+    return common.grid(overrides)
+
+
+@app.command()
+@common.errors_to_exit
+def cycle(as_json: bool = typer.Option(False, "--json", help="Print the cycle report as JSON.")) -> None:
+    """Run exactly one scheduling cycle and exit (for cron); exit 1 if another cycle runs."""
+    report = run_cycle(_grid())
+    if as_json:
+        common.print_json(report.__dict__)
+    else:
+        print(f"cycle: {report.updated} updated, {report.decided} decided, {report.submitted} submitted, "
+              f"{report.killed} killed, {len(report.finished)} campaign(s) finished in {report.seconds:.3f}s")
+
+
+@app.command()
+@common.errors_to_exit
+def daemon(period: Optional[float] = typer.Option(None, "--period", help="Seconds between cycles (default: cigri.cycle_period)."),
+           cycles: Optional[int] = typer.Option(None, "--cycles", help="Stop after this many cycles.")) -> None:
+    """Loop over cycles until SIGTERM or SIGINT."""
+    if period is not None and period <= 0:
+        raise InputError("--period must be > 0")
+    run_daemon(_grid(), period, cycles)
+
+
+@db_app.command("init")
+@common.errors_to_exit
+def db_init() -> None:
+    """Create the database (and apply migrations)."""
+    grid = _grid()
+    print(f"{grid.config.database_path}: schema {db.schema_version(grid.db)}")
+
+
+@db_app.command("upgrade")
+@common.errors_to_exit
+def db_upgrade() -> None:
+    """Apply pending migrations."""
+    grid = _grid()
+    print(f"{grid.config.database_path}: schema {db.schema_version(grid.db)}")
+
+
+@db_app.command("path")
+@common.errors_to_exit
+def db_path() -> None:
+    """Print where the database is."""
+    print(configuration.load(overrides).database_path)
+
+
+@cluster_app.command("list")
+@common.errors_to_exit
+def cluster_list(as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
+    """Clusters with their backend, options and blacklist state."""
+    rows = list(_grid().db.query("SELECT name, backend, options, source, blacklisted, blacklist_reason FROM clusters ORDER BY name"))
+    for row in rows:
+        row["options"] = json.loads(row["options"])
+    if as_json:
+        return common.print_json(rows)
+    common.print_table(None, ["name", "backend", "options", "defined in", "blacklisted"],
+                       [[r["name"], r["backend"], json.dumps(r["options"]), r["source"],
+                         r["blacklist_reason"] or ("yes" if r["blacklisted"] else "no")] for r in rows])
+
+
+@cluster_app.command("add")
+@common.errors_to_exit
+def cluster_add(name: str, backend: str = typer.Option("local", "--backend", help="Backend: local."),
+                slots: Optional[int] = typer.Option(None, "--slots", help="Slots of a local cluster (default: CPU count)."),
+                max_waiting: Optional[int] = typer.Option(None, "--max-waiting", help="Jobs cigri may queue beyond free slots.")) -> None:
+    """Add a cluster to the database (clusters in the configuration file are added automatically)."""
+    options = {k: v for k, v in (("slots", slots), ("max_waiting", max_waiting)) if v is not None}
+    api.add_cluster(_grid(), name, backend, options)
+    print(f"Cluster {name} added")
+
+
+@cluster_app.command("remove")
+@common.errors_to_exit
+def cluster_remove(name: str) -> None:
+    """Remove a cluster that no campaign uses."""
+    api.remove_cluster(_grid(), name)
+    print(f"Cluster {name} removed")
+
+
+@cluster_app.command("blacklist")
+@common.errors_to_exit
+def cluster_blacklist(name: str, reason: str = typer.Option("blacklisted by an admin", "--reason", help="Why.")) -> None:
+    """Stop sending jobs to a cluster (its running jobs go on)."""
+    api.set_blacklist(_grid(), name, reason)
+    print(f"Cluster {name} blacklisted")
+
+
+@cluster_app.command("unblacklist")
+@common.errors_to_exit
+def cluster_unblacklist(name: str) -> None:
+    """Send jobs to a cluster again."""
+    api.set_blacklist(_grid(), name, None)
+    print(f"Cluster {name} unblacklisted")
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,99 @@
+"""gridstat: campaigns, their progress and ETA, every task, one job and its output."""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+
+from cigri import api
+from cigri.cli import common
+from cigri.errors import InputError
+
+app = typer.Typer(add_completion=True, help="Show campaigns, tasks and jobs.")
+
+
+@app.command()
+@common.errors_to_exit
+def gridstat(
+    campaign_arg: Optional[int] = typer.Argument(None, metavar="[CAMPAIGN]", help="Campaign to detail (same as -c)."),
+    campaign: Optional[int] = typer.Option(None, "-c", "--campaign", help="Campaign to detail."),
+    full: bool = typer.Option(False, "-f", "--full", help="With -c: every task and its jobs."),
+    job: Optional[int] = typer.Option(None, "-j", "--job", help="One job."),
+    stdout: bool = typer.Option(False, "-O", "--stdout", help="With -j: print the job's stdout."),
+    stderr: bool = typer.Option(False, "-E", "--stderr", help="With -j: print the job's stderr."),
+    user: Optional[str] = typer.Option(None, "-u", "--user", help="Only this user's campaigns."),
+    all_campaigns: bool = typer.Option(False, "-a", "--all", help="Finished campaigns too."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON value."),
+    version: bool = common.VersionOption,
+) -> None:
+    """Without arguments: your unfinished campaigns."""
+    grid = common.grid()
+    campaign = campaign if campaign is not None else campaign_arg
+    if job is not None:
+        return _job(grid, job, stdout, stderr, as_json)
+    if stdout or stderr:
+        raise InputError("-O and -E need -j JOB")
+    if campaign is not None:
+        return _tasks(grid, campaign, as_json) if full else _campaign(grid, campaign, as_json)
+    if full:
+        raise InputError("-f needs -c CAMPAIGN")
+    owner = user if user is not None else (None if all_campaigns else api.current_user())
+    campaigns = api.list_campaigns(grid, user=owner, include_finished=all_campaigns)
+    if as_json:
+        return common.print_json(campaigns)
+    common.print_table(None, ["Campaign id", "Name", "User", "Submission time", "S", "Progress"],
+                       [[c["id"], c["name"], c["user"], common.when(c["submitted_at"]), _letter(c["state"]),
+                         f"{c['tasks']['terminated'] + c['tasks']['failed'] + c['tasks']['cancelled']}/"
+                         f"{c['tasks']['total']} ({c['progress']}%)"] for c in campaigns])
+
+
+def _letter(state: str) -> str:
+    """CiGri's one-letter state column."""
+    return {"in_treatment": "R", "paused": "P", "terminated": "T", "cancelled": "C"}.get(state, "?")
+
+
+def _campaign(grid, campaign_id: int, as_json: bool) -> None:
+    detail = api.campaign_detail(grid, campaign_id)
+    if as_json:
+        return common.print_json(detail)
+    t = detail["tasks"]
+    rate = detail["throughput_per_second"]
+    print(f"Campaign {detail['id']}: {detail['name']} ({detail['user']}), {detail['state']}, "
+          f"submitted {common.when(detail['submitted_at'])}")
+    common.print_table("Tasks", list(t), [list(t.values())])
+    print(f"Progress: {detail['progress']}%   average duration: {common.duration(detail['average_duration'])}   "
+          f"throughput: {f'{rate * 3600:.0f} tasks/h' if rate else '?'}   "
+          f"remaining: {common.duration(detail['remaining_seconds'])}   open events: {detail['open_events']}")
+    if detail["clusters"]:
+        states = sorted({s for c in detail["clusters"] for s in c["jobs"]})
+        common.print_table("Jobs per cluster", ["cluster", *states],
+                           [[c["cluster"], *[c["jobs"].get(s, 0) for s in states]] for c in detail["clusters"]])
+
+
+def _tasks(grid, campaign_id: int, as_json: bool) -> None:
+    tasks = api.campaign_tasks(grid, campaign_id)
+    if as_json:
+        return common.print_json(list(tasks))
+    common.print_table(None, ["task", "name", "state", "attempts", "jobs (id:cluster:state:exit)"],
+                       [[t["id"], t["name"], t["state"], t["attempts"],
+                         " ".join(f"{j['id']}:{j['cluster']}:{j['state']}:{'' if j['exit_code'] is None else j['exit_code']}"
+                                  for j in t["jobs"])] for t in tasks])
+
+
+def _job(grid, job_id: int, want_stdout: bool, want_stderr: bool, as_json: bool) -> None:
+    if want_stdout or want_stderr:
+        for stream, wanted in (("stdout", want_stdout), ("stderr", want_stderr)):
+            if wanted:
+                sys.stdout.write(api.job_output(grid, job_id, stream, user=api.current_user()))
+        return
+    info = api.job_info(grid, job_id)
+    if as_json:
+        return common.print_json(info)
+    common.print_table(f"Job {job_id}", ["field", "value"],
+                       [[k, common.when(v) if k.endswith("_at") else v] for k, v in info.items()])
+
+
+def main() -> None:
+    app()

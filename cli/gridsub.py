@@ -1,0 +1,104 @@
+"""gridsub: submit campaigns (JSON JDL), add parameters to one, or stay attached until it ends."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from cigri import api
+from cigri.cli import common
+from cigri.cycle import drive
+from cigri.daemon import daemon_running
+from cigri.errors import InputError
+
+app = typer.Typer(add_completion=True, help="Submit a campaign to the grid.")
+
+
+@app.command()
+@common.errors_to_exit
+def gridsub(
+    jdl: list[Path] = typer.Option([], "-f", "--file", help="JDL file (JSON); repeat for several campaigns; - reads stdin."),
+    campaign: Optional[int] = typer.Option(None, "-c", "--campaign", help="Campaign to add parameters to (with -F)."),
+    param_file: Optional[Path] = typer.Option(None, "-F", "--param-file", help="Parameter file to add to campaign -c."),
+    wait: bool = typer.Option(False, "--wait", "-w", help="Stay attached with a live progress view until the campaigns end; drive cycles if no daemon runs."),
+    period: float = typer.Option(0.2, "--period", help="Seconds between cycles when --wait drives them."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON value."),
+    version: bool = common.VersionOption,
+) -> None:
+    """Submit JDL campaigns; print their numbers. Exit 2 on invalid input, with nothing written."""
+    grid = common.grid()
+    user = api.current_user()
+    if campaign is not None or param_file is not None:
+        if campaign is None or param_file is None or jdl:
+            raise InputError("-c and -F go together, without -f")
+        added = api.extend(grid, campaign, param_file, user=user)
+        common.print_json({"campaign_id": campaign, "tasks": added}) if as_json else \
+            print(f"Campaign {campaign}: {added} task(s) added")
+        ids = [campaign]
+    else:
+        if not jdl:
+            raise InputError("nothing to submit: give a JDL with -f FILE (see gridsub --help)")
+        submitted = []
+        for path in jdl:
+            text, base = (sys.stdin.read(), Path.cwd()) if str(path) == "-" else (_read(path), path.resolve().parent)
+            campaign_id, count = api.submit(grid, text, base_dir=base, user=user, source=str(path))
+            submitted.append({"campaign_id": campaign_id, "tasks": count})
+        if as_json:
+            common.print_json(submitted[0] if len(submitted) == 1 else submitted)
+        else:
+            for entry in submitted:
+                print(f"Campaign number: {entry['campaign_id']}")
+        ids = [e["campaign_id"] for e in submitted]
+    if wait:
+        raise typer.Exit(_wait(grid, ids, period, quiet=as_json))
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as error:
+        raise InputError(f"{path}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not valid UTF-8") from None
+
+
+def _wait(grid, ids: list[int], period: float, quiet: bool) -> int:
+    """Follow the campaigns to their end; 0 if every task succeeded, 1 otherwise."""
+    columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[detail]}"), TimeRemainingColumn()]
+    with Progress(*columns, console=common.stderr, disable=quiet or not common.fancy()) as progress:
+        bars = {i: progress.add_task(f"campaign {i}", total=None, detail="") for i in ids}
+        last_line = 0.0
+        while True:
+            drive(grid, daemon_running(grid))
+            summaries = [api.campaign_detail(grid, i) for i in ids]
+            for s in summaries:
+                t = s["tasks"]
+                done = t["terminated"] + t["failed"] + t["cancelled"]
+                rate = s["throughput_per_second"]
+                detail = (f"done {t['terminated']} running {t['running']} waiting {t['waiting']} "
+                          f"pending {t['pending']} failed {t['failed']}" + (f" {rate:.1f}/s" if rate else ""))
+                progress.update(bars[s["id"]], total=t["total"], completed=done, detail=detail)
+                if not quiet and not common.fancy() and time.monotonic() - last_line > 2:
+                    print(f"campaign {s['id']}: {s['state']} {detail}", file=sys.stderr)
+            if not quiet and not common.fancy() and time.monotonic() - last_line > 2:
+                last_line = time.monotonic()
+            if all(s["state"] in ("terminated", "cancelled") for s in summaries):
+                break
+            time.sleep(period)
+    ok = all(s["state"] == "terminated" and s["tasks"]["terminated"] == s["tasks"]["total"] for s in summaries)
+    if not quiet:
+        for s in summaries:
+            t = s["tasks"]
+            print(f"campaign {s['id']}: {s['state']}, {t['terminated']} succeeded, {t['failed']} failed, "
+                  f"{t['cancelled']} cancelled", file=sys.stderr)
+    return 0 if ok else 1
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,187 @@
+"""Parse and validate a JDL into a :class:`CampaignSpec`; nothing here touches the database.
+
+Validation is two-staged: the JSON Schema in ``schema.json`` checks shapes and types, then
+semantic checks (clusters exist, exactly one parameter source, mandatory ``exec_file``).
+Every problem becomes one line naming the JSON path; all lines are reported together.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from cigri.errors import InputError
+from cigri.jdl.walltime import parse_walltime
+
+GLOBAL_ONLY = ("name", "clusters", "param_file", "nb_jobs", "params", "jobs_type")
+BOOLEAN_KEYS = ("test_mode", "temporal_grouping", "dimensional_grouping")
+WALLTIME_KEYS = ("walltime", "prologue_walltime", "epilogue_walltime", "temporal_grouping_batch_duration")
+SCRIPT_KEYS = ("prologue", "epilogue")
+PATH_KEYS = ("exec_file", "exec_directory")
+
+
+@cache
+def schema() -> dict[str, Any]:
+    return json.loads(resources.files("cigri.jdl").joinpath("schema.json").read_text())
+
+
+@cache
+def _validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(schema())
+
+
+def cluster_keys() -> tuple[str, ...]:
+    return tuple(schema()["$defs"]["cluster"]["properties"])
+
+
+@dataclass(frozen=True)
+class ParamSource:
+    """Exactly one of: a file to stream, a count (params 0..N-1), or an inline list."""
+
+    file: Path | None = None
+    count: int | None = None
+    inline: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class CampaignSpec:
+    name: str
+    jobs_type: str
+    clusters: dict[str, dict[str, Any]]  # cluster name -> resolved settings
+    params: ParamSource
+    document: dict[str, Any]  # the JDL as given, without inline params
+
+
+def parse_jdl(text: str, *, known_clusters: list[str], user: str, base_dir: Path,
+              default_walltime: str, default_resources: str, source: str = "JDL") -> CampaignSpec:
+    """Validate a JDL text; raise :class:`InputError` listing every problem, one per line."""
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(f"{source}: not valid JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
+    problems = [f"{source}: {_path(e)}: {_message(e)}" for e in sorted(_validator().iter_errors(document), key=_order)]
+    if problems:
+        raise InputError("\n".join(problems))
+    problems = _semantic_problems(document, known_clusters)
+    if problems:
+        raise InputError("\n".join(f"{source}: {p}" for p in problems))
+    home = home_of(user)
+    clusters = {name: _resolve(document, name, home, default_walltime, default_resources)
+                for name in document["clusters"]}
+    return CampaignSpec(
+        name=document["name"],
+        jobs_type=document.get("jobs_type", "normal"),
+        clusters=clusters,
+        params=_param_source(document, home, base_dir),
+        document={k: v for k, v in document.items() if k != "params"},
+    )
+
+
+def _order(error: jsonschema.ValidationError) -> str:
+    return "/".join(str(p) for p in error.absolute_path)
+
+
+def _path(error: jsonschema.ValidationError) -> str:
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+
+
+def _message(error: jsonschema.ValidationError) -> str:
+    if error.validator == "additionalProperties":
+        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        return "unknown key " + ", ".join(repr(k) for k in extra)
+    if error.validator == "anyOf":
+        return f"{error.instance!r} is not valid: {error.schema.get('description', 'wrong type')}"
+    if error.validator == "required":
+        return f"missing mandatory key {error.message.split(' ')[0]}"
+    return error.message
+
+
+def _semantic_problems(document: dict[str, Any], known_clusters: list[str]) -> list[str]:
+    problems = []
+    sources = [k for k in ("param_file", "nb_jobs", "params") if k in document]
+    if document.get("jobs_type") == "desktop_computing":
+        problems.append("$.jobs_type: desktop_computing campaigns are not supported")
+    elif len(sources) != 1:
+        problems.append("exactly one of param_file, nb_jobs, params is required"
+                        + (f" (got {', '.join(sources)})" if sources else ""))
+    for name, settings in document["clusters"].items():
+        if name not in known_clusters:
+            problems.append(f"$.clusters.{name}: unknown cluster (known: {', '.join(known_clusters) or 'none'})")
+        if "exec_file" not in settings and "exec_file" not in document:
+            problems.append(f"$.clusters.{name}: missing mandatory key 'exec_file' (here or global)")
+        for key in WALLTIME_KEYS:
+            value = settings.get(key, document.get(key))
+            if value is not None:
+                try:
+                    parse_walltime(value)
+                except ValueError as error:
+                    problems.append(f"$.clusters.{name}.{key}: {error}")
+        if _boolean(settings.get("dimensional_grouping", document.get("dimensional_grouping", False))):
+            problems.append(f"$.clusters.{name}.dimensional_grouping: not supported by cigri")
+    return problems
+
+
+def _boolean(value: bool | str) -> bool:
+    return value if isinstance(value, bool) else value.lower() == "true"
+
+
+def home_of(user: str) -> str:
+    try:
+        return pwd.getpwnam(user).pw_dir
+    except KeyError:
+        return os.path.expanduser("~")
+
+
+def _expand_home(value: str, home: str) -> str:
+    value = value.replace("{HOME}", home)
+    if value == "~" or value.startswith("~/"):
+        value = home + value[1:]
+    return value
+
+
+def _resolve(document: dict[str, Any], cluster: str, home: str,
+             default_walltime: str, default_resources: str) -> dict[str, Any]:
+    """Per-cluster settings: cluster value > global value > default, with macros expanded.
+
+    ``{CAMPAIGN_ID}`` is left in place: the id exists only once the campaign row is written.
+    """
+    merged: dict[str, Any] = {
+        "type": "best-effort", "exec_directory": "{HOME}", "test_mode": False,
+        "temporal_grouping": False, "dimensional_grouping": False, "properties": "",
+        "project": "", "cluster_job_type": "", "walltime": default_walltime,
+        "resources": default_resources, "temporal_grouping_batch_duration": 900,
+    }
+    merged.update({k: v for k, v in document.items() if k not in GLOBAL_ONLY})
+    merged.update(document["clusters"][cluster])
+    for key in BOOLEAN_KEYS:
+        merged[key] = _boolean(merged[key])
+    for key in WALLTIME_KEYS:
+        if key in merged:
+            merged[key] = parse_walltime(merged[key])
+    if "max_jobs" in merged:
+        merged["max_jobs"] = int(merged["max_jobs"])
+    for key in SCRIPT_KEYS:
+        if isinstance(merged.get(key), list):
+            merged[key] = "\n".join(merged[key])
+    for key in PATH_KEYS:
+        merged[key] = _expand_home(merged[key], home)
+    if merged["type"] == "besteffort":
+        merged["type"] = "best-effort"
+    return merged
+
+
+def _param_source(document: dict[str, Any], home: str, base_dir: Path) -> ParamSource:
+    if "params" in document:
+        return ParamSource(inline=tuple(document["params"]))
+    if "nb_jobs" in document:
+        return ParamSource(count=int(document["nb_jobs"]))
+    path = Path(_expand_home(document["param_file"], home))
+    return ParamSource(file=path if path.is_absolute() else base_dir / path)
