@@ -15,6 +15,7 @@ from cigri import db as database
 from cigri.errors import InputError, NotFound, Refused
 from cigri.grid import Grid
 from cigri.jdl import iter_params, parse_jdl
+from cigri.jdl.params import describe
 from cigri.jdl.parser import ParamSource, cluster_keys
 from cigri.states import CAMPAIGN_ACTIVE, JOB_ACTIVE, TASK_OPEN, CampaignState, TaskState, sql_in
 
@@ -50,7 +51,7 @@ def submit(grid: Grid, jdl_text: str, *, base_dir: Path, user: str, source: str 
                     rows.append((campaign_id, clusters[cluster], key, json.dumps(value)))
         conn.executemany("INSERT INTO campaign_properties(campaign_id, cluster_id, name, value) "
                          "VALUES (?, ?, ?, ?)", rows)
-        count = _insert_tasks(conn, campaign_id, spec.params, source)
+        count = _insert_tasks(conn, campaign_id, spec.params)
         if count == 0:
             raise InputError(f"{source}: the campaign has no parameters")
     return campaign_id, count
@@ -62,34 +63,36 @@ def extend(grid: Grid, campaign_id: int, param_file: Path, *, user: str) -> int:
         campaign = _owned_campaign(conn, campaign_id, user)
         if campaign["state"] == CampaignState.CANCELLED:
             raise Refused(f"campaign {campaign_id} is cancelled")
-        count = _insert_tasks(conn, campaign_id, ParamSource(file=param_file), str(param_file))
+        count = _insert_tasks(conn, campaign_id, ParamSource(file=param_file))
         conn.execute("UPDATE campaigns SET state = ?, finished_at = NULL WHERE id = ? AND state = ?",
                      [CampaignState.IN_TREATMENT, campaign_id, CampaignState.TERMINATED])
     return count
 
 
-def _insert_tasks(conn: sqlite3.Connection, campaign_id: int, source: ParamSource, origin: str) -> int:
+def _insert_tasks(conn: sqlite3.Connection, campaign_id: int, source: ParamSource) -> int:
     """Stream parameters into the bag in chunks; a duplicate name aborts the transaction."""
-    params = iter_params(source, origin)
+    params = iter_params(source)
     total = 0
     while chunk := list(islice(params, INSERT_CHUNK)):
         try:
             conn.executemany("INSERT INTO tasks(campaign_id, name, param) VALUES (?, ?, ?)",
                              [(campaign_id, name, line) for _, name, line in chunk])
         except sqlite3.IntegrityError:
-            raise InputError(_duplicate(conn, campaign_id, chunk)) from None
+            raise InputError(_duplicate(conn, campaign_id, source, chunk)) from None
         total += len(chunk)
     conn.execute("UPDATE campaigns SET nb_tasks = nb_tasks + ? WHERE id = ?", [total, campaign_id])
     return total
 
 
-def _duplicate(conn: sqlite3.Connection, campaign_id: int, chunk: list[tuple[str, str, str]]) -> str:
-    seen: dict[str, str] = {}
-    for where, name, _ in chunk:
+def _duplicate(conn: sqlite3.Connection, campaign_id: int, source: ParamSource,
+               chunk: list[tuple[int, str, str]]) -> str:
+    seen: set[str] = set()
+    for position, name, _ in chunk:
         if name in seen or conn.execute("SELECT 1 FROM tasks WHERE campaign_id = ? AND name = ?",
                                         [campaign_id, name]).fetchone():
-            return f"{where}: duplicate task name {name!r} (the first word of a line names its task)"
-        seen[name] = where
+            return (f"{describe(source, position)}: duplicate task name {name!r} "
+                    "(the first word of a line names its task)")
+        seen.add(name)
     return "duplicate task name"
 
 

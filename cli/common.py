@@ -93,6 +93,8 @@ def when(epoch: float | None) -> str:
 def duration(seconds: float | None) -> str:
     if seconds is None:
         return "?"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
     seconds = int(round(seconds))
     hours, rest = divmod(seconds, 3600)
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"

@@ -22,9 +22,9 @@ app = typer.Typer(add_completion=True, help="Submit a campaign to the grid.")
 @app.command()
 @common.errors_to_exit
 def gridsub(
-    jdl: list[Path] = typer.Option([], "-f", "--file", help="JDL file (JSON); repeat for several campaigns; - reads stdin."),
-    campaign: Optional[int] = typer.Option(None, "-c", "--campaign", help="Campaign to add parameters to (with -F)."),
-    param_file: Optional[Path] = typer.Option(None, "-F", "--param-file", help="Parameter file to add to campaign -c."),
+    jdl: list[Path] = typer.Option([], "-f", "--file", metavar="FILE", help="JDL file (JSON); repeat for several campaigns; - reads stdin."),
+    campaign: Optional[int] = typer.Option(None, "-c", "--campaign", metavar="N", help="Campaign to add parameters to (with -F)."),
+    param_file: Optional[Path] = typer.Option(None, "-F", "--param-file", metavar="FILE", help="Parameter file to add to campaign -c."),
     wait: bool = typer.Option(False, "--wait", "-w", help="Stay attached with a live progress view until the campaigns end; drive cycles if no daemon runs."),
     period: float = typer.Option(0.2, "--period", help="Seconds between cycles when --wait drives them."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON value."),

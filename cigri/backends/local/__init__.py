@@ -57,6 +57,8 @@ class LocalBackend:
         try:
             with open(os.path.join(tmp, "spec.json"), "w") as f:
                 json.dump(dataclasses.asdict(spec), f)
+            for stream in ("stdout", "stderr"):
+                touch(os.path.join(tmp, stream))
             os.rename(tmp, self.spool.job(spec.key))
         except OSError:
             shutil.rmtree(tmp, ignore_errors=True)
