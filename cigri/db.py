@@ -85,7 +85,7 @@ def m001_initial(db: Database) -> None:
     );
     CREATE INDEX jobs_active ON jobs(state, cluster_id);
     CREATE INDEX jobs_by_task ON jobs(task_id);
-    CREATE INDEX jobs_by_campaign ON jobs(campaign_id, cluster_id, state);
+    CREATE INDEX jobs_by_campaign ON jobs(campaign_id, state, cluster_id);
     CREATE INDEX jobs_scripts ON jobs(campaign_id, cluster_id) WHERE kind != 'task';
     CREATE TABLE events (
         id INTEGER PRIMARY KEY,
@@ -107,6 +107,19 @@ def m001_initial(db: Database) -> None:
         cluster_id INTEGER NOT NULL REFERENCES clusters(id),
         rate INTEGER NOT NULL,
         state TEXT NOT NULL DEFAULT 'open',
+        PRIMARY KEY (campaign_id, cluster_id)
+    );
+    -- Per (campaign, cluster) figures of ended task jobs, kept up to date by the updator in
+    -- the transaction that ends each job, so that gridstat and the predictor never scan jobs.
+    CREATE TABLE campaign_stats (
+        campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
+        cluster_id INTEGER NOT NULL REFERENCES clusters(id),
+        terminated INTEGER NOT NULL DEFAULT 0,
+        failed INTEGER NOT NULL DEFAULT 0,             -- every other ending seen on the cluster
+        duration_sum REAL NOT NULL DEFAULT 0,          -- of terminated jobs, seconds
+        duration_sq_sum REAL NOT NULL DEFAULT 0,
+        first_start REAL,
+        last_end REAL,
         PRIMARY KEY (campaign_id, cluster_id)
     );
     CREATE TABLE counts (

@@ -14,7 +14,7 @@ from collections import defaultdict
 from cigri import db as database
 from cigri.backends import RemoteJob, RemoteState
 from cigri.cycle_context import CycleContext
-from cigri.states import (EXIT_RESUBMIT_HEAD, EXIT_RESUBMIT_TAIL, JOB_ACTIVE, TASK_OPEN, CampaignState, JobState,
+from cigri.states import (EXIT_RESUBMIT_HEAD, EXIT_RESUBMIT_TAIL, JOB_ACTIVE, JOB_ENDED, TASK_OPEN, CampaignState, JobState,
                           TaskState, sql_in)
 
 log = logging.getLogger("cigri.updator")
@@ -74,6 +74,8 @@ def _apply(ctx: CycleContext, jobs: list[tuple[int, str, str, int | None]], answ
                  job_id, old_state]).rowcount
             if task_id is None:
                 continue
+            if new_state in JOB_ENDED:
+                conn.execute(_RECORD_ENDING, [job_id])
             if new_state == JobState.TERMINATED:
                 conn.execute(f"UPDATE tasks SET state = ? WHERE id = ? AND state IN {sql_in(TASK_OPEN)}",
                              [TaskState.TERMINATED, task_id])
@@ -81,6 +83,23 @@ def _apply(ctx: CycleContext, jobs: list[tuple[int, str, str, int | None]], answ
                 conn.execute("UPDATE tasks SET state = ? WHERE id = ? AND state IN (?, ?)",
                              [new_state, task_id, TaskState.WAITING, TaskState.RUNNING])
     return changed
+
+
+_RECORD_ENDING = """
+INSERT INTO campaign_stats(campaign_id, cluster_id, terminated, failed, duration_sum, duration_sq_sum,
+                           first_start, last_end)
+SELECT campaign_id, cluster_id, state = 'terminated', state != 'terminated',
+       iif(state = 'terminated', coalesce(finished_at - started_at, 0), 0),
+       iif(state = 'terminated', coalesce((finished_at - started_at) * (finished_at - started_at), 0), 0),
+       started_at, finished_at
+FROM jobs WHERE id = ? AND true
+ON CONFLICT(campaign_id, cluster_id) DO UPDATE SET
+    terminated = terminated + excluded.terminated, failed = failed + excluded.failed,
+    duration_sum = duration_sum + excluded.duration_sum,
+    duration_sq_sum = duration_sq_sum + excluded.duration_sq_sum,
+    first_start = min(coalesce(first_start, excluded.first_start), coalesce(excluded.first_start, first_start)),
+    last_end = max(coalesce(last_end, excluded.last_end), coalesce(excluded.last_end, last_end))
+"""
 
 
 def record_counts(ctx: CycleContext) -> None:

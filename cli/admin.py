@@ -54,10 +54,12 @@ def cycle(as_json: bool = typer.Option(False, "--json", help="Print the cycle re
 @common.errors_to_exit
 def daemon(period: Optional[float] = typer.Option(None, "--period", help="Seconds between cycles (default: cigri.cycle_period)."),
            cycles: Optional[int] = typer.Option(None, "--cycles", help="Stop after this many cycles.")) -> None:
-    """Loop over cycles until SIGTERM or SIGINT."""
+    """Loop over cycles until SIGTERM or SIGINT; log to {log_dir}/cigri.log."""
     if period is not None and period <= 0:
         raise InputError("--period must be > 0")
-    run_daemon(_grid(), period, cycles)
+    grid = _grid()
+    common.log_to_file(grid.config.log_path / "cigri.log")
+    run_daemon(grid, period, cycles)
 
 
 @db_app.command("init")

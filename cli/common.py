@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
@@ -64,6 +65,19 @@ def _program() -> str:
 def setup_logging(verbose: bool) -> None:
     level = logging.INFO if verbose or os.environ.get("CIGRI_DEBUG") else logging.WARNING
     logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+
+def log_to_file(path: Path) -> None:
+    """Long-running commands also keep an INFO log in the configured log directory;
+    stderr keeps the level chosen by ``setup_logging``."""
+    root = logging.getLogger()
+    for handler in root.handlers:
+        handler.setLevel(max(handler.level, root.level))
+    file_handler = logging.FileHandler(path)
+    file_handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    file_handler.setLevel(logging.INFO)
+    root.addHandler(file_handler)
+    root.setLevel(min(root.level, logging.INFO))
 
 
 def print_json(value: Any) -> None:

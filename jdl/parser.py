@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from cigri.errors import InputError
 from cigri.jdl.walltime import parse_walltime
+
+if TYPE_CHECKING:  # jsonschema is imported only when a JDL is parsed: status commands start faster
+    import jsonschema
 
 GLOBAL_ONLY = ("name", "clusters", "param_file", "nb_jobs", "params", "jobs_type")
 BOOLEAN_KEYS = ("test_mode", "temporal_grouping", "dimensional_grouping")
@@ -35,6 +36,8 @@ def schema() -> dict[str, Any]:
 
 @cache
 def _validator() -> jsonschema.Draft202012Validator:
+    import jsonschema
+
     return jsonschema.Draft202012Validator(schema())
 
 
@@ -67,6 +70,8 @@ def parse_jdl(text: str, *, known_clusters: list[str], user: str, base_dir: Path
         document = json.loads(text)
     except json.JSONDecodeError as error:
         raise InputError(f"{source}: not valid JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
+    except RecursionError:
+        raise InputError(f"{source}: not valid JSON: nested too deeply") from None
     problems = [f"{source}: {_path(e)}: {_message(e)}" for e in sorted(_validator().iter_errors(document), key=_order)]
     if problems:
         raise InputError("\n".join(problems))
