@@ -74,26 +74,17 @@ def _insert_tasks(conn: sqlite3.Connection, campaign_id: int, source: ParamSourc
     params = iter_params(source)
     total = 0
     while chunk := list(islice(params, INSERT_CHUNK)):
+        before = conn.total_changes
         try:
             conn.executemany("INSERT INTO tasks(campaign_id, name, param) VALUES (?, ?, ?)",
                              [(campaign_id, name, line) for _, name, line in chunk])
         except sqlite3.IntegrityError:
-            raise InputError(_duplicate(conn, campaign_id, source, chunk)) from None
+            position, name, _ = chunk[conn.total_changes - before]  # rows before it were inserted
+            raise InputError(f"{describe(source, position)}: duplicate task name {name!r} "
+                             "(the first word of a line names its task)") from None
         total += len(chunk)
     conn.execute("UPDATE campaigns SET nb_tasks = nb_tasks + ? WHERE id = ?", [total, campaign_id])
     return total
-
-
-def _duplicate(conn: sqlite3.Connection, campaign_id: int, source: ParamSource,
-               chunk: list[tuple[int, str, str]]) -> str:
-    seen: set[str] = set()
-    for position, name, _ in chunk:
-        if name in seen or conn.execute("SELECT 1 FROM tasks WHERE campaign_id = ? AND name = ?",
-                                        [campaign_id, name]).fetchone():
-            return (f"{describe(source, position)}: duplicate task name {name!r} "
-                    "(the first word of a line names its task)")
-        seen.add(name)
-    return "duplicate task name"
 
 
 # --- control ------------------------------------------------------------------------------

@@ -179,9 +179,11 @@ def load(overrides: dict[str, Any] | None = None, environ: dict[str, str] | None
             text = env.get(prefix + key.upper())
             if text is not None:
                 values[section][key] = _from_env_text(prefix + key.upper(), text, kind)
+    layer: dict[str, dict[str, Any]] = {}
     for dotted, value in (overrides or {}).items():
-        section, key = dotted.split(".", 1)
-        values[section][key] = value
+        section, _, key = dotted.partition(".")
+        layer.setdefault(section, {})[key] = value
+    _merge_layer(values, clusters, layer, "overrides")
     settings = _with_paths(Settings(**values["cigri"]))
     runner = RunnerSettings(**values["runner"])
     _check(settings, runner)
@@ -209,7 +211,7 @@ def _check(settings: Settings, runner: RunnerSettings) -> None:
         parse_walltime(settings.default_walltime)
     except ValueError as error:
         raise ConfigError(f"cigri.default_walltime: {error}") from None
-    if settings.cycle_period <= 0:
+    if not settings.cycle_period > 0:  # also rejects nan
         raise ConfigError("cigri.cycle_period: must be > 0")
     if settings.stderr_tail_lines < 0 or settings.max_attempts < 1:
         raise ConfigError("cigri.max_attempts: must be >= 1" if settings.max_attempts < 1

@@ -29,7 +29,7 @@ class CampaignView:
     max_jobs: dict[str, int] = field(default_factory=dict)  # cap on active jobs (1 in test mode)
     active: dict[str, int] = field(default_factory=dict)  # jobs submitted, queued or running
     waiting: dict[str, int] = field(default_factory=dict)  # jobs queued on the cluster
-    tap: dict[str, int] = field(default_factory=dict)  # jobs the tap lets wait per cluster
+    tap: dict[str, int] = field(default_factory=dict)  # jobs the tap lets wait per cluster (absent: no bound)
 
 
 def allocate(clusters: list[ClusterView], campaigns: list[CampaignView]) -> dict[tuple[int, str], int]:
@@ -43,8 +43,10 @@ def allocate(clusters: list[ClusterView], campaigns: list[CampaignView]) -> dict
             if remaining <= 0 or cluster not in budget:
                 continue
             active = campaign.active.get(cluster, 0)
-            limit = min(budget[cluster], remaining,
-                        campaign.tap.get(cluster, remaining) - campaign.waiting.get(cluster, 0))
+            limit = min(budget[cluster], remaining)
+            tap = campaign.tap.get(cluster)
+            if tap is not None:
+                limit = min(limit, tap - campaign.waiting.get(cluster, 0))
             cap = campaign.max_jobs.get(cluster)
             if cap is not None:
                 limit = min(limit, cap - active)

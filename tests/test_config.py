@@ -1,0 +1,145 @@
+"""Configuration layers, precedence, CIGRI_HOME, and errors that name the bad key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cigri import config
+from cigri.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """Point the system and user files into tmp_path (absent until a test writes them)."""
+    paths = {name: tmp_path / f"{name}.toml" for name in ("system", "user", "explicit")}
+    monkeypatch.setattr(config, "SYSTEM_FILE", paths["system"])
+    monkeypatch.setattr(config, "USER_FILE", paths["user"])
+    return paths
+
+
+def load(overrides: dict | None = None, **env: str) -> config.Config:
+    return config.load(overrides, environ=env)
+
+
+def test_defaults_without_any_configuration(files: dict[str, Path], tmp_path: Path) -> None:
+    cfg = load(CIGRI_HOME=str(tmp_path / "home"))
+    assert cfg.settings.cycle_period == 10.0
+    assert cfg.settings.default_walltime == "01:00:00"
+    assert cfg.runner.tap_initial == 3
+    assert [(c.name, c.backend, c.options) for c in cfg.clusters] == [("local", "local", {})]
+
+
+def test_cigri_home_moves_every_path(files: dict[str, Path], tmp_path: Path) -> None:
+    home = tmp_path / "elsewhere"
+    cfg = load(CIGRI_HOME=str(home))
+    assert cfg.home == home
+    assert cfg.database_path == home / "cigri.db"
+    assert cfg.spool_path == home / "spool"
+    assert cfg.log_path == home / "log"
+
+
+def test_explicit_database_is_kept(files: dict[str, Path], tmp_path: Path) -> None:
+    cfg = load(CIGRI_HOME=str(tmp_path), CIGRI_DATABASE=str(tmp_path / "other.db"))
+    assert cfg.database_path == tmp_path / "other.db"
+    assert cfg.spool_path == tmp_path / "spool"
+
+
+def test_precedence_of_every_layer(files: dict[str, Path], tmp_path: Path) -> None:
+    files["system"].write_text('[cigri]\ncycle_period = 1\nstderr_tail_lines = 1\nmax_attempts = 1\n'
+                               'default_resources = "system"\n[runner]\ntap_max = 7\n')
+    files["user"].write_text('[cigri]\nstderr_tail_lines = 2\nmax_attempts = 2\ndefault_resources = "user"\n')
+    files["explicit"].write_text('[cigri]\nmax_attempts = 3\ndefault_resources = "explicit"\n')
+    cfg = load({"cigri.default_resources": "flag"}, CIGRI_CONFIG=str(files["explicit"]),
+               CIGRI_HOME=str(tmp_path), CIGRI_DEFAULT_RESOURCES="env")
+    assert cfg.settings.cycle_period == 1.0  # system only
+    assert cfg.runner.tap_max == 7
+    assert cfg.settings.stderr_tail_lines == 2  # user beats system
+    assert cfg.settings.max_attempts == 3  # CIGRI_CONFIG beats user
+    assert cfg.settings.default_resources == "flag"  # overrides beat the environment
+    assert load(CIGRI_CONFIG=str(files["explicit"]), CIGRI_HOME=str(tmp_path),
+                CIGRI_DEFAULT_RESOURCES="env").settings.default_resources == "env"
+
+
+def test_environment_is_typed(files: dict[str, Path], tmp_path: Path) -> None:
+    cfg = load(CIGRI_HOME=str(tmp_path), CIGRI_CYCLE_PERIOD="0.5", CIGRI_RUNNER_TAP_INITIAL="4",
+               CIGRI_RUNNER_TAP_FACTOR="2")
+    assert cfg.settings.cycle_period == 0.5
+    assert cfg.runner.tap_initial == 4
+    assert cfg.runner.tap_factor == 2.0
+
+
+def test_clusters_replace_the_implicit_local(files: dict[str, Path], tmp_path: Path) -> None:
+    files["system"].write_text('[clusters.a]\nbackend = "local"\nslots = 2\n')
+    files["user"].write_text('[clusters.a]\nmax_waiting = 5\n[clusters.b]\nbackend = "local"\n')
+    cfg = load(CIGRI_HOME=str(tmp_path))
+    assert {c.name: c.options for c in cfg.clusters} == {"a": {"slots": 2, "max_waiting": 5}, "b": {}}
+
+
+def test_documented_example_file_loads_with_default_values(files: dict[str, Path], tmp_path: Path) -> None:
+    cfg = load(CIGRI_CONFIG=str(REPO / "conf" / "cigri.toml"), CIGRI_HOME=str(tmp_path))
+    assert cfg.settings == load(CIGRI_HOME=str(tmp_path)).settings
+    assert cfg.runner == config.RunnerSettings()
+
+
+BAD_FILES = [
+    ("[nope]\nx = 1\n", "nope"),
+    ("[cigri]\nhomme = '/tmp'\n", "cigri.homme"),
+    ("[runner]\ntap_speed = 2\n", "runner.tap_speed"),
+    ("[cigri]\ncycle_period = 'fast'\n", "cigri.cycle_period"),
+    ("[cigri]\nmax_attempts = 2.5\n", "cigri.max_attempts"),
+    ("[cigri]\nmax_attempts = true\n", "cigri.max_attempts"),
+    ("[cigri]\nhome = 3\n", "cigri.home"),
+    ("[cigri]\ndefault_walltime = '1:2:3:4'\n", "cigri.default_walltime"),
+    ("[cigri]\ndefault_walltime = '0'\n", "cigri.default_walltime"),
+    ("[cigri]\ncycle_period = 0\n", "cigri.cycle_period"),
+    ("[cigri]\nmax_attempts = 0\n", "cigri.max_attempts"),
+    ("[runner]\ntap_factor = 0.5\n", "runner.tap_factor"),
+    ("[runner]\ntap_initial = 10\ntap_max = 5\n", "runner.tap_initial"),
+    ("[clusters.c]\nbackend = 'oar'\n", "clusters.c.backend"),
+    ("[clusters.c]\nslots = 2\n", "clusters.c.backend"),
+    ("[clusters.c]\nbackend = 'local'\ncores = 2\n", "clusters.c.cores"),
+    ("[clusters.c]\nbackend = 'local'\nslots = 'two'\n", "clusters.c.slots"),
+    ("[clusters.c]\nbackend = 'local'\nmax_waiting = -1\n", "clusters.c.max_waiting"),
+    ("clusters = 3\n", "clusters"),
+    ("[cigri\n", "line 1"),
+]
+
+
+@pytest.mark.parametrize(("text", "key"), BAD_FILES)
+def test_bad_file_names_the_key(files: dict[str, Path], tmp_path: Path, text: str, key: str) -> None:
+    files["user"].write_text(text)
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")) as error:
+        load(CIGRI_HOME=str(tmp_path))
+    assert error.value.exit_code == 2
+
+
+@pytest.mark.parametrize(("variable", "value", "named"), [
+    ("CIGRI_CYCLE_PERIOD", "abc", "CIGRI_CYCLE_PERIOD"),
+    ("CIGRI_MAX_ATTEMPTS", "1.5", "CIGRI_MAX_ATTEMPTS"),
+    ("CIGRI_RUNNER_TAP_INITIAL", "many", "CIGRI_RUNNER_TAP_INITIAL"),
+    ("CIGRI_CYCLE_PERIOD", "nan", "cigri.cycle_period"),  # the right type, a bad value
+    ("CIGRI_DEFAULT_WALLTIME", "soon", "cigri.default_walltime"),
+])
+def test_bad_environment_names_the_variable(files: dict[str, Path], tmp_path: Path,
+                                            variable: str, value: str, named: str) -> None:
+    with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
+        load(**{"CIGRI_HOME": str(tmp_path), variable: value})
+
+
+def test_missing_cigri_config_file(files: dict[str, Path], tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="CIGRI_CONFIG"):
+        load(CIGRI_CONFIG=str(tmp_path / "absent.toml"))
+
+
+@pytest.mark.parametrize(("overrides", "key"), [
+    ({"cigri.nope": 1}, "cigri.nope"),
+    ({"nope.home": "/x"}, "nope"),
+    ({"cigri.cycle_period": "fast"}, "cigri.cycle_period"),
+])
+def test_bad_override_names_the_key(files: dict[str, Path], tmp_path: Path, overrides: dict, key: str) -> None:
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        load(overrides, CIGRI_HOME=str(tmp_path))

@@ -1,0 +1,179 @@
+"""Submission through cigri.api on a real database: all or nothing."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_jdl import HOME, INVALID
+
+from cigri import api, config
+from cigri.api import INSERT_CHUNK
+from cigri.errors import InputError, Refused
+from cigri.grid import Grid, open_grid
+
+USER = getpass.getuser()
+
+
+@pytest.fixture
+def grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Grid]:
+    for name in [n for n in os.environ if n.startswith("CIGRI_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setattr(config, "SYSTEM_FILE", tmp_path / "absent.toml")
+    monkeypatch.setattr(config, "USER_FILE", tmp_path / "absent.toml")
+    conf = tmp_path / "cigri.toml"
+    conf.write_text('[clusters.local]\nbackend = "local"\n[clusters.other]\nbackend = "local"\n')
+    monkeypatch.setenv("CIGRI_CONFIG", str(conf))
+    monkeypatch.setenv("CIGRI_HOME", str(tmp_path / "home"))
+    grid = open_grid(config.load())
+    yield grid
+    grid.close()
+
+
+def submit(grid: Grid, document: dict[str, Any] | str, base_dir: Path) -> tuple[int, int]:
+    text = document if isinstance(document, str) else json.dumps(document)
+    return api.submit(grid, text, base_dir=base_dir, user=USER)
+
+
+def snapshot(grid: Grid) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table: what 'the database is unchanged' means."""
+    tables = [r[0] for r in grid.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    return {t: grid.db.execute(f"SELECT * FROM [{t}] ORDER BY rowid").fetchall() for t in tables}
+
+
+def tasks(grid: Grid, campaign_id: int) -> list[tuple[str, str]]:
+    return grid.db.execute("SELECT name, param FROM tasks WHERE campaign_id = ? ORDER BY id",
+                           [campaign_id]).fetchall()
+
+
+def properties(grid: Grid, campaign_id: int, cluster: str) -> dict[str, Any]:
+    return {name: json.loads(value) for name, value in grid.db.execute(
+        "SELECT p.name, p.value FROM campaign_properties p JOIN clusters c ON c.id = p.cluster_id "
+        "WHERE p.campaign_id = ? AND c.name = ?", [campaign_id, cluster])}
+
+
+def test_valid_submission(grid: Grid, tmp_path: Path) -> None:
+    (tmp_path / "params.txt").write_text('alpha 1 "two words"\n\n# skipped\nbeta $(x) *\n')
+    document = {
+        "name": "render", "param_file": "params.txt", "exec_file": "~/bin/render",
+        "exec_directory": "{HOME}/work/{CAMPAIGN_ID}", "walltime": "00:05:00", "max_jobs": "3",
+        "prologue": ["set -e", "mkdir -p x"],
+        "clusters": {"local": {"test_mode": "true"}, "other": {"walltime": "60"}},
+    }
+    campaign_id, count = submit(grid, document, tmp_path)
+    assert count == 2
+    row = grid.db.execute("SELECT name, user, state, nb_tasks, jdl FROM campaigns WHERE id = ?",
+                          [campaign_id]).fetchone()
+    assert row[:4] == ("render", USER, "in_treatment", 2)
+    assert json.loads(row[4])["clusters"] == document["clusters"]
+    assert tasks(grid, campaign_id) == [("alpha", 'alpha 1 "two words"'), ("beta", "beta $(x) *")]
+    local, other = properties(grid, campaign_id, "local"), properties(grid, campaign_id, "other")
+    assert local["exec_directory"] == f"{HOME}/work/{campaign_id}"
+    assert local["exec_file"] == f"{HOME}/bin/render"
+    assert (local["walltime"], other["walltime"]) == (300, 60)
+    assert (local["test_mode"], other["test_mode"]) == (True, False)
+    assert local["max_jobs"] == other["max_jobs"] == 3
+    assert local["prologue"] == "set -e\nmkdir -p x"
+    assert set(local) == set(other)
+
+
+def test_campaign_id_differs_per_campaign(grid: Grid, tmp_path: Path) -> None:
+    document = {"name": "n", "nb_jobs": 2, "exec_file": "/bin/true", "exec_directory": "/w/{CAMPAIGN_ID}",
+                "clusters": {"local": {}}}
+    first, _ = submit(grid, document, tmp_path)
+    second, count = submit(grid, document, tmp_path)
+    assert count == 2 and first != second
+    assert properties(grid, second, "local")["exec_directory"] == f"/w/{second}"
+    assert tasks(grid, second) == [("0", "0"), ("1", "1")]
+    assert properties(grid, first, "other") == {}
+
+
+def assert_refused_unchanged(grid: Grid, tmp_path: Path, document: dict[str, Any] | str, named: str) -> None:
+    before = snapshot(grid)
+    with pytest.raises(InputError) as error:
+        submit(grid, document, tmp_path)
+    assert error.value.exit_code == 2
+    assert named in str(error.value)
+    assert snapshot(grid) == before
+
+
+@pytest.mark.parametrize(("document", "named"), [case[1:] for case in INVALID], ids=[c[0] for c in INVALID])
+def test_invalid_jdl_leaves_database_unchanged(grid: Grid, tmp_path: Path,
+                                               document: dict[str, Any] | str, named: str) -> None:
+    submit(grid, {"name": "earlier", "nb_jobs": 1, "exec_file": "/bin/true", "clusters": {"local": {}}}, tmp_path)
+    assert_refused_unchanged(grid, tmp_path, document, named)
+
+
+def param_jdl(path: Path) -> dict[str, Any]:
+    return {"name": "p", "param_file": str(path), "exec_file": "/bin/true", "clusters": {"local": {}, "other": {}}}
+
+
+@pytest.mark.parametrize(("content", "named"), [
+    ("a 1\nb 2\nc 3\nb 4\n", ":4: duplicate task name 'b'"),
+    ("a 1\n\n# c\nb 2\n'a' 3\n", ":5: duplicate task name 'a'"),
+    ("a 1\nb 2\nc 'unbalanced\n", ":3: No closing quotation"),
+    ("a 1\nb \x00\n", ":2: contains a NUL byte"),
+    ("# only a comment\n\n", "no parameters"),
+])
+def test_bad_param_file_leaves_database_unchanged(grid: Grid, tmp_path: Path, content: str, named: str) -> None:
+    path = tmp_path / "params.txt"
+    path.write_text(content)
+    assert_refused_unchanged(grid, tmp_path, param_jdl(path), named)
+
+
+def test_duplicate_across_insert_chunks(grid: Grid, tmp_path: Path) -> None:
+    path = tmp_path / "params.txt"
+    lines = [f"t{i} x" for i in range(INSERT_CHUNK + 10)] + ["t5 again"]
+    path.write_text("\n".join(lines) + "\n")
+    assert_refused_unchanged(grid, tmp_path, param_jdl(path), f"{path}:{len(lines)}: duplicate task name 't5'")
+
+
+def test_missing_param_file_and_empty_inline_params(grid: Grid, tmp_path: Path) -> None:
+    assert_refused_unchanged(grid, tmp_path, param_jdl(tmp_path / "absent.txt"), "absent.txt")
+    empty = {"name": "e", "params": ["", "# none"], "exec_file": "/bin/true", "clusters": {"local": {}}}
+    assert_refused_unchanged(grid, tmp_path, empty, "no parameters")
+
+
+def test_extend_adds_tasks(grid: Grid, tmp_path: Path) -> None:
+    campaign_id, _ = submit(grid, {"name": "x", "nb_jobs": 2, "exec_file": "/bin/true",
+                                   "clusters": {"local": {}}}, tmp_path)
+    more = tmp_path / "more.txt"
+    more.write_text("a 'one arg'\nb\n")
+    assert api.extend(grid, campaign_id, more, user=USER) == 2
+    assert [name for name, _ in tasks(grid, campaign_id)] == ["0", "1", "a", "b"]
+    assert grid.db.execute("SELECT nb_tasks FROM campaigns WHERE id = ?", [campaign_id]).fetchone()[0] == 4
+
+
+@pytest.mark.parametrize(("content", "line"), [
+    ("new 1\n1 again\n", 2),  # clashes with an existing task
+    ("new 1\nother\nnew 2\n", 3),  # clashes within the file
+    ("new 1\nbad 'quote\n", 2),
+])
+def test_extend_is_atomic(grid: Grid, tmp_path: Path, content: str, line: int) -> None:
+    campaign_id, _ = submit(grid, {"name": "x", "nb_jobs": 2, "exec_file": "/bin/true",
+                                   "clusters": {"local": {}}}, tmp_path)
+    more = tmp_path / "more.txt"
+    more.write_text(content)
+    before = snapshot(grid)
+    with pytest.raises(InputError, match=f"{more}:{line}:"):
+        api.extend(grid, campaign_id, more, user=USER)
+    assert snapshot(grid) == before
+
+
+def test_extend_refuses_other_users_and_cancelled_campaigns(grid: Grid, tmp_path: Path) -> None:
+    campaign_id, _ = submit(grid, {"name": "x", "nb_jobs": 1, "exec_file": "/bin/true",
+                                   "clusters": {"local": {}}}, tmp_path)
+    more = tmp_path / "more.txt"
+    more.write_text("a\n")
+    with pytest.raises(Refused, match="belongs to"):
+        api.extend(grid, campaign_id, more, user="someone-else")
+    api.cancel(grid, campaign_id, user=USER)
+    before = snapshot(grid)
+    with pytest.raises(Refused, match="cancelled"):
+        api.extend(grid, campaign_id, more, user=USER)
+    assert snapshot(grid) == before
