@@ -56,9 +56,17 @@ class ClusterConfig:
     options: dict[str, Any] = field(default_factory=dict)
 
 
+_REMOTE_KEYS: dict[str, type] = {
+    "transport": str, "host": str, "port": int, "user": str, "key_file": str, "known_hosts": str,
+    "base_url": str, "token_file": str, "password_file": str, "timeout": float, "min_interval": float,
+    "api_chunk_size": int, "max_waiting": int, "properties": str, "project": str,
+}
 CLUSTER_KEYS: dict[str, dict[str, type]] = {
     "local": {"slots": int, "max_waiting": int},
+    "slurm": {**_REMOTE_KEYS, "partition": str, "best_effort_partition": str, "best_effort_qos": str},
+    "oar": dict(_REMOTE_KEYS),
 }
+TRANSPORT_NEEDS = {"ssh": ("host", "user"), "rest": ("base_url",)}
 
 
 @dataclass(frozen=True)
@@ -148,13 +156,20 @@ def _cluster_configs(clusters: dict[str, dict[str, Any]]) -> tuple[ClusterConfig
         backend = table.pop("backend", None)
         if backend not in CLUSTER_KEYS:
             raise ConfigError(f"clusters.{name}.backend: expected one of {sorted(CLUSTER_KEYS)}, got {backend!r}")
+        kinds = CLUSTER_KEYS[backend]
         for key, value in table.items():
-            kinds = CLUSTER_KEYS[backend]
             if key not in kinds:
                 raise ConfigError(f"unknown key clusters.{name}.{key}")
-            _coerce(f"clusters.{name}.{key}", value, kinds[key])
-            if value < 0:
+            table[key] = value = _coerce(f"clusters.{name}.{key}", value, kinds[key])
+            if isinstance(value, (int, float)) and value < 0:
                 raise ConfigError(f"clusters.{name}.{key}: must be >= 0")
+        if backend != "local":
+            transport = table.get("transport")
+            if transport not in TRANSPORT_NEEDS:
+                raise ConfigError(f"clusters.{name}.transport: expected 'ssh' or 'rest', got {transport!r}")
+            for key in TRANSPORT_NEEDS[transport]:
+                if key not in table:
+                    raise ConfigError(f"clusters.{name}.{key}: required with transport {transport!r}")
         result.append(ClusterConfig(name, backend, table))
     return tuple(result)
 

@@ -30,4 +30,20 @@ class Busy(CigriError):
 
 
 class BackendError(CigriError):
-    """A cluster did not answer as expected; the cycle turns it into an event."""
+    """A cluster did not answer as expected; the cycle turns it into an event named ``code``."""
+
+    code = "CLUSTER_UNREACHABLE"
+
+
+class ClusterTimeout(BackendError):
+    code = "CLUSTER_TIMEOUT"
+
+
+class ClusterAuthFailure(BackendError):
+    code = "CLUSTER_AUTH_FAILURE"
+
+
+class ClusterBadAnswer(BackendError):
+    """The cluster answered, but not in a way its dialect can read."""
+
+    code = "CLUSTER_BAD_ANSWER"

@@ -99,7 +99,7 @@ BAD_FILES = [
     ("[cigri]\nmax_attempts = 0\n", "cigri.max_attempts"),
     ("[runner]\ntap_factor = 0.5\n", "runner.tap_factor"),
     ("[runner]\ntap_initial = 10\ntap_max = 5\n", "runner.tap_initial"),
-    ("[clusters.c]\nbackend = 'oar'\n", "clusters.c.backend"),
+    ("[clusters.c]\nbackend = 'pbs'\n", "clusters.c.backend"),
     ("[clusters.c]\nslots = 2\n", "clusters.c.backend"),
     ("[clusters.c]\nbackend = 'local'\ncores = 2\n", "clusters.c.cores"),
     ("[clusters.c]\nbackend = 'local'\nslots = 'two'\n", "clusters.c.slots"),

@@ -1,0 +1,62 @@
+"""The HTTP transport (httpx): JSON requests to a cluster's REST API.
+
+Timeouts, refused connections, authentication failures, server errors and answers that
+are not JSON become :class:`BackendError` subclasses, which the cycle turns into cluster
+events; they never escape as raw httpx exceptions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from cigri.backends._pacing import Pacer
+from cigri.errors import BackendError, ClusterAuthFailure, ClusterBadAnswer, ClusterTimeout
+
+
+class HTTPTransport:
+    def __init__(self, cluster: str, base_url: str, headers: dict[str, str], timeout: float,
+                 auth: tuple[str, str] | None = None, min_interval: float = 0.0) -> None:
+        self.cluster = cluster
+        self._client = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, auth=auth,
+                                    timeout=timeout)
+        self._pacer = Pacer(min_interval)
+
+    def request(self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None,
+                accept: tuple[int, ...] = (200, 201, 202)) -> Any:
+        """Send one request; return the decoded JSON body (None when empty)."""
+        self._pacer.wait()
+        where = f"{self.cluster}: {method} {path}"
+        try:
+            response = self._client.request(method, path, json=json, params=params)
+        except httpx.TimeoutException:
+            raise ClusterTimeout(f"{where}: no answer within {self._client.timeout.read}s") from None
+        except httpx.HTTPError as error:
+            raise BackendError(f"{where}: {type(error).__name__}: {error}") from None
+        if response.status_code in (401, 403):
+            raise ClusterAuthFailure(f"{where}: authentication refused ({response.status_code})")
+        if response.status_code not in accept:
+            raise ClusterBadAnswer(f"{where}: HTTP {response.status_code}: {response.text[:200]}")
+        if not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            raise ClusterBadAnswer(f"{where}: answer is not JSON: {response.text[:200]!r}") from None
+
+    def text(self, method: str, path: str) -> str:
+        """A plain-text resource (job output through OAR's media API)."""
+        self._pacer.wait()
+        try:
+            response = self._client.request(method, path)
+        except httpx.TimeoutException:
+            raise ClusterTimeout(f"{self.cluster}: {method} {path}: timed out") from None
+        except httpx.HTTPError as error:
+            raise BackendError(f"{self.cluster}: {method} {path}: {error}") from None
+        if response.status_code in (401, 403):
+            raise ClusterAuthFailure(f"{self.cluster}: {method} {path}: authentication refused")
+        return response.text if response.status_code == 200 else ""
+
+    def close(self) -> None:
+        self._client.close()
