@@ -1,6 +1,7 @@
 """Colombo: look at every job that ended badly, decide what happens to its task, raise events.
 
-Decisions: exit 66/67 puts the task back at the head/tail of the bag; a lost job or one
+Decisions: a best-effort job preempted by the cluster goes back to the head of the bag
+without counting as an attempt; exit 66/67 puts the task back at the head/tail; a lost job or one
 cancelled by someone other than cigri is retried; all of these stop at ``max_attempts``
 (``TOO_MANY_ATTEMPTS``). A non-zero exit or a walltime kill fails the task and records an
 event with the stderr tail. A failed prologue closes the cluster to the campaign; when no
@@ -20,7 +21,8 @@ from cigri.states import EXIT_RESUBMIT_HEAD, CampaignState, JobState, TaskState
 
 log = logging.getLogger("cigri.colombo")
 PRIORITY_HEAD, PRIORITY_TAIL = 20, 0
-UNDECIDED = (JobState.FAILED, JobState.TIMEOUT, JobState.LOST, JobState.RESUBMIT, JobState.CANCELLED)
+UNDECIDED = (JobState.FAILED, JobState.TIMEOUT, JobState.LOST, JobState.RESUBMIT, JobState.CANCELLED,
+             JobState.PREEMPTED)
 
 
 def analyse(ctx: CycleContext) -> int:
@@ -31,7 +33,7 @@ def analyse(ctx: CycleContext) -> int:
         jobs = list(ctx.grid.db.query(
             "SELECT j.id, j.task_id, j.cluster_id, j.remote_id, j.state, j.exit_code, j.kill_requested, "
             "t.attempts, t.name FROM tasks t JOIN jobs j ON j.task_id = t.id "
-            "WHERE t.campaign_id = ? AND t.state IN (?, ?) AND j.state IN (?, ?, ?, ?, ?)",
+            f"WHERE t.campaign_id = ? AND t.state IN (?, ?) AND j.state IN ({','.join('?' * len(UNDECIDED))})",
             [campaign_id, TaskState.WAITING, TaskState.RUNNING, *UNDECIDED]))
         tails = {j["id"]: _stderr_tail(ctx, j) for j in jobs if j["state"] == JobState.FAILED}
         with database.write(ctx.grid.db) as conn:
@@ -55,6 +57,10 @@ def _decide(ctx: CycleContext, conn: Any, campaign_id: int, job: dict[str, Any],
     where = dict(campaign_id=campaign_id, cluster_id=job["cluster_id"], job_id=job["id"], task_id=task_id)
     if state == JobState.CANCELLED and job["kill_requested"]:
         _set_task(conn, task_id, TaskState.CANCELLED)
+    elif state == JobState.PREEMPTED:  # the cluster's own users came first: not the task's fault
+        conn.execute("UPDATE tasks SET state = ?, priority = ?, attempts = attempts - 1 WHERE id = ? "
+                     "AND state IN (?, ?)", [TaskState.PENDING, PRIORITY_HEAD, task_id, TaskState.WAITING,
+                                             TaskState.RUNNING])
     elif state == JobState.FAILED:
         _set_task(conn, task_id, TaskState.FAILED)
         open_event(conn, "job", "EXIT_ERROR", f"task {job['name']} exited with status {job['exit_code']}",

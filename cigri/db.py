@@ -75,6 +75,7 @@ def m001_initial(db: Database) -> None:
         kind TEXT NOT NULL DEFAULT 'task',              -- task, prologue, epilogue
         state TEXT NOT NULL,
         remote_id TEXT,
+        batch TEXT,                                     -- the submit call it belongs to, fixed before the call
         kill_requested INTEGER NOT NULL DEFAULT 0,
         created_at REAL NOT NULL,
         submitted_at REAL,

@@ -44,6 +44,7 @@ class JobState(StrEnum):
     TIMEOUT = "timeout"  # killed at walltime
     CANCELLED = "cancelled"
     LOST = "lost"  # the cluster no longer knows the job
+    PREEMPTED = "preempted"  # best-effort job killed by the cluster: resubmitted, not counted
     RESUBMIT = "resubmit"  # exit status 66/67: the task asked to be run again
 
 
@@ -55,6 +56,7 @@ JOB_ENDED = (
     JobState.CANCELLED,
     JobState.LOST,
     JobState.RESUBMIT,
+    JobState.PREEMPTED,
 )
 
 EXIT_RESUBMIT_HEAD = 66

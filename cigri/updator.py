@@ -33,6 +33,7 @@ def job_state(remote: RemoteJob) -> JobState:
         RemoteState.RUNNING: JobState.RUNNING,
         RemoteState.TIMEOUT: JobState.TIMEOUT,
         RemoteState.CANCELLED: JobState.CANCELLED,
+        RemoteState.PREEMPTED: JobState.PREEMPTED,
         RemoteState.UNKNOWN: JobState.LOST,
     }[remote.state]
 

@@ -39,7 +39,7 @@ def pool_pid(backend: LocalBackend) -> int | None:
 
 
 def job(key: str, directory: Path, *argv: str, walltime: int = 60) -> JobSpec:
-    return JobSpec(key=key, name=f"job-{key}", argv=argv, directory=str(directory),
+    return JobSpec(key=key, batch="b", name=f"job-{key}", argv=argv, directory=str(directory),
                    walltime_seconds=walltime, resources="")
 
 

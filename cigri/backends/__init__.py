@@ -4,9 +4,11 @@ A backend is small and typed: submit a batch, poll many jobs in one call, cancel
 capacity, read an output tail, close. Each resource manager translates its own job states
 into :class:`RemoteState` in one table; raw scheduler strings never reach the core.
 
-Contract for :meth:`ClusterBackend.submit`: it is idempotent per :attr:`JobSpec.key`.
-Submitting a key the cluster already knows returns the existing remote id instead of
-starting the job again, so the runner can safely re-send a batch interrupted by a crash.
+Contract for :meth:`ClusterBackend.submit`: one call submits one batch (an array where the
+resource manager has them), and it is idempotent per :attr:`JobSpec.key` and
+:attr:`JobSpec.batch`. Submitting a batch the cluster already knows returns the existing
+remote ids instead of starting the jobs again, so the runner can safely re-send a batch
+interrupted by a crash; the runner always re-sends a batch with the same keys in the same order.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ class RemoteState(StrEnum):
     COMPLETED = "completed"  # ended by itself; see exit_code
     TIMEOUT = "timeout"  # killed at walltime
     CANCELLED = "cancelled"
+    PREEMPTED = "preempted"  # a best-effort job killed by the cluster for its own users
     UNKNOWN = "unknown"  # the cluster does not know this id (lost)
 
 
@@ -30,6 +33,7 @@ class JobSpec:
     """What one remote job must run. ``argv[0]`` is the program; nothing goes through a shell."""
 
     key: str  # cigri's job id, unique in the database: the idempotency key
+    batch: str  # every spec of one submit call shares it; RMs with arrays name the array after it
     name: str
     argv: tuple[str, ...]
     directory: str
@@ -96,6 +100,14 @@ def open_backend(name: str, backend: str, options: dict[str, object], spool_root
         from cigri.backends.local import LocalBackend
 
         return LocalBackend(name, options, spool_root)
+    if backend == "slurm":
+        from cigri.backends.slurm import SlurmBackend
+
+        return SlurmBackend(name, options)
+    if backend == "oar":
+        from cigri.backends.oar import OARBackend
+
+        return OARBackend(name, options)
     from cigri.errors import ConfigError
 
-    raise ConfigError(f"cluster {name}: unknown backend {backend!r} (known: local)")
+    raise ConfigError(f"cluster {name}: unknown backend {backend!r} (known: local, slurm, oar)")
