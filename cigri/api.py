@@ -331,3 +331,39 @@ def set_blacklist(grid: Grid, name: str, reason: str | None) -> None:
             [reason is not None, reason, database.now() if reason else None, name])
         if cursor.rowcount == 0:
             raise NotFound(f"cluster {name}: no such cluster")
+
+
+def test_cluster(grid: Grid, name: str, directory: str, timeout: float) -> dict[str, Any]:
+    """Submit a tiny job to a cluster and follow it to its end (CiGri's grid_test_cluster)."""
+    import time
+
+    from cigri.backends import JobSpec, RemoteState
+
+    cluster_id = grid.cluster_ids().get(name)
+    if cluster_id is None:
+        raise NotFound(f"cluster {name}: no such cluster")
+    backend = grid.backend(cluster_id)
+    key = f"test-{int(time.time() * 1000)}"
+    spec = JobSpec(key=key, batch=key, name=f"cigri.test.{key}", argv=("/bin/echo", "cigri test"),
+                   directory=directory, walltime_seconds=300, resources="core=1",
+                   environment={"CIGRI_JOB_ID": key})
+    started = time.monotonic()
+    capacity = backend.capacity()
+    remote_id = backend.submit([spec])[key]
+    submitted = time.monotonic()
+    while True:
+        job = backend.poll([remote_id])[remote_id]
+        if job.state not in (RemoteState.QUEUED, RemoteState.RUNNING):
+            break
+        if time.monotonic() - started > timeout:
+            backend.cancel([remote_id])
+            raise Refused(f"cluster {name}: test job {remote_id} still {job.state} after {timeout:.0f}s; cancelled")
+        time.sleep(0.5)
+    result = {"cluster": name, "remote_id": remote_id, "state": str(job.state), "exit_code": job.exit_code,
+              "total_slots": capacity.total_slots, "free_slots": capacity.free_slots,
+              "submit_seconds": round(submitted - started, 3),
+              "round_trip_seconds": round(time.monotonic() - started, 3),
+              "stdout": backend.output_tail(remote_id, "stdout", 5)}
+    if job.state != RemoteState.COMPLETED or job.exit_code != 0:
+        raise Refused(f"cluster {name}: test job ended {job.state} with exit code {job.exit_code}")
+    return result

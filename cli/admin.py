@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 from typing import Any, Optional
 
@@ -101,13 +102,37 @@ def cluster_list(as_json: bool = typer.Option(False, "--json", help="Print one J
 
 @cluster_app.command("add")
 @common.errors_to_exit
-def cluster_add(name: str, backend: str = typer.Option("local", "--backend", help="Backend: local."),
-                slots: Optional[int] = typer.Option(None, "--slots", help="Slots of a local cluster (default: CPU count)."),
-                max_waiting: Optional[int] = typer.Option(None, "--max-waiting", help="Jobs cigri may queue beyond free slots.")) -> None:
-    """Add a cluster to the database (clusters in the configuration file are added automatically)."""
-    options = {k: v for k, v in (("slots", slots), ("max_waiting", max_waiting)) if v is not None}
-    api.add_cluster(_grid(), name, backend, options)
+def cluster_add(name: str, backend: str = typer.Option("local", "--backend", help="Backend: local, slurm or oar."),
+                option: list[str] = typer.Option([], "-o", "--option", metavar="KEY=VALUE",
+                                                 help="A cluster key (see conf/cigri.toml), e.g. -o transport=ssh -o port=2222; repeat.")) -> None:
+    """Add a cluster to the database after checking its keys (configured clusters are added automatically)."""
+    api.add_cluster(_grid(), name, backend, dict(_key_value(text) for text in option))
     print(f"Cluster {name} added")
+
+
+def _key_value(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` with VALUE read as a TOML value when it is one (2222, 1.5), else as text."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise InputError(f"--option {text!r}: expected KEY=VALUE")
+    try:
+        return key, tomllib.loads(f"v = {value}")["v"]
+    except tomllib.TOMLDecodeError:
+        return key, value
+
+
+@cluster_app.command("test")
+@common.errors_to_exit
+def cluster_test(name: str,
+                 directory: str = typer.Option("/tmp", "--directory", help="Directory the test job runs in on the cluster."),
+                 timeout: float = typer.Option(120.0, "--timeout", help="Seconds to wait for the job to end."),
+                 as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
+    """Submit a tiny job to a cluster and report the round trip; exit 1 if it fails."""
+    result = api.test_cluster(_grid(), name, directory, timeout)
+    if as_json:
+        return common.print_json(result)
+    print(f"Cluster {name}: job {result['remote_id']} ran in {result['round_trip_seconds']}s "
+          f"(submission {result['submit_seconds']}s), {result['free_slots']}/{result['total_slots']} slots free")
 
 
 @cluster_app.command("remove")

@@ -22,7 +22,7 @@ for cmd in "${!summary[@]}"; do
     {
       echo "[SUBCOMMANDS]"
       for sub in "cycle" "daemon" "db init" "db upgrade" "db path" "cluster list" "cluster add" \
-                 "cluster remove" "cluster blacklist" "cluster unblacklist"; do
+                 "cluster test" "cluster remove" "cluster blacklist" "cluster unblacklist"; do
         echo ".SS \"cigri $sub\""
         echo ".nf"
         # shellcheck disable=SC2086
