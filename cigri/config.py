@@ -58,13 +58,14 @@ class ClusterConfig:
 
 _REMOTE_KEYS: dict[str, type] = {
     "transport": str, "host": str, "port": int, "user": str, "key_file": str, "known_hosts": str,
-    "base_url": str, "token_file": str, "password_file": str, "timeout": float, "min_interval": float,
+    "base_url": str, "timeout": float, "min_interval": float,
     "api_chunk_size": int, "max_waiting": int, "properties": str, "project": str,
 }
 CLUSTER_KEYS: dict[str, dict[str, type]] = {
     "local": {"slots": int, "max_waiting": int},
-    "slurm": {**_REMOTE_KEYS, "partition": str, "best_effort_partition": str, "best_effort_qos": str},
-    "oar": dict(_REMOTE_KEYS),
+    "slurm": {**_REMOTE_KEYS, "token_file": str, "partition": str, "best_effort_partition": str,
+              "best_effort_qos": str},
+    "oar": {**_REMOTE_KEYS, "password_file": str},
 }
 TRANSPORT_NEEDS = {"ssh": ("host", "user"), "rest": ("base_url",)}
 

@@ -1,5 +1,5 @@
 """Every command, sub-command and option is documented: in README.md and in its man page,
-and every configuration key in conf/cigri.toml."""
+and every configuration key in conf/cigri.toml or conf/clusters.example.toml."""
 
 from __future__ import annotations
 
@@ -48,9 +48,11 @@ def test_every_configuration_key_documented() -> None:
     documented = tomllib.loads((ROOT / "conf" / "cigri.toml").read_text())
     for section, cls in config.SECTIONS.items():
         assert {f.name for f in fields(cls)} == set(documented[section]), section
+    remote = tomllib.loads((ROOT / "conf" / "clusters.example.toml").read_text())
+    tables = [*documented["clusters"].values(), *remote["clusters"].values()]
     for backend, keys in config.CLUSTER_KEYS.items():
-        example = next(t for t in documented["clusters"].values() if t["backend"] == backend)
-        assert set(keys) <= set(example), f"cluster keys of {backend}"
+        described = set().union(*(t for t in tables if t["backend"] == backend))
+        assert set(keys) <= described, f"cluster keys of {backend} not documented: {set(keys) - described}"
 
 
 def test_documented_configuration_loads(monkeypatch: pytest.MonkeyPatch) -> None:
