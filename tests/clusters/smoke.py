@@ -1,0 +1,262 @@
+"""Check that every cluster declared in DIR/cigri.toml (written by up.sh) answers,
+the way cigri talks to it: over SSH (paramiko) or REST (httpx).
+
+usage: python smoke.py DIR [ENTRY...]      (needs paramiko and httpx; see smoke.sh)
+
+For each [clusters.*] entry: ssh -> submit a `true` job with sbatch/oarsub and
+see it finish; rest -> submit through the API and poll it to its end; plus the
+advertised capacity (8 CPUs/cores). Besteffort: on every Slurm ssh entry a
+`main` job must preempt (cancel) `besteffort` jobs filling the node; on OAR
+(ssh) a normal job must kill a besteffort job. The last line is
+`N passed, M failed`; the exit code is 1 when anything failed.
+"""
+from __future__ import annotations
+
+import re
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import httpx
+import paramiko
+
+RESULTS: list[tuple[str, bool]] = []
+T0 = time.monotonic()
+
+
+def check(name: str, cond, detail: str = "") -> bool:
+    RESULTS.append((name, bool(cond)))
+    mark = "ok  " if cond else "FAIL"
+    print(f"{mark} {name}" + (f"  [{detail}]" if detail else "") + f"  ({time.monotonic() - T0:.1f}s)",
+          flush=True)
+    return bool(cond)
+
+
+def wait_for(fn, timeout: float = 30.0, step: float = 0.3):
+    end = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v or time.monotonic() > end:
+            return v
+        time.sleep(step)
+
+
+class Remote:
+    """One SSH connection to a cluster front-end; run() returns (rc, stdout, stderr)."""
+
+    def __init__(self, e: dict):
+        self.c = paramiko.SSHClient()
+        self.c.load_host_keys(e["known_hosts"])
+        self.c.set_missing_host_key_policy(paramiko.RejectPolicy())
+        self.c.connect(e["host"], port=int(e["port"]), username=e["user"], key_filename=e["key_file"],
+                       allow_agent=False, look_for_keys=False, timeout=10)
+
+    def run(self, cmd: str, timeout: float = 60) -> tuple[int, str, str]:
+        _, out, err = self.c.exec_command(cmd, timeout=timeout)
+        rc = out.channel.recv_exit_status()
+        return rc, out.read().decode(), err.read().decode()
+
+    def close(self) -> None:
+        self.c.close()
+
+
+# ---------------------------------------------------------------- Slurm
+def slurm_state(r: Remote, jid: str) -> str:
+    out = r.run(f"scontrol show job {jid}")[1]
+    m = re.search(r"JobState=(\w+)", out)
+    return m.group(1) if m else "?"
+
+
+def slurm_ssh(name: str, e: dict, exec_dir: str) -> None:
+    try:
+        r = Remote(e)
+    except Exception as ex:  # noqa: BLE001
+        check(f"{name}: ssh login", False, repr(ex))
+        return
+    try:
+        rc, out, err = r.run("sinfo -h -p " + e["partition"] + " -o %C")
+        check(f"{name}: sinfo {e['partition']}", rc == 0 and out.strip().endswith("/8"), (out or err).strip())
+        part = e["partition"]
+        rc, out, err = r.run(f"sbatch --parsable -p {part} -D {exec_dir} -o smoke-%j.out --wrap 'echo smoke $SLURM_JOB_ID'")
+        jid = out.strip().split(";")[0]
+        if check(f"{name}: sbatch -p {part} echo", rc == 0 and jid.isdigit(), (out or err).strip()):
+            st = wait_for(lambda: (s := slurm_state(r, jid)) in ("COMPLETED", "FAILED", "CANCELLED") and s, 30)
+            check(f"{name}: job {jid} COMPLETED", st == "COMPLETED", str(st))
+            text = r.run(f"cat {exec_dir}/smoke-{jid}.out; rm -f {exec_dir}/smoke-{jid}.out")[1].strip()
+            check(f"{name}: job wrote its output in the exec dir", text == f"smoke {jid}", text)
+        slurm_preemption(name, e, r, exec_dir)
+    finally:
+        r.close()
+
+
+def slurm_preemption(name: str, e: dict, r: Remote, exec_dir: str) -> None:
+    """8 one-CPU besteffort jobs fill the node; a main job must cancel one and run."""
+    be, main = e["best_effort_partition"], e["partition"]
+    rc, out, err = r.run(f"sbatch --parsable -p {be} --array=0-7 -D {exec_dir} -o /dev/null --wrap 'sleep 300'")
+    arr = out.strip()
+    if not check(f"{name}: sbatch -p {be} --array=0-7 sleep", rc == 0 and arr.isdigit(), (out or err).strip()):
+        return
+    try:
+        # full = no idle CPU left and some of our tasks run (other users' main jobs may hold CPUs)
+        def full():
+            idle = r.run(f"sinfo -h -p {main} -o %C")[1].strip().split("/")
+            return len(idle) == 4 and idle[1] == "0" and r.run(f"squeue -h -j {arr} -t R -o %i")[1].split()
+        running = wait_for(full, 30)
+        check(f"{name}: besteffort tasks fill the node", running,
+              f"{len(running or [])} of ours running; " + r.run(f"sinfo -h -p {main} -o %C")[1].strip())
+        rc, out, err = r.run(f"sbatch --parsable -p {main} -D {exec_dir} -o /dev/null --wrap true")
+        jid = out.strip()
+        t = time.monotonic()
+        st = wait_for(lambda: (s := slurm_state(r, jid)) in ("COMPLETED", "FAILED", "CANCELLED") and s, 60)
+        check(f"{name}: main job {jid} preempts besteffort and COMPLETES", st == "COMPLETED",
+              f"{st} after {time.monotonic() - t:.1f}s")
+        states = r.run(f"squeue -h -t all -j {arr} -o '%i %T'")[1].split("\n")
+        preempted = [s.split()[0] for s in states if s.endswith("PREEMPTED")]
+        check(f"{name}: a besteffort task is PREEMPTED", preempted, " ".join(preempted))
+    finally:
+        r.run(f"scancel {arr}")
+
+
+def slurm_rest(name: str, e: dict, exec_dir: str) -> None:
+    token = Path(e["token_file"]).read_text().strip()
+    base = e["base_url"].rstrip("/") + "/slurm/v0.0.38"
+    with httpx.Client(headers={"X-SLURM-USER-NAME": e["user"], "X-SLURM-USER-TOKEN": token},
+                      timeout=10) as s:
+        try:
+            r = s.get(f"{base}/ping")
+        except httpx.HTTPError as ex:
+            check(f"{name}: GET ping", False, repr(ex))
+            return
+        check(f"{name}: GET ping", r.status_code == 200, str(r.status_code))
+        nodes = s.get(f"{base}/nodes").json().get("nodes", [])
+        check(f"{name}: GET nodes -> 8 cpus", nodes and nodes[0]["cpus"] == 8,
+              f"cpus {nodes[0]['cpus']} alloc {nodes[0]['alloc_cpus']}" if nodes else "no node")
+        bad = httpx.get(f"{base}/ping", headers={"X-SLURM-USER-NAME": e["user"], "X-SLURM-USER-TOKEN": "x"})
+        # slurmrestd 22.05 answers 500 (not 401) to a malformed token
+        check(f"{name}: bad token rejected", bad.status_code >= 400, str(bad.status_code))
+        for part in (e["partition"], e["best_effort_partition"]):
+            job = {"script": "#!/bin/sh\ntrue\n",
+                   "job": {"name": "smoke", "partition": part, "current_working_directory": exec_dir,
+                           "standard_output": "/dev/null", "environment": {"PATH": "/usr/bin:/bin"}}}
+            r = s.post(f"{base}/job/submit", json=job)
+            jid = r.json().get("job_id") if r.status_code == 200 else None
+            if not check(f"{name}: POST job/submit ({part})", jid, f"job {jid}" if jid else f"{r.status_code} {r.text[:300]}"):
+                continue
+
+            def done():
+                jobs = s.get(f"{base}/job/{jid}").json().get("jobs") or [{}]
+                st = jobs[0].get("job_state")
+                return st if st in ("COMPLETED", "FAILED", "CANCELLED", "PREEMPTED") else None
+            st = wait_for(done, 30)
+            check(f"{name}: job {jid} ({part}) COMPLETED", st == "COMPLETED", str(st))
+
+
+# ---------------------------------------------------------------- OAR
+def oar_state(r: Remote, jid: str) -> str:
+    out = r.run(f"oarstat -s -j {jid}")[1].split()
+    return out[-1] if out else "?"
+
+
+def oar_ssh(name: str, e: dict, exec_dir: str) -> None:
+    try:
+        r = Remote(e)
+    except Exception as ex:  # noqa: BLE001
+        check(f"{name}: ssh login", False, repr(ex))
+        return
+    try:
+        rc, out, err = r.run("oarnodes -s | grep -c Alive")
+        check(f"{name}: oarnodes -> 8 Alive", out.strip() == "8", (out or err).strip())
+        rc, out, err = r.run(f"cd {exec_dir} && oarsub -l core=1,walltime=0:05:00 -n smoke 'echo smoke $OAR_JOB_ID'")
+        m = re.search(r"OAR_JOB_ID=(\d+)", out)
+        if check(f"{name}: oarsub echo", rc == 0 and m, " ".join((out or err).strip().splitlines()[-1:])):
+            jid = m.group(1)
+            st = wait_for(lambda: (s := oar_state(r, jid)) in ("Terminated", "Error") and s, 60)
+            check(f"{name}: job {jid} Terminated", st == "Terminated", str(st))
+            f = f"{exec_dir}/OAR.smoke.{jid}"
+            text = r.run(f"cat {f}.stdout; rm -f {f}.stdout {f}.stderr")[1].strip()
+            check(f"{name}: job wrote its output in the exec dir", text == f"smoke {jid}", text)
+        # besteffort: one besteffort job on all 8 cores, then a normal 1-core job kills it
+        rc, out, err = r.run(f"cd {exec_dir} && oarsub -t besteffort -l core=8,walltime=0:10:00 -n be 'sleep 300'")
+        m = re.search(r"OAR_JOB_ID=(\d+)", out)
+        if not check(f"{name}: oarsub -t besteffort core=8", rc == 0 and m, " ".join((out or err).strip().splitlines()[-1:])):
+            return
+        be = m.group(1)
+        try:
+            check(f"{name}: besteffort job {be} Running",
+                  wait_for(lambda: oar_state(r, be) == "Running", 60), oar_state(r, be))
+            rc, out, err = r.run(f"cd {exec_dir} && oarsub -l core=1,walltime=0:05:00 -n prio true")
+            jid = re.search(r"OAR_JOB_ID=(\d+)", out).group(1)
+            t = time.monotonic()
+            st = wait_for(lambda: (s := oar_state(r, jid)) in ("Terminated", "Error") and s, 90)
+            check(f"{name}: normal job {jid} kills the besteffort job and Terminates", st == "Terminated",
+                  f"{st} after {time.monotonic() - t:.1f}s")
+            check(f"{name}: besteffort job {be} ended in Error", oar_state(r, be) == "Error", oar_state(r, be))
+        finally:
+            r.run(f"oardel {be} >/dev/null 2>&1")
+    finally:
+        r.close()
+
+
+def oar_rest(name: str, e: dict, exec_dir: str) -> None:
+    pw = Path(e["password_file"]).read_text().strip()
+    base = e["base_url"].rstrip("/")
+    with httpx.Client(auth=(e["user"], pw), timeout=20) as s:
+        try:
+            res = s.get(f"{base}/resources.json")
+        except httpx.HTTPError as ex:
+            check(f"{name}: GET resources", False, repr(ex))
+            return
+        total = res.json().get("total") if res.status_code == 200 else None
+        check(f"{name}: GET resources -> 8", total == 8, f"total {total}" if total else f"{res.status_code} {res.text[:300]}")
+        who = s.get(f"{base}/whoami.json").json().get("authenticated_user")
+        check(f"{name}: whoami = {e['user']}", who == e["user"], str(who))
+        anon = httpx.get(f"{base}/jobs.json")
+        check(f"{name}: anonymous rejected", anon.status_code == 401, str(anon.status_code))
+        r = s.post(f"{base}/jobs.json", json={"resource": "/core=1,walltime=00:05:00", "command": "true",
+                                              "name": "smoke", "directory": exec_dir})
+        jid = r.json().get("id") if r.status_code in (200, 201) else None
+        if check(f"{name}: POST jobs", jid, f"job {jid}" if jid else f"{r.status_code} {r.text[:300]}"):
+            def done():
+                st = s.get(f"{base}/jobs/{jid}.json").json().get("state")
+                return st if st in ("Terminated", "Error") else None
+            st = wait_for(done, 60)
+            check(f"{name}: job {jid} Terminated", st == "Terminated", str(st))
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__)
+        return 2
+    d = Path(argv[0]).resolve()
+    cfg = tomllib.loads((d / "cigri.toml").read_text())
+    exec_dir = str(d / "exec")
+    only = set(argv[1:])
+    for name, e in cfg.get("clusters", {}).items():
+        if only and name not in only:
+            continue
+        kind = (e.get("backend"), e.get("transport"))
+        print(f"--- {name} ({'/'.join(x for x in kind if x)})", flush=True)
+        try:
+            if kind == ("slurm", "ssh"):
+                slurm_ssh(name, e, exec_dir)
+            elif kind == ("slurm", "rest"):
+                slurm_rest(name, e, exec_dir)
+            elif kind == ("oar", "ssh"):
+                oar_ssh(name, e, exec_dir)
+            elif kind == ("oar", "rest"):
+                oar_rest(name, e, exec_dir)
+            elif e.get("backend") == "local":
+                print("     (embedded local backend: nothing to reach)")
+            else:
+                check(f"{name}: known backend/transport", False, str(kind))
+        except Exception as ex:  # noqa: BLE001 - a crash is one failed check, not the end
+            check(f"{name}: no exception", False, repr(ex))
+    passed = sum(ok for _, ok in RESULTS)
+    failed = len(RESULTS) - passed
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed or not RESULTS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
