@@ -33,7 +33,10 @@ def analyse(ctx: CycleContext) -> int:
         jobs = list(ctx.grid.db.query(
             "SELECT j.id, j.task_id, j.cluster_id, j.remote_id, j.state, j.exit_code, j.kill_requested, "
             "t.attempts, t.name FROM tasks t JOIN jobs j ON j.task_id = t.id "
-            f"WHERE t.campaign_id = ? AND t.state IN (?, ?) AND j.state IN ({','.join('?' * len(UNDECIDED))})",
+            f"WHERE t.campaign_id = ? AND t.state IN (?, ?) AND j.state IN ({','.join('?' * len(UNDECIDED))}) "
+            # Only the task's latest job: an earlier attempt's ending was decided when it ended,
+            # and deciding it again would re-queue the task while its current attempt runs.
+            "AND j.id = (SELECT max(id) FROM jobs WHERE task_id = t.id)",
             [campaign_id, TaskState.WAITING, TaskState.RUNNING, *UNDECIDED]))
         tails = {j["id"]: _stderr_tail(ctx, j) for j in jobs if j["state"] == JobState.FAILED}
         with database.write(ctx.grid.db) as conn:
