@@ -47,3 +47,10 @@ class ClusterBadAnswer(BackendError):
     """The cluster answered, but not in a way its dialect can read."""
 
     code = "CLUSTER_BAD_ANSWER"
+
+
+class SubmissionRefused(BackendError):
+    """The cluster cannot run the jobs as described (resources it cannot express, a refused
+    partition...): resending the same batch will fail again until the campaign changes."""
+
+    code = "SUBMISSION_ERROR"

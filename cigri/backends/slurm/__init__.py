@@ -1,0 +1,150 @@
+"""The Slurm backend: one dialect (sbatch/squeue over SSH, or slurmrestd) on its transport.
+
+``transport = "ssh"`` runs Slurm's commands on the front-end (:mod:`.commands`);
+``transport = "rest"`` talks to slurmrestd with a JWT read from ``token_file`` (:mod:`.rest`).
+Either way a batch is one job array (:mod:`.batch`) and every operation is one remote call:
+one submit per batch, one poll for any number of jobs, one cancel (REST: one ``DELETE`` per
+job, slurmrestd has no bulk cancel), one capacity. ``calls`` counts them by operation, so tests
+can hold the core to its budget.
+
+slurmrestd cannot read files, so over REST :meth:`SlurmBackend.output_tail` goes through SSH
+when the cluster also has ``host`` (and ``user``, ``key_file``...) configured, and is empty otherwise.
+Best-effort jobs go to ``best_effort_partition`` and/or ``best_effort_qos``; without either they
+run as normal jobs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from cigri.backends import Capacity, JobSpec, RemoteJob, RemoteState
+from cigri.backends._http import HTTPTransport
+from cigri.backends._ssh import SSHTransport
+from cigri.backends.slurm import commands, rest
+from cigri.backends.slurm.batch import REMOTE_ID, Batch, array_task_ids, build
+from cigri.errors import BackendError, ConfigError, SubmissionRefused
+
+DEFAULT_TIMEOUT = 30.0
+
+
+class _OverSSH:
+    def __init__(self, ssh: SSHTransport) -> None:
+        self.ssh = ssh
+
+    def _run(self, what: str, argv: list[str]) -> str:
+        """stdout of a command that must succeed; it fails mostly when slurmctld is unreachable."""
+        result = self.ssh.run(argv)
+        if result.status != 0:
+            raise BackendError(f"{self.ssh.cluster}: {what} failed (exit {result.status}): {result.stderr.strip()[:300]}")
+        return result.stdout
+
+    def submit(self, batch: Batch) -> str:
+        result = self.ssh.run(commands.submit_argv(batch), batch.script)
+        if result.status != 0:
+            raise SubmissionRefused(f"{self.ssh.cluster}: submission refused: {result.stderr.strip()[:300]}")
+        return commands.parse_submit(result.stdout)
+
+    def poll(self, remote_ids: list[str]) -> dict[str, RemoteJob]:
+        return commands.parse_poll(self._run("squeue", commands.poll_argv(remote_ids)), remote_ids)
+
+    def cancel(self, remote_ids: list[str]) -> None:
+        self.ssh.run(commands.cancel_argv(remote_ids))
+
+    def capacity(self, partition: str) -> Capacity:
+        return commands.parse_capacity(self._run("sinfo", commands.capacity_argv(partition)))
+
+
+class _OverREST:
+    def __init__(self, http: HTTPTransport, user: str) -> None:
+        self.http, self.user = http, user
+
+    def submit(self, batch: Batch) -> str:
+        found = rest.find_array(self.http.request("GET", rest.JOBS), batch.name, self.user)
+        if found is not None:
+            return found
+        # a refusal (bad partition, impossible request) comes as 4xx/5xx with its reason in ``errors``
+        return rest.parse_submit(self.http.request("POST", rest.SUBMIT, json=rest.submit_payload(batch),
+                                                   accept=(200, 201, 400, 500)))
+
+    def poll(self, remote_ids: list[str]) -> dict[str, RemoteJob]:
+        return rest.parse_jobs(self.http.request("GET", rest.JOBS), remote_ids, self.user)
+
+    def cancel(self, remote_ids: list[str]) -> None:
+        for remote_id in remote_ids:
+            self.http.request("DELETE", rest.cancel_path(remote_id), accept=rest.CANCEL_ANSWERS)
+
+    def capacity(self, partition: str) -> Capacity:
+        return rest.parse_nodes(self.http.request("GET", rest.NODES), partition)
+
+
+class SlurmBackend:
+    """:class:`~cigri.backends.ClusterBackend` for a Slurm cluster."""
+
+    def __init__(self, name: str, options: dict[str, Any]) -> None:
+        self.name = name
+        self.options = options
+        self.calls: Counter[str] = Counter()
+        timeout = float(options.get("timeout", DEFAULT_TIMEOUT))
+        pace = float(options.get("min_interval", 0.0))
+        self._ssh = SSHTransport(
+            name, str(options["host"]), int(options.get("port", 22)), str(options["user"]),
+            options.get("key_file"), options.get("known_hosts"), timeout, pace) if "host" in options else None
+        self._http: HTTPTransport | None = None
+        self._via: _OverSSH | _OverREST
+        if options["transport"] == "rest":
+            user = str(options.get("user", ""))
+            if not user or "token_file" not in options:
+                raise ConfigError(f"clusters.{name}: slurmrestd needs user and token_file")
+            try:
+                token = Path(str(options["token_file"])).read_text().strip()
+            except OSError as error:
+                raise ConfigError(f"clusters.{name}.token_file: {error.strerror}") from None
+            self._http = HTTPTransport(name, str(options["base_url"]), rest.headers(user, token), timeout,
+                                       min_interval=pace)
+            self._via = _OverREST(self._http, user)
+        elif self._ssh is not None:
+            self._via = _OverSSH(self._ssh)
+        else:
+            raise ConfigError(f"clusters.{name}.host: required with transport 'ssh'")
+
+    def submit(self, specs: list[JobSpec]) -> dict[str, str]:
+        """One array for the batch, or the one an interrupted earlier call already started."""
+        if not specs:
+            return {}
+        batch = build(specs, self.options)
+        self.calls["submit"] += 1
+        return array_task_ids(specs, self._via.submit(batch))
+
+    def poll(self, remote_ids: list[str]) -> dict[str, RemoteJob]:
+        valid = [i for i in dict.fromkeys(remote_ids) if REMOTE_ID.match(i)]
+        found: dict[str, RemoteJob] = {}
+        if valid:
+            self.calls["poll"] += 1
+            found = self._via.poll(valid)
+        return {i: found.get(i, RemoteJob(i, RemoteState.UNKNOWN)) for i in remote_ids}
+
+    def cancel(self, remote_ids: list[str]) -> None:
+        valid = [i for i in dict.fromkeys(remote_ids) if REMOTE_ID.match(i)]
+        if valid:
+            self.calls["cancel"] += 1
+            self._via.cancel(valid)
+
+    def capacity(self) -> Capacity:
+        self.calls["capacity"] += 1
+        return self._via.capacity(str(self.options.get("partition", "")))
+
+    def output_tail(self, remote_id: str, stream: str, lines: int) -> str:
+        """The end of ``cigri.<remote id>.<stream>`` in the job's directory (needs SSH)."""
+        if stream not in ("stdout", "stderr"):
+            raise ValueError(f"unknown stream {stream!r}")
+        if lines <= 0 or not REMOTE_ID.match(remote_id) or self._ssh is None:
+            return ""
+        self.calls["tail"] += 1
+        return self._ssh.run(commands.tail_argv(remote_id, stream, lines)).stdout
+
+    def close(self) -> None:
+        for transport in (self._http, self._ssh):
+            if transport is not None:
+                transport.close()

@@ -1,0 +1,162 @@
+"""The Slurm command-line dialect (sbatch, squeue, sacct, scancel, sinfo): argv in, text out.
+
+Pure: builds the argv of one remote command per operation and parses what it prints. Where an
+operation needs more than one Slurm command, it runs as one fixed ``sh -c`` script whose text
+is a constant here and whose inputs (names, ids) are positional arguments, so each operation
+costs exactly one SSH round trip and nothing from a job ever becomes shell code.
+"""
+
+from __future__ import annotations
+
+from cigri.backends import Capacity, RemoteJob, RemoteState
+from cigri.backends.slurm.batch import Batch
+from cigri.backends.slurm.states import translate
+from cigri.errors import ClusterBadAnswer
+
+# $1 = array name; the rest are sbatch's flags; the job script comes on stdin.
+# An array of that name already there (an interrupted earlier submission) is adopted.
+SUBMIT = """\
+found=$(squeue --me -h -t all --name="$1" -o %F) || exit
+shift
+if [ -n "$found" ]; then printf '%s\\n' "$found" | head -n 1; exit 0; fi
+exec sbatch --parsable "$@"
+"""
+
+# $@ = the remote ids wanted. squeue knows every job younger than MinJobAge; the ids it has
+# forgotten are asked to sacct, which only answers where accounting is configured.
+POLL = """\
+SLURM_TIME_FORMAT=%s
+export SLURM_TIME_FORMAT
+out=$(squeue --me -h -t all -r -O 'JobArrayID:|,State:|,exit_code:|,NodeList:|,StartTime:|,EndTime:|') || exit
+printf '%s\\n' "$out"
+missing=$(printf '%s\\n' "$out" | awk -F'|' -v ids="$*" '
+  BEGIN { n = split(ids, want, " ") }
+  { seen[$1] = 1 }
+  END { for (i = 1; i <= n; i++) if (!(want[i] in seen)) printf "%s%s", (c++ ? "," : ""), want[i] }')
+[ -n "$missing" ] || exit 0
+echo '#sacct'
+sacct -n -P -X -j "$missing" -o JobID,State,ExitCode,NodeList,Start,End 2>/dev/null
+exit 0
+"""
+
+# $1 = partition (may be empty). Nodes are listed once per partition: the parser dedups them.
+CAPACITY = """\
+sinfo -h -N ${1:+-p "$1"} -o '%N %C' || exit
+echo '#pending'
+squeue -h -r -t PENDING ${1:+-p "$1"} -o %i | wc -l
+"""
+
+# $1 = remote id, $2 = stdout|stderr, $3 = lines. The file is in the job's WorkDir, named
+# after its cluster and id (see batch.job_script).
+TAIL = """\
+job=$(squeue --me -h -t all -r -O 'JobArrayID:|,Cluster:|,WorkDir:|' | awk -F'|' -v id="$1" '
+  $1 == id { sub(/^[^|]*[|]/, ""); sub(/[|]$/, ""); print; exit }')
+[ -n "$job" ] || job=$(sacct -n -P -X -j "$1" -o Cluster,WorkDir 2>/dev/null | head -n 1)
+[ -n "$job" ] || exit 0
+exec tail -n "$3" -- "${job#*|}/cigri.${job%%|*}.$1.$2" 2>/dev/null
+"""
+
+
+def sbatch_flags(batch: Batch) -> list[str]:
+    flags = [f"--array=0-{batch.size - 1}", f"--job-name={batch.name}", f"--chdir={batch.directory}",
+             f"--time={batch.minutes}", "--output=/dev/null", "--error=/dev/null"]
+    shape = batch.shape
+    if shape.nodes is not None:
+        flags += [f"--nodes={shape.nodes}", "--ntasks-per-node=1"]
+    flags += [f"--ntasks={shape.tasks}", f"--cpus-per-task={shape.cpus_per_task}"]
+    if shape.exclusive:
+        flags.append("--exclusive")
+    for flag, value in (("partition", batch.partition), ("qos", batch.qos), ("account", batch.account),
+                        ("constraint", batch.constraint)):
+        if value:
+            flags.append(f"--{flag}={value}")
+    return flags
+
+
+def submit_argv(batch: Batch) -> list[str]:
+    """Run with the job script (``batch.script``) on stdin."""
+    return ["sh", "-c", SUBMIT, "sh", batch.name, *sbatch_flags(batch)]
+
+
+def parse_submit(stdout: str) -> str:
+    """The array id, from ``sbatch --parsable`` (``42`` or ``42;cluster``) or an adopted array."""
+    first = stdout.strip().split("\n", 1)[0].split(";", 1)[0].strip()
+    if not first.isascii() or not first.isdigit():
+        raise ClusterBadAnswer(f"sbatch printed no job id: {stdout.strip()[:200]!r}")
+    return first
+
+
+def poll_argv(remote_ids: list[str]) -> list[str]:
+    return ["sh", "-c", POLL, "sh", *remote_ids]
+
+
+def _number(text: str) -> int | None:
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
+def _time(text: str) -> float | None:
+    """An epoch (``SLURM_TIME_FORMAT=%s``); ``N/A``, ``Unknown`` and 0 mean not yet."""
+    number = _number(text)
+    return float(number) if number else None
+
+
+def _job(remote_id: str, state: str, status: int | None, node: str, start: str, end: str) -> RemoteJob:
+    remote, code = translate(state, status)
+    ended = remote not in (RemoteState.QUEUED, RemoteState.RUNNING)
+    return RemoteJob(remote_id, remote, code, node or None,
+                     None if remote == RemoteState.QUEUED else _time(start), _time(end) if ended else None)
+
+
+def _sacct_status(exit_code: str) -> int:
+    """sacct's ``code:signal`` as a raw wait status."""
+    code, _, signal = exit_code.partition(":")
+    return ((_number(code) or 0) << 8) | (_number(signal) or 0)
+
+
+def parse_poll(stdout: str, remote_ids: list[str]) -> dict[str, RemoteJob]:
+    """Every wanted id: from squeue's lines, then sacct's; ids neither knows are UNKNOWN."""
+    wanted = set(remote_ids)
+    found: dict[str, RemoteJob] = {}
+    squeue, _, sacct = stdout.partition("#sacct\n")
+    for line in squeue.splitlines():
+        fields = line.split("|")
+        if fields[0] in wanted:
+            if len(fields) < 6 or _number(fields[2]) is None:
+                raise ClusterBadAnswer(f"unexpected squeue line {line!r}")
+            found[fields[0]] = _job(fields[0], fields[1], _number(fields[2]), *fields[3:6])
+    for line in sacct.splitlines():
+        fields = line.split("|")
+        if fields[0] in wanted and fields[0] not in found and len(fields) >= 6:
+            found[fields[0]] = _job(fields[0], fields[1], _sacct_status(fields[2]), *fields[3:6])
+    return {i: found.get(i, RemoteJob(i, RemoteState.UNKNOWN)) for i in remote_ids}
+
+
+def cancel_argv(remote_ids: list[str]) -> list[str]:
+    """scancel exits 0 even for unknown ids: the next poll tells what happened."""
+    return ["scancel", *remote_ids]
+
+
+def capacity_argv(partition: str) -> list[str]:
+    return ["sh", "-c", CAPACITY, "sh", partition]
+
+
+def parse_capacity(stdout: str) -> Capacity:
+    """Usable CPUs (allocated + idle) and idle CPUs of the partition's nodes, pending jobs."""
+    nodes, _, pending = stdout.partition("#pending\n")
+    cpus: dict[str, list[int]] = {}
+    for line in nodes.splitlines():
+        name, _, counts = line.partition(" ")
+        numbers = [_number(n) for n in counts.split("/")]
+        if len(numbers) != 4 or None in numbers:
+            raise ClusterBadAnswer(f"unexpected sinfo line {line!r}")
+        cpus[name] = numbers  # type: ignore[assignment]
+    queued = _number(pending.strip())
+    if not cpus or queued is None:
+        raise ClusterBadAnswer(f"unexpected sinfo/squeue answer {stdout[:200]!r}")
+    allocated = sum(c[0] for c in cpus.values())
+    idle = sum(c[1] for c in cpus.values())
+    return Capacity(allocated + idle, idle, queued)
+
+
+def tail_argv(remote_id: str, stream: str, lines: int) -> list[str]:
+    return ["sh", "-c", TAIL, "sh", remote_id, stream, str(lines)]

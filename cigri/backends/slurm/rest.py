@@ -1,0 +1,142 @@
+"""The slurmrestd dialect (OpenAPI v0.0.38, Slurm 22.05): payloads in, JSON answers out.
+
+Pure, like :mod:`~cigri.backends.slurm.commands`. Quirks it absorbs: ``environment`` is
+mandatory at submit; ``exit_code`` is a raw wait status (768 is exit 3); a pending array is
+one record whose ``array_task_string`` (``8-11``) stands for the tasks not yet started;
+``GET jobs`` lists every user's jobs, filtered here by owner and by cigri's name prefix.
+slurmrestd cannot read files: output tails need SSH (see :class:`~cigri.backends.slurm.SlurmBackend`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from cigri.backends import Capacity, RemoteJob, RemoteState
+from cigri.backends.slurm.batch import Batch
+from cigri.backends.slurm.states import translate
+from cigri.errors import ClusterBadAnswer, SubmissionRefused
+
+API = "/slurm/v0.0.38"
+JOBS = f"{API}/jobs"
+SUBMIT = f"{API}/job/submit"
+NODES = f"{API}/nodes"
+JOB_PREFIX = "cigri."
+# the job starts with this environment only; the script exports each job's own variables
+ENVIRONMENT = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
+_USABLE = {"idle", "mixed", "allocated", "completing"}
+_UNUSABLE_FLAGS = {"DRAIN", "DRAINING", "DRAINED", "NOT_RESPONDING", "MAINTENANCE", "POWERED_DOWN",
+                   "POWERING_DOWN", "REBOOT_REQUESTED"}
+
+
+def headers(user: str, token: str) -> dict[str, str]:
+    return {"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": token}
+
+
+def submit_payload(batch: Batch) -> dict[str, Any]:
+    shape = batch.shape
+    job: dict[str, Any] = {
+        "name": batch.name, "array": f"0-{batch.size - 1}", "current_working_directory": batch.directory,
+        "standard_output": "/dev/null", "standard_error": "/dev/null", "environment": ENVIRONMENT,
+        "time_limit": batch.minutes, "tasks": shape.tasks, "cpus_per_task": shape.cpus_per_task,
+    }
+    if shape.nodes is not None:
+        job.update(nodes=[shape.nodes, shape.nodes], tasks_per_node=1)
+    if shape.exclusive:
+        job["exclusive"] = "true"
+    for key, value in (("partition", batch.partition), ("qos", batch.qos), ("account", batch.account),
+                       ("constraints", batch.constraint)):
+        if value:
+            job[key] = value
+    return {"script": batch.script, "job": job}
+
+
+def _jobs(answer: Any) -> list[dict[str, Any]]:
+    if not isinstance(answer, dict) or not isinstance(answer.get("jobs"), list):
+        raise ClusterBadAnswer(f"slurmrestd: no job list in {str(answer)[:200]!r}")
+    return answer["jobs"]
+
+
+def _array_id(job: dict[str, Any]) -> str:
+    return str(job.get("array_job_id") or job["job_id"])
+
+
+def find_array(answer: Any, name: str, user: str) -> str | None:
+    """The id of the user's array of that name in a ``GET jobs`` answer (an earlier submission)."""
+    for job in _jobs(answer):
+        if job.get("name") == name and job.get("user_name") == user:
+            return _array_id(job)
+    return None
+
+
+def parse_submit(answer: Any) -> str:
+    errors = answer.get("errors") if isinstance(answer, dict) else None
+    if errors:
+        raise SubmissionRefused("slurmrestd refused the array: " +
+                                "; ".join(str(e.get("description") or e.get("error")) for e in errors))
+    if not isinstance(answer, dict) or not isinstance(answer.get("job_id"), int):
+        raise ClusterBadAnswer(f"slurmrestd: no job id in {str(answer)[:200]!r}")
+    return str(answer["job_id"])
+
+
+def _indexes(text: str) -> Iterator[int]:
+    """Expand an ``array_task_string``: ``8-11``, ``0,2-5``, ``1-9:2``, ``0-99%8``."""
+    for part in text.split("%", 1)[0].split(","):
+        bounds, _, step = part.partition(":")
+        first, _, last = bounds.partition("-")
+        yield from range(int(first), int(last or first) + 1, int(step or 1))
+
+
+def _time(value: Any) -> float | None:
+    return float(value) if isinstance(value, int) and value > 0 else None
+
+
+def _remote_job(remote_id: str, job: dict[str, Any]) -> RemoteJob:
+    remote, code = translate(str(job.get("job_state", "")), job.get("exit_code"))
+    ended = remote not in (RemoteState.QUEUED, RemoteState.RUNNING)
+    return RemoteJob(remote_id, remote, code, job.get("nodes") or None,
+                     None if remote == RemoteState.QUEUED else _time(job.get("start_time")),
+                     _time(job.get("end_time")) if ended else None)
+
+
+def parse_jobs(answer: Any, remote_ids: list[str], user: str) -> dict[str, RemoteJob]:
+    """Every wanted id from one ``GET jobs`` answer; ids it does not list are UNKNOWN."""
+    wanted = set(remote_ids)
+    found: dict[str, RemoteJob] = {}
+    for job in _jobs(answer):
+        if job.get("user_name") != user or not str(job.get("name", "")).startswith(JOB_PREFIX):
+            continue
+        array = _array_id(job)
+        if job.get("array_task_id") is not None:
+            indexes: Iterator[int] = iter([int(job["array_task_id"])])
+        else:
+            indexes = _indexes(str(job.get("array_task_string") or "0"))
+        for index in indexes:
+            remote_id = f"{array}_{index}"
+            if remote_id in wanted:
+                found[remote_id] = _remote_job(remote_id, job)
+    return {i: found.get(i, RemoteJob(i, RemoteState.UNKNOWN)) for i in remote_ids}
+
+
+# DELETE of an unknown or ended job: 200 or 500 with "Invalid job id specified" in ``errors``;
+# like scancel's exit status, not worth reading: the next poll tells what happened
+CANCEL_ANSWERS = (200, 500)
+
+
+def cancel_path(remote_id: str) -> str:
+    return f"{API}/job/{remote_id}"
+
+
+def parse_nodes(answer: Any, partition: str) -> Capacity:
+    """CPUs of the partition's usable nodes (any partition when none is configured)."""
+    if not isinstance(answer, dict) or not isinstance(answer.get("nodes"), list):
+        raise ClusterBadAnswer(f"slurmrestd: no node list in {str(answer)[:200]!r}")
+    total = free = 0
+    for node in answer["nodes"]:
+        if partition and partition not in (node.get("partitions") or []):
+            continue
+        if node.get("state") not in _USABLE or _UNUSABLE_FLAGS & set(node.get("state_flags") or []):
+            continue
+        total += int(node.get("cpus") or 0)
+        free += int(node.get("idle_cpus") or 0)
+    return Capacity(total, free)
