@@ -1,0 +1,183 @@
+"""The OAR 2.5 backend: one dialect (OAR's commands over SSH, or its REST API) on its transport.
+
+``transport = "ssh"`` runs ``oarsub``/``oarstat``/``oardel``/``oarnodes`` on the front-end
+(:mod:`.commands`); ``transport = "rest"`` talks to ``oarapi`` (:mod:`.rest`) with HTTP basic
+auth (``user`` and the password in ``password_file``), or without ``password_file`` in OAR's
+trusted-proxy mode (an ``X-Remote-Ident: <user>`` header, as CiGri sent). Either way a batch is
+one array job (:mod:`.batch`).
+
+``calls`` counts operations, as the core pays for them. Requests per operation: over SSH one
+each, except output_tail (2: the job's record, then ``tail``); over REST submit 2 (the
+user's recent jobs, then the POST; adopting a re-sent batch: 3 GETs), poll 1 per 400 jobs,
+cancel 1 per 400 jobs to see which still run, then per array whose running jobs are all to be
+killed 2 (its members, ``oardel --array``) and 1 per other running job, capacity 3,
+output_tail 2.
+
+Over REST, a re-sent batch is recognised only while its jobs run or for ``rest.ADOPT_WINDOW``
+after they ended, and output tails are empty for directories whose path is not plain (OAR's
+media API runs ``tail`` on the path through a shell, unquoted).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from cigri.backends import Capacity, JobSpec, RemoteJob, RemoteState
+from cigri.backends._http import HTTPTransport
+from cigri.backends._ssh import CommandResult, SSHTransport
+from cigri.backends.oar import commands, rest
+from cigri.backends.oar.batch import Batch, build
+from cigri.errors import BackendError, ConfigError
+
+DEFAULT_TIMEOUT = 30.0
+
+
+class _OverSSH:
+    def __init__(self, name: str, ssh: SSHTransport, user: str) -> None:
+        self.name, self.ssh, self.user = name, ssh, user
+
+    def _run(self, what: str, argv: list[str], stdin: str | None = None) -> str:
+        """Run one command; a failure is the cluster's, named by what failed and its stderr."""
+        result: CommandResult = self.ssh.run(argv, stdin)
+        if result.status != 0:
+            raise BackendError(f"{self.name}: {what} failed ({result.status}): {result.stderr.strip()[-300:]}")
+        return result.stdout
+
+    def submit(self, batch: Batch, keys: list[str]) -> dict[str, str]:
+        argv, script = commands.submit(batch, self.user)
+        return commands.parse_submitted(self._run("oarsub", argv, script), keys)
+
+    def poll(self, remote_ids: list[str]) -> dict[str, RemoteJob]:
+        return commands.parse_poll(self._run("oarstat", commands.poll(remote_ids)))
+
+    def cancel(self, remote_ids: list[str]) -> None:
+        self.ssh.run(commands.cancel(remote_ids))  # oardel fails for ended or unknown jobs: nothing to do
+
+    def capacity(self, properties: str) -> Capacity:
+        return commands.parse_capacity(self._run("oarnodes", commands.capacity(properties)))
+
+    def output_tail(self, remote_id: str, stream: str, lines: int) -> str:
+        path = commands.output_path(self._run("oarstat", commands.job_record(remote_id)), remote_id, stream)
+        return "" if path is None else self.ssh.run(commands.tail(path, lines)).stdout
+
+
+class _OverREST:
+    def __init__(self, http: HTTPTransport, user: str) -> None:
+        self.http, self.user = http, user
+
+    def _get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        return self.http.request("GET", path, params=params)
+
+    def submit(self, batch: Batch, keys: list[str]) -> dict[str, str]:
+        payload = rest.submit(batch)
+        named = rest.named(self._get(*rest.recent_jobs(self.user, time.time())), batch.name)
+        if named:
+            array_id = rest.array_of(self._get(rest.job(named[0])))
+            return rest.found_ids(self._get(*rest.array_jobs(array_id)), keys)
+        return rest.parse_submitted(self.http.request("POST", "/jobs.json", json=payload), keys)
+
+    def poll(self, remote_ids: list[str]) -> dict[str, RemoteJob]:
+        found: dict[str, RemoteJob] = {}
+        for path, params in rest.poll(remote_ids):
+            found.update(rest.parse_poll(self._get(path, params)))
+        return found
+
+    def cancel(self, remote_ids: list[str]) -> None:
+        """Kill only what has not ended; a whole array (a cancelled campaign's batch) with one
+        request, other jobs one request each. 400 from oardel: the job ended meanwhile."""
+        wanted = set(remote_ids)
+        for path, params in rest.poll(remote_ids):
+            for array_id, active in rest.active_by_array(self._get(path, params)).items():
+                if len(active) > 1 and rest.ids(self._get(*rest.array_members(array_id))) <= wanted:
+                    self.http.request("POST", rest.cancel_array(array_id), accept=(202, 400))
+                    continue
+                for remote_id in active:
+                    self.http.request("DELETE", rest.cancel(remote_id), accept=(202, 400, 404))
+
+    def capacity(self, properties: str) -> Capacity:
+        return rest.parse_capacity(self._get(*rest.resources()), self._get(rest.busy_resources()),
+                                   self._get(*rest.waiting_jobs()), properties)
+
+    def output_tail(self, remote_id: str, stream: str, lines: int) -> str:
+        path = rest.output_tail(self.http.request("GET", rest.job(remote_id), accept=(200, 404)), stream, lines)
+        return "" if path is None else self.http.text("GET", path)
+
+
+class OARBackend:
+    """:class:`~cigri.backends.ClusterBackend` for an OAR 2.5 cluster."""
+
+    def __init__(self, name: str, options: dict[str, Any]) -> None:
+        self.name = name
+        self.calls: Counter[str] = Counter()
+        self.properties = str(options.get("properties", ""))
+        self.project = str(options.get("project", ""))
+        user = str(options.get("user", ""))
+        if not user:
+            raise ConfigError(f"clusters.{name}.user: required (the OAR user cigri submits as)")
+        timeout = float(options.get("timeout", DEFAULT_TIMEOUT))
+        pace = float(options.get("min_interval", 0.0))
+        self._transport: SSHTransport | HTTPTransport
+        self._via: _OverSSH | _OverREST
+        if options.get("transport") == "rest":
+            headers = {"Accept": "application/json"}  # the API answers 406 to httpx's default */*
+            auth = None
+            if "password_file" in options:
+                auth = (user, _secret(name, str(options["password_file"])))
+            else:
+                headers["X-Remote-Ident"] = user
+            self._transport = HTTPTransport(name, str(options["base_url"]), headers, timeout, auth, pace)
+            self._via = _OverREST(self._transport, user)
+        else:
+            self._transport = SSHTransport(name, str(options["host"]), int(options.get("port", 22)), user,
+                                           options.get("key_file"), options.get("known_hosts"), timeout, pace)
+            self._via = _OverSSH(name, self._transport, user)
+
+    def submit(self, specs: list[JobSpec]) -> dict[str, str]:
+        """One array job for the batch, or the jobs an interrupted earlier call already started
+        (OAR inserts an array in one statement: a batch is there whole or not at all)."""
+        if not specs:
+            return {}
+        batch = build(specs, self.properties, self.project)
+        self.calls["submit"] += 1
+        return self._via.submit(batch, [spec.key for spec in specs])
+
+    def poll(self, remote_ids: list[str]) -> dict[str, RemoteJob]:
+        valid = [i for i in dict.fromkeys(remote_ids) if i.isdigit()]
+        found = {}
+        if valid:
+            self.calls["poll"] += 1
+            found = self._via.poll(valid)
+        return {i: found.get(i, RemoteJob(i, RemoteState.UNKNOWN)) for i in remote_ids}
+
+    def cancel(self, remote_ids: list[str]) -> None:
+        valid = [i for i in dict.fromkeys(remote_ids) if i.isdigit()]
+        if valid:
+            self.calls["cancel"] += 1
+            self._via.cancel(valid)
+
+    def capacity(self) -> Capacity:
+        self.calls["capacity"] += 1
+        return self._via.capacity(self.properties)
+
+    def output_tail(self, remote_id: str, stream: str, lines: int) -> str:
+        """The end of ``cigri.<key>.<stream>`` in the job's directory."""
+        if stream not in ("stdout", "stderr"):
+            raise ValueError(f"unknown stream {stream!r}")
+        if lines <= 0 or not remote_id.isdigit():
+            return ""
+        self.calls["tail"] += 1
+        return self._via.output_tail(remote_id, stream, lines)
+
+    def close(self) -> None:
+        self._transport.close()
+
+
+def _secret(cluster: str, path: str) -> str:
+    """The API password, read from its file; only the file is ever named in an error."""
+    try:
+        return Path(path).read_text().strip()
+    except OSError as error:
+        raise ConfigError(f"clusters.{cluster}.password_file: cannot read {path}: {error.strerror}") from None

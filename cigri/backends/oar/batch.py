@@ -1,0 +1,194 @@
+"""What both OAR dialects send for one batch: an array job running one generated script.
+
+One ``oarsub`` per batch: an array job with a parameter file of one line per job, ``<directory>
+<key>`` (the directory shell-quoted), and the command ``sh cigri.<batch>.sh`` over SSH or OAR's
+own copy of the same script over REST. OAR appends a job's line to the command and runs it
+with the user's shell, so the script gets the job's directory as ``$1`` and its key as ``$2``,
+and the job's OAR ``command`` ends with both: this is how a re-sent batch finds its jobs and
+how an output tail finds its file, whatever the order of array indexes.
+
+The script ``cd``\\ s into the directory, exports the job's environment, sends its output to
+``cigri.<key>.stdout`` and ``cigri.<key>.stderr`` there and ``exec``\\ s the argv. Every value
+goes through :func:`shlex.quote` into the script or the parameter file, and both reach the
+cluster as files (never through a command line OAR re-parses), so every value arrives literally.
+
+OAR itself cannot launch a job in just any directory (its launcher puts the path between single
+quotes in a Perl script; its REST API pastes it unquoted into shell lines), so OAR launches the
+job in the directory's longest plain ancestor (usually the directory itself), where the script
+and parameter file are also written, and the script enters the real directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+from dataclasses import dataclass
+
+from cigri.backends import JobSpec
+from cigri.errors import SubmissionRefused
+from cigri.jdl.walltime import format_walltime
+
+# Keys and batch numbers name files: only characters that are safe everywhere.
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}\Z")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_PLAIN_COMPONENT = re.compile(r"[A-Za-z0-9_.+,@=-]+\Z")
+# What OAR runs for a job: our script (SSH) or the API's copy of it (REST), then the job's line.
+_COMMAND = re.compile(r"(?:sh cigri\.[A-Za-z0-9_.-]+\.sh|\./oarapi\.subscript\.\w+) (.+)\Z", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One ``oarsub``: everything both dialects need, already checked."""
+
+    number: str  # the specs' batch
+    name: str  # -n
+    launch_directory: str  # -d: where OAR starts the jobs and the script and parameters live
+    resources: str  # -l
+    properties: str  # -p ("" when none)
+    project: str  # --project ("" when none)
+    best_effort: bool  # -t besteffort
+    script: str
+    parameters: tuple[str, ...]  # the lines of the array parameter file
+
+    @property
+    def script_name(self) -> str:
+        return f"cigri.{self.number}.sh"
+
+    @property
+    def parameters_name(self) -> str:
+        return f"cigri.{self.number}.params"
+
+    @property
+    def parameter_file(self) -> str:
+        return "".join(f"{line}\n" for line in self.parameters)
+
+    @property
+    def oar_stderr(self) -> str:
+        """OAR's own stderr file (the script's errors before its redirections), one per batch."""
+        return f"cigri.{self.number}.oar.stderr"
+
+
+def build(specs: list[JobSpec], cluster_properties: str = "", cluster_project: str = "") -> Batch:
+    """Check the batch and prepare its ``oarsub``; raise :class:`SubmissionRefused` naming what
+    OAR cannot carry. The jobs of a batch share one OAR request (resources, walltime, type,
+    properties, project, directory): the runner's batches, per campaign, cluster and kind, do."""
+    first = specs[0]
+    if not _SAFE_NAME.match(first.batch):
+        raise SubmissionRefused(f"batch {first.batch!r} cannot name an OAR job")
+    directory = first.directory
+    if not directory.startswith("/") or any(c in directory for c in "\0\n#"):
+        raise SubmissionRefused(f"directory {directory!r}: OAR needs an absolute path without newline or '#'")
+    keys = set()
+    for spec in specs:
+        if not _SAFE_NAME.match(spec.key):
+            raise SubmissionRefused(f"job key {spec.key!r} cannot name a file")
+        if spec.key in keys:
+            raise SubmissionRefused(f"job key {spec.key!r} twice in one batch")
+        keys.add(spec.key)
+        for field in ("batch", "directory", "walltime_seconds", "resources", "properties", "project",
+                      "best_effort"):
+            if getattr(spec, field) != getattr(first, field):
+                raise SubmissionRefused(f"batch {first.batch}: jobs differ in {field}; one oarsub cannot carry them")
+        if not spec.argv:
+            raise SubmissionRefused(f"job {spec.key}: empty argv")
+        for name in spec.environment:
+            if not _ENV_NAME.match(name):
+                raise SubmissionRefused(f"job {spec.key}: {name!r} is not an environment variable name")
+        if any("\0" in word for word in (*spec.argv, *spec.environment.values())):
+            raise SubmissionRefused(f"job {spec.key}: a NUL byte cannot be passed to a program")
+    script_text = script(specs)
+    parameters = tuple(f"{shlex.quote(directory)} {spec.key}" for spec in specs)
+    digest = hashlib.sha256("\0".join((script_text, *parameters)).encode()).hexdigest()[:12]
+    plain = [p for p in (cluster_properties.strip(), first.properties.strip()) if p]
+    return Batch(
+        number=first.batch,
+        # a re-sent batch has the same name; another cigri's reusing the number (same user) has not
+        name=f"cigri.{first.batch}.{digest}",
+        launch_directory=launch_directory(directory),
+        resources=resource_request(first.resources, first.walltime_seconds),
+        properties=" AND ".join(f"({p})" for p in plain) if len(plain) > 1 else "".join(plain),
+        project=first.project or cluster_project,
+        best_effort=first.best_effort,
+        script=script_text,
+        parameters=parameters,
+    )
+
+
+def launch_directory(directory: str) -> str:
+    """The longest ancestor-or-self of ``directory`` made of plain path components."""
+    plain = []
+    for part in directory.strip("/").split("/"):
+        if not _PLAIN_COMPONENT.match(part) or part in (".", ".."):
+            break
+        plain.append(part)
+    return "/" + "/".join(plain)
+
+
+def _word(value: str) -> str:
+    """One shell word for ``value``, without the text ``/~/``.
+
+    OAR's REST API replaces ``/~/`` anywhere in a submitted script by the user's home; a
+    quoted ``~`` is written as ``'"~"'`` (leave the single quotes, a double-quoted tilde,
+    back in), which the shell reads as the same literal ``~``.
+    """
+    return shlex.quote(value).replace("~", "'\"~\"'")
+
+
+def script(specs: list[JobSpec]) -> str:
+    """The POSIX sh script of a batch: one ``case`` branch per job key."""
+    lines = ["#!/bin/sh",
+             f"# cigri batch {specs[0].batch}: OAR runs this once per job, with its directory and key.",
+             'cd "$1" || exit',
+             'case "$2" in']
+    for spec in specs:
+        lines.append(f"{_word(spec.key)})")
+        lines += [f"  export {name}={_word(value)}" for name, value in spec.environment.items()]
+        lines.append(f"  exec >{_word(output_name(spec.key, 'stdout'))} 2>{_word(output_name(spec.key, 'stderr'))}")
+        # bash reads a first word starting with '-' as an option of exec; env takes it as the program
+        argv = spec.argv if not spec.argv[0].startswith("-") else ("env", "--", *spec.argv)
+        lines.append("  exec " + " ".join(_word(word) for word in argv))
+        lines.append("  ;;")
+    lines += ["*)", '  echo "cigri: no job $2 in this batch" >&2', "  exit 1", "  ;;", "esac", ""]
+    return "\n".join(lines)
+
+
+def output_name(key: str, stream: str) -> str:
+    """The file a job's ``stdout`` or ``stderr`` goes to, in its directory."""
+    if stream not in ("stdout", "stderr"):
+        raise ValueError(f"unknown stream {stream!r}")
+    return f"cigri.{key}.{stream}"
+
+
+def resource_request(resources: str, walltime_seconds: int) -> str:
+    """``-l`` value: the resources with the walltime (OAR syntax, ``HH:MM:SS``)."""
+    resources = resources.strip()
+    if "walltime" in resources:
+        raise SubmissionRefused(f"resources {resources!r}: the walltime is given separately")
+    walltime = f"walltime={format_walltime(walltime_seconds)}"
+    return f"{resources},{walltime}" if resources else walltime
+
+
+def job_of(command: str) -> tuple[str, str] | None:
+    """``(directory, key)`` of a job from its OAR command; None if it is not one of a batch's."""
+    match = _COMMAND.match(command)
+    if not match:
+        return None
+    try:
+        words = shlex.split(match[1])
+    except ValueError:
+        return None
+    if len(words) != 2 or not words[0].startswith("/") or not _SAFE_NAME.match(words[1]):
+        return None
+    return words[0], words[1]
+
+
+def output_path(command: str, stream: str) -> str | None:
+    """Where the job running ``command`` writes ``stream``; None if it is not one of a batch's."""
+    job = job_of(command)
+    return None if job is None else f"{job[0].rstrip('/')}/{output_name(job[1], stream)}"
+
+
+def submitted_ids(output: str) -> list[str]:
+    """Job ids in ``oarsub``'s output (one ``OAR_JOB_ID=`` line per array job, in index order)."""
+    return re.findall(r"^OAR_JOB_ID=(\d+)\s*$", output, re.MULTILINE)

@@ -1,0 +1,146 @@
+"""The OAR dialect over SSH: argv to run on the front-end and parsers of what they print.
+
+Pure: nothing here talks to a cluster. Every argv is passed word by word to
+:meth:`SSHTransport.run`, which quotes each word; the ``sh -c`` programs are fixed strings
+that take everything variable as positional arguments.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from cigri.backends import Capacity, RemoteJob
+from cigri.backends.oar import batch as batches
+from cigri.backends.oar.batch import Batch
+from cigri.backends.oar.states import remote_job
+from cigri.errors import ClusterBadAnswer
+
+# One round trip per batch. If the user has jobs with the batch's name (in any state: a re-sent
+# batch), print them (oarstat's JSON) and stop; otherwise write the script (stdin) and the
+# parameter file (the lines up to "--", none of which is "--") into the launch directory and
+# exec oarsub, which prints one OAR_JOB_ID= line per job.
+SUBMIT = r"""found=$(oarstat -J --sql "$1") || exit
+if [ -n "$found" ]; then printf '%s\n' "$found"; exit 0; fi
+set -e
+cd "$2"
+cat > "$3"
+params=$4
+shift 4
+: > "$params"
+while [ "$1" != -- ]; do printf '%s\n' "$1" >> "$params"; shift; done
+shift
+exec "$@"
+"""
+
+# The resources (restricted by the cluster's properties if any), then how many jobs wait.
+CAPACITY = """oarnodes -J "$@" || exit
+echo
+oarstat --sql "state = 'Waiting'" | grep -c '^[0-9]' || true
+"""
+
+
+def sql_text(value: str) -> str:
+    """A SQL string literal for ``oarstat --sql``."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def submit(batch: Batch, user: str) -> tuple[list[str], str]:
+    """``(argv, stdin)`` adopting the batch's jobs or submitting it as one array job."""
+    oarsub = ["oarsub", "-n", batch.name, "-l", batch.resources, "-d", batch.launch_directory,
+              "-O", "/dev/null", "-E", batch.oar_stderr, "--array-param-file", batch.parameters_name]
+    if batch.properties:
+        oarsub += ["-p", batch.properties]
+    if batch.project:
+        oarsub += ["--project", batch.project]
+    if batch.best_effort:
+        oarsub += ["-t", "besteffort"]
+    oarsub.append(f"sh {batch.script_name}")
+    # -u is ignored with --sql: the user is part of the condition
+    mine = f"job_user = {sql_text(user)} AND job_name = {sql_text(batch.name)}"
+    argv = ["sh", "-c", SUBMIT, "sh", mine, batch.launch_directory, batch.script_name, batch.parameters_name,
+            *batch.parameters, "--", *oarsub]
+    return argv, batch.script
+
+
+def parse_submitted(stdout: str, keys: list[str]) -> dict[str, str]:
+    """``{key: job id}`` from what ``submit`` printed: the jobs found, or oarsub's ids (in key order)."""
+    if stdout.lstrip().startswith("{"):
+        found = {job[1]: job_id for job_id, record in _jobs(stdout).items()
+                 if (job := batches.job_of(str(record.get("command") or ""))) is not None}
+        ids = [found.get(key) for key in keys]
+        what = "the jobs named after the batch"
+    else:
+        ids = list(batches.submitted_ids(stdout))
+        what = "oarsub's job ids"
+    if len(ids) != len(keys) or None in ids:
+        raise ClusterBadAnswer(f"{what} do not match the batch's {len(keys)} jobs: {stdout[-300:]!r}")
+    return {key: str(job_id) for key, job_id in zip(keys, ids)}
+
+
+def poll(remote_ids: list[str]) -> list[str]:
+    """Full records (state, exit code, events, hosts, times) of the given jobs in one call."""
+    argv = ["oarstat", "-J", "-f"]
+    for remote_id in remote_ids:
+        argv += ["-j", remote_id]
+    return argv
+
+
+def parse_poll(stdout: str) -> dict[str, RemoteJob]:
+    """Jobs OAR does not know are simply absent."""
+    found = {}
+    for job_id, job in _jobs(stdout).items():
+        hosts = job.get("assigned_network_address") or []
+        events = [str(event.get("type")) for event in job.get("events") or []]
+        found[job_id] = remote_job(job_id, str(job.get("state")), events, job.get("exit_code"),
+                                   hosts[0] if hosts else None, job.get("startTime"), job.get("stopTime"))
+    return found
+
+
+def job_record(remote_id: str) -> list[str]:
+    """One job's short record, whose command tells where its output is."""
+    return ["oarstat", "-J", "-j", remote_id]
+
+
+def output_path(stdout: str, remote_id: str, stream: str) -> str | None:
+    """Where the job writes ``stream``, from its ``job_record``; None if it is not cigri's."""
+    job = _jobs(stdout).get(remote_id)
+    return None if job is None else batches.output_path(str(job.get("command") or ""), stream)
+
+
+def tail(path: str, lines: int) -> list[str]:
+    return ["tail", "-n", str(lines), "--", path]
+
+
+def cancel(remote_ids: list[str]) -> list[str]:
+    return ["oardel", *remote_ids]
+
+
+def capacity(cluster_properties: str = "") -> list[str]:
+    sql = ["--sql", cluster_properties] if cluster_properties.strip() else []
+    return ["sh", "-c", CAPACITY, "sh", *sql]
+
+
+def parse_capacity(stdout: str) -> Capacity:
+    """Slots are OAR resources: ``Alive`` ones count, those running a job are busy."""
+    resources_text, _, queued_text = stdout.rstrip("\n").rpartition("\n")
+    try:
+        resources = json.loads(resources_text) if resources_text.strip() else {}
+        queued = int(queued_text.strip())
+    except ValueError:
+        raise ClusterBadAnswer(f"unreadable oarnodes/oarstat output: {stdout[:200]!r}") from None
+    alive = [r for r in resources.values() if isinstance(r, dict) and r.get("state") == "Alive"]
+    return Capacity(len(alive), sum(1 for r in alive if not r.get("jobs")), queued)
+
+
+def _jobs(stdout: str) -> dict[str, dict[str, Any]]:
+    """oarstat's JSON (an object keyed by job id); it prints nothing when no job matches."""
+    if not stdout.strip():
+        return {}
+    try:
+        jobs = json.loads(stdout)
+    except ValueError:
+        raise ClusterBadAnswer(f"oarstat did not print JSON: {stdout[:200]!r}") from None
+    if not isinstance(jobs, dict):
+        raise ClusterBadAnswer(f"oarstat printed {type(jobs).__name__}, not an object")
+    return {str(job_id): job for job_id, job in jobs.items() if isinstance(job, dict)}
