@@ -1,0 +1,128 @@
+"""The backends the conformance suite runs against: the local pool, always, and every cluster of
+the file named by ``CIGRI_TEST_CLUSTERS`` (a cigri.toml, or the directory holding it; default
+``/tmp/cigri-clusters/cigri.toml`` as written by ``tests/clusters/up.sh``).
+
+A module of its own (not conftest.py) so the test module can import it: ``tests/conftest.py``
+already owns the name ``conftest``."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cigri import config
+from cigri.backends import ClusterBackend, JobSpec, open_backend
+from cigri.backends.local import LocalBackend
+from cigri.backends.local.pool import try_lock
+
+DEFAULT_CLUSTERS = Path("/tmp/cigri-clusters/cigri.toml")
+
+
+def clusters_file() -> Path | None:
+    named = os.environ.get("CIGRI_TEST_CLUSTERS")
+    path = Path(named) if named else DEFAULT_CLUSTERS
+    if path.is_dir():  # tests/clusters' env.sh names the directory
+        path = path / "cigri.toml"
+    return path if path.is_file() else None
+
+
+def _remote_clusters() -> list[config.ClusterConfig]:
+    path = clusters_file()
+    if path is None:
+        return []
+    with path.open("rb") as handle:
+        names = set(tomllib.load(handle).get("clusters", {})) - {"local"}
+    loaded = config.load(environ={"CIGRI_CONFIG": str(path), "CIGRI_HOME": str(path.parent / "cigri-home")})
+    return [c for c in loaded.clusters if c.name in names]
+
+
+def _exec_root() -> Path:
+    """Where remote jobs write: ``CIGRI_TEST_EXEC_DIR``, else ``exec`` beside the clusters file."""
+    named = os.environ.get("CIGRI_TEST_EXEC_DIR")
+    return Path(named) if named else (clusters_file() or DEFAULT_CLUSTERS).parent / "exec"
+
+
+REMOTE = _remote_clusters()
+NAMES = ["local", *(c.name for c in REMOTE)]
+# the targets that can preempt best-effort jobs: OAR always, Slurm with a best-effort partition or QOS
+BEST_EFFORT_NAMES = [c.name for c in REMOTE if c.backend == "oar"
+                     or {"best_effort_partition", "best_effort_qos"} & set(c.options)]
+
+
+@dataclass
+class Target:
+    """One backend under test and where its jobs may write."""
+
+    name: str
+    kind: str  # local, slurm, oar
+    options: dict[str, Any]
+    backend: ClusterBackend
+    exec_root: Path  # on a file system both the cluster's jobs and this process see
+    submitted: list[str] = field(default_factory=list)
+
+    @property
+    def remote(self) -> bool:
+        return self.kind != "local"
+
+    @property
+    def reads_output(self) -> bool:
+        """slurmrestd cannot read files: over REST without SSH options the tail is empty."""
+        return not (self.kind == "slurm" and self.options.get("transport") == "rest" and "host" not in self.options)
+
+    @property
+    def min_walltime(self) -> int:
+        """The shortest walltime the resource manager honours (Slurm counts whole minutes)."""
+        return {"local": 2, "slurm": 60}.get(self.kind, 30)
+
+    def workdir(self, label: str) -> Path:
+        """A fresh directory every job of the cluster can write to."""
+        path = self.exec_root / f"{self.name}-{label}-{secrets.token_hex(3)}"
+        path.mkdir(parents=True)
+        path.chmod(0o777)
+        return path
+
+    def submit(self, specs: list[JobSpec]) -> dict[str, str]:
+        ids = self.backend.submit(specs)
+        self.submitted += ids.values()
+        return ids
+
+
+class Targets:
+    """Backends built on first use and shared by the session."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.built: dict[str, Target] = {}
+
+    def get(self, name: str) -> Target:
+        if name not in self.built:
+            spool = str(self.tmp / "spool")
+            if name == "local":
+                options: dict[str, Any] = {"slots": 8}
+                backend = open_backend(name, "local", options, spool)
+                self.built[name] = Target(name, "local", options, backend, self.tmp / "exec")
+            else:
+                cluster = next(c for c in REMOTE if c.name == name)
+                backend = open_backend(cluster.name, cluster.backend, cluster.options, spool)
+                self.built[name] = Target(name, cluster.backend, cluster.options, backend, _exec_root())
+        return self.built[name]
+
+    def close(self) -> None:
+        for target in self.built.values():
+            target.backend.close()
+            if isinstance(target.backend, LocalBackend):
+                _stop_pool(target.backend)
+
+
+def _stop_pool(backend: LocalBackend) -> None:
+    fd = os.open(backend.spool.lock, os.O_RDWR | os.O_CREAT)
+    try:
+        if not try_lock(fd):
+            os.kill(int(Path(backend.spool.lock).read_text()), signal.SIGTERM)
+    finally:
+        os.close(fd)

@@ -1,0 +1,203 @@
+"""One suite, every backend: what the core relies on, checked against real resource managers.
+
+Parametrized by ``backend_targets.NAMES``: the local pool, and each cluster of the clusters file
+(Slurm over SSH and REST, OAR over SSH and REST). Jobs write into a fresh directory of the
+shared exec directory, which this process reads back.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from cigri.backends import JobSpec, RemoteJob, RemoteState
+
+from backend_targets import BEST_EFFORT_NAMES, Target, Targets, clusters_file
+
+ENDED = (RemoteState.COMPLETED, RemoteState.TIMEOUT, RemoteState.CANCELLED, RemoteState.PREEMPTED)
+HOSTILE = ("; touch pwned-semicolon", "$(touch pwned-subst)", "`touch pwned-backtick`", "it's \"quoted\"",
+           "two\nlines", "*", "?", "[a-z]*", "-n", "--help", "", " spaced  out ", "\\", "$HOME", "${PATH}",
+           "a|b&c>d<e", "~", "#not a comment", "é ü 日本")
+
+
+def spec(key: str, directory: Path, *argv: str, walltime: int = 600, resources: str = "core=1",
+         batch: str | None = None, environment: dict[str, str] | None = None, best_effort: bool = False) -> JobSpec:
+    return JobSpec(key=key, batch=batch or key, name=f"conformance-{key}", argv=argv, directory=str(directory),
+                   walltime_seconds=walltime, resources=resources, environment=environment or {},
+                   best_effort=best_effort)
+
+
+def token() -> str:
+    return secrets.token_hex(4)
+
+
+def wait(target: Target, ids: list[str], done: Callable[[RemoteJob], bool], timeout: float = 90) -> dict[str, RemoteJob]:
+    deadline = time.monotonic() + timeout
+    while True:
+        jobs = target.backend.poll(ids)
+        if all(done(job) for job in jobs.values()):
+            return jobs
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{target.name}: still waiting after {timeout}s: {list(jobs.values())}")
+        time.sleep(0.5 if target.remote else 0.05)
+
+
+def ended(job: RemoteJob) -> bool:
+    return job.state in ENDED
+
+
+def test_clusters_file_is_there_in_ci() -> None:
+    if os.environ.get("CI") == "true" and clusters_file() is None:
+        pytest.fail("CI=true but no clusters file: run tests/clusters/up.sh or set CIGRI_TEST_CLUSTERS")
+
+
+def test_one_task_runs_and_its_output_is_read(cluster: Target) -> None:
+    key = token()
+    remote_id = cluster.submit([spec(key, cluster.workdir("one"), "/bin/echo", "hello from cigri")])[key]
+    job = wait(cluster, [remote_id], ended)[remote_id]
+    assert (job.state, job.exit_code) == (RemoteState.COMPLETED, 0)
+    expected = "hello from cigri\n" if cluster.reads_output else ""
+    assert cluster.backend.output_tail(remote_id, "stdout", 5) == expected
+
+
+def test_an_array_of_five_in_one_call(cluster: Target) -> None:
+    batch, directory = token(), cluster.workdir("array")
+    specs = [spec(f"{batch}-{i}", directory, "/bin/sh", "-c", 'echo "task $0"; exit "$0"', str(i), batch=batch)
+             for i in range(5)]
+    calls = getattr(cluster.backend, "calls", Counter())
+    before = Counter(calls)
+    ids = cluster.submit(specs)
+    assert list(ids) == [s.key for s in specs] and len(set(ids.values())) == 5
+    jobs = wait(cluster, list(ids.values()), ended)
+    assert [(jobs[ids[s.key]].state, jobs[ids[s.key]].exit_code) for s in specs] == \
+        [(RemoteState.COMPLETED, i) for i in range(5)]
+    if calls:  # the backends that count their remote calls: one per operation, whatever the batch size
+        assert calls["submit"] - before["submit"] == 1
+        polls = calls["poll"]
+        cluster.backend.poll(list(ids.values()))
+        assert calls["poll"] == polls + 1
+
+
+def test_unknown_ids_are_unknown(cluster: Target) -> None:
+    ids = ["987654321", "987654321_0", "no-such-job"]
+    assert {i: j.state for i, j in cluster.backend.poll(ids).items()} == dict.fromkeys(ids, RemoteState.UNKNOWN)
+    cluster.backend.cancel(ids)
+
+
+def test_cancel_a_running_job(cluster: Target) -> None:
+    key = token()
+    remote_id = cluster.submit([spec(key, cluster.workdir("cancel"), "/bin/sleep", "300")])[key]
+    wait(cluster, [remote_id], lambda j: j.state == RemoteState.RUNNING)
+    cluster.backend.cancel([remote_id])
+    job = wait(cluster, [remote_id], ended, timeout=60)[remote_id]
+    assert job.state == RemoteState.CANCELLED
+
+
+def test_capacity(cluster: Target) -> None:
+    capacity = cluster.backend.capacity()
+    assert capacity.total_slots >= (8 if cluster.remote else 1)
+    assert 0 <= capacity.free_slots <= capacity.total_slots
+    assert capacity.queued_jobs >= 0
+
+
+def test_stderr_tail_of_a_failing_task(cluster: Target) -> None:
+    key = token()
+    remote_id = cluster.submit([spec(key, cluster.workdir("fail"), "/bin/sh", "-c",
+                                     "echo first >&2; echo oops >&2; exit 3")])[key]
+    job = wait(cluster, [remote_id], ended)[remote_id]
+    assert (job.state, job.exit_code) == (RemoteState.COMPLETED, 3)
+    assert cluster.backend.output_tail(remote_id, "stderr", 1) == ("oops\n" if cluster.reads_output else "")
+
+
+def test_shell_metacharacters_arrive_literally(cluster: Target) -> None:
+    key = token()
+    directory = cluster.workdir("meta dir 'q' $(x) ;")
+    program = 'printf "%s\\0" "$@" > argv.bin; printf "%s" "$HOSTILE" > env.bin'
+    remote_id = cluster.submit([spec(key, directory, "/bin/sh", "-c", program, "sh", *HOSTILE,
+                                     environment={"HOSTILE": "$(touch pwned-env)'\"\n`x`"})])[key]
+    job = wait(cluster, [remote_id], ended)[remote_id]
+    assert (job.state, job.exit_code) == (RemoteState.COMPLETED, 0)
+    assert (directory / "argv.bin").read_bytes() == b"".join(w.encode() + b"\0" for w in HOSTILE)
+    assert (directory / "env.bin").read_text() == "$(touch pwned-env)'\"\n`x`"
+    assert not list(directory.parent.glob("**/pwned*"))
+
+
+def test_resubmitting_a_batch_adopts_it(cluster: Target) -> None:
+    """A batch sent again (the runner died during the first call) runs once, with the same ids."""
+    batch, directory = token(), cluster.workdir("adopt")
+    specs = [spec(f"{batch}-{i}", directory, "/bin/sh", "-c", 'echo ran >> "runs.$0"', str(i), batch=batch)
+             for i in range(2)]
+    first = cluster.submit(specs)
+    assert cluster.submit(specs) == first
+    wait(cluster, list(first.values()), ended)
+    assert cluster.submit(specs) == first
+    for i in range(2):
+        assert (directory / f"runs.{i}").read_text() == "ran\n"
+
+
+@pytest.mark.parametrize("target", BEST_EFFORT_NAMES, indirect=True)
+def test_best_effort_jobs_are_preempted(cluster: Target) -> None:
+    """Best-effort tasks fill the cluster; a normal job needing their CPUs has them killed.
+    The local pool has no preemption, so it is not a target of this test."""
+    total = cluster.backend.capacity().total_slots
+    batch, directory = token(), cluster.workdir("besteffort")
+    fillers = cluster.submit([spec(f"{batch}-{i}", directory, "/bin/sleep", "300", batch=batch, best_effort=True)
+                              for i in range(total)])
+    # other jobs (a walltime test's) may hold CPUs: count the fillers that got one
+    running = _settled_running(cluster, list(fillers.values()))
+    key = token()
+    normal = cluster.submit([spec(key, directory, "/bin/sleep", "30", resources=f"core={running}")])[key]
+    jobs = wait(cluster, [normal], lambda j: j.state != RemoteState.QUEUED)
+    assert jobs[normal].state == RemoteState.RUNNING
+    states = Counter(j.state for j in cluster.backend.poll(list(fillers.values())).values())
+    assert states[RemoteState.PREEMPTED] >= 1, states
+    assert not states[RemoteState.COMPLETED] and not states[RemoteState.CANCELLED], states
+
+
+def _settled_running(cluster: Target, ids: list[str]) -> int:
+    """How many of the jobs run once starting has stopped (same count twice, 2 s apart)."""
+    last = -1
+    for _ in range(60):
+        count = sum(j.state == RemoteState.RUNNING for j in cluster.backend.poll(ids).values())
+        if count and count == last:
+            return count
+        last = count
+        time.sleep(2)
+    raise AssertionError(f"{cluster.name}: best-effort jobs never settled")
+
+
+@pytest.fixture(scope="session")
+def walltime_jobs(request: pytest.FixtureRequest, targets: Targets) -> Iterator[dict[str, str | Exception]]:
+    """A job outliving its walltime on every backend selected, all sent on first use so the
+    backends that only kill after a minute (Slurm) count down together while the other tests run."""
+    selected = [item.callspec.params["target"] for item in request.session.items
+                if getattr(item, "originalname", "") == "test_walltime_kills_the_job"]
+    jobs: dict[str, str | Exception] = {}
+    for name in selected:
+        try:
+            target = targets.get(name)
+            key = token()
+            jobs[name] = target.backend.submit([spec(key, target.workdir("walltime"), "/bin/sleep", "600",
+                                                     walltime=target.min_walltime)])[key]
+        except Exception as error:  # reported by that backend's own test
+            jobs[name] = error
+    yield jobs
+    for name, job in jobs.items():
+        if isinstance(job, str):
+            targets.get(name).backend.cancel([job])
+
+
+@pytest.mark.slow
+def test_walltime_kills_the_job(cluster: Target, walltime_jobs: dict[str, str | Exception]) -> None:
+    """Last in the file: by the time each backend gets here its job has been counting down."""
+    job = walltime_jobs[cluster.name]
+    if isinstance(job, Exception):
+        raise job
+    done = wait(cluster, [job], ended, timeout=cluster.min_walltime + 120)[job]
+    assert done.state == RemoteState.TIMEOUT
