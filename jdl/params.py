@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterator
-from pathlib import Path
 
 from cigri.errors import InputError
 from cigri.jdl.parser import ParamSource

@@ -134,8 +134,8 @@ def _queue_epilogue(conn: Any, campaign_id: int, cluster_id: int, values: dict[s
 
 
 def _has_open_tasks(conn: Any, campaign_id: int) -> bool:
-    return conn.execute(f"SELECT 1 FROM tasks WHERE campaign_id = ? AND state IN ('pending','waiting','running') "
-                        f"LIMIT 1", [campaign_id]).fetchone() is not None
+    return conn.execute("SELECT 1 FROM tasks WHERE campaign_id = ? AND state IN ('pending','waiting','running') "
+                        "LIMIT 1", [campaign_id]).fetchone() is not None
 
 
 def _pending(conn: Any, campaign_id: int, limit: int) -> int:
