@@ -1,0 +1,193 @@
+"""The test harness shared by the tests that run cigri's real commands as subprocesses.
+
+:class:`Cigri` is one isolated installation under a test's ``tmp_path`` (its own ``CIGRI_HOME``,
+configuration with one local cluster of :data:`SLOTS` slots, and work directory); the
+``cigri`` fixture of ``conftest.py`` builds one per test and stops what it left running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+BIN = Path(sys.executable).parent
+COMMANDS = ("gridsub", "gridstat", "griddel", "gridevents", "gridclusters", "cigri")
+SLOTS = 4
+
+
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` runs; a zombie nobody reaps (containers without init) counts as gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def _proc_file(pid: int, name: str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/{name}", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, what: str, step: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(step)
+
+
+class Cigri:
+    """One cigri installation under ``tmp_path``: its own home, configuration and work dirs."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp = tmp_path
+        self.home = tmp_path / "home"
+        self.work = tmp_path / "work"  # exec_directory of the campaigns
+        self.work.mkdir()
+        self.config = tmp_path / "cigri.toml"
+        self.config.write_text(f'[clusters.local]\nbackend = "local"\nslots = {SLOTS}\n')
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("CIGRI_") and k not in ("FORCE_COLOR", "NO_COLOR", "PYTHONBREAKPOINT")}
+        env.update(CIGRI_HOME=str(self.home), CIGRI_CONFIG=str(self.config),
+                   XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+        self.env = env
+        self.daemons: list[subprocess.Popen[bytes]] = []
+
+    # --- running commands ---------------------------------------------------------------
+
+    def run(self, command: str, *args: str, expect: int | None = 0, timeout: float = 120,
+            stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Run one console script; check its exit status unless ``expect`` is None."""
+        result = subprocess.run([str(BIN / command), *args], env=self.env, cwd=self.tmp, text=True,
+                                capture_output=True, timeout=timeout, input=stdin)
+        if expect is not None and result.returncode != expect:
+            raise AssertionError(f"{command} {' '.join(args)}: exit {result.returncode}, expected {expect}\n"
+                                 f"stdout: {result.stdout}\nstderr: {result.stderr}")
+        return result
+
+    def json(self, command: str, *args: str) -> Any:
+        return json.loads(self.run(command, *args, "--json").stdout)
+
+    def jdl(self, name: str, **fields: Any) -> Path:
+        """Write a JDL for the local cluster; ``fields`` are its keys (exec_directory defaults to work/)."""
+        document = {"name": name, "exec_directory": str(self.work), "clusters": {"local": {}}, **fields}
+        path = self.tmp / f"{name}.json"
+        path.write_text(json.dumps(document))
+        return path
+
+    def script(self, name: str, body: str) -> Path:
+        path = self.tmp / name
+        path.write_text("#!/bin/sh\n" + body)
+        path.chmod(0o755)
+        return path
+
+    def submit(self, jdl: Path, *args: str) -> int:
+        return int(self.json("gridsub", "-f", str(jdl), *args)["campaign_id"])
+
+    def stat(self, campaign_id: int) -> dict[str, Any]:
+        return self.json("gridstat", "-c", str(campaign_id))
+
+    def tasks(self, campaign_id: int) -> list[dict[str, Any]]:
+        return self.json("gridstat", "-c", str(campaign_id), "-f")
+
+    def events(self, campaign_id: int) -> list[dict[str, Any]]:
+        return self.json("gridevents", "-c", str(campaign_id))
+
+    def cycle(self) -> None:
+        self.run("cigri", "cycle")
+
+    def start_daemon(self, period: float = 0.05) -> subprocess.Popen[bytes]:
+        """Start ``cigri daemon`` in the background; its stderr goes to ``daemon-N.log``."""
+        with open(self.tmp / f"daemon-{len(self.daemons)}.log", "wb") as log:
+            proc = subprocess.Popen([str(BIN / "cigri"), "daemon", "--period", str(period)], env=self.env,
+                                    cwd=self.tmp, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        self.daemons.append(proc)
+        return proc
+
+    def daemon_log(self, proc: subprocess.Popen[bytes]) -> str:
+        return (self.tmp / f"daemon-{self.daemons.index(proc)}.log").read_text()
+
+    def drain(self, campaign_id: int, timeout: float = 60,
+              check: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """Let a daemon cycle quickly until the campaign ends; return ``gridstat``'s final summary.
+
+        Cheaper than ``cigri cycle`` in a loop (one process start for every cycle). Without
+        ``check`` the end is watched in the database directly, so that no poll competes with
+        the daemon for the CPU; with it, ``check`` sees ``gridstat -c N --json`` at every poll.
+        """
+        daemon = self.start_daemon()
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                if check is not None:
+                    summary = self.stat(campaign_id)
+                    check(summary)
+                    state = summary["state"]
+                else:
+                    state = self.campaign_state(campaign_id)
+                if state in ("terminated", "cancelled"):
+                    break
+                if daemon.poll() is not None:
+                    raise AssertionError(f"the daemon died: {self.daemon_log(daemon)}")
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"campaign {campaign_id} still {state} after {timeout}s")
+                time.sleep(0.05)
+        finally:
+            daemon.terminate()
+            daemon.wait(10)
+        return self.stat(campaign_id)
+
+    # --- looking inside ------------------------------------------------------------------
+
+    def campaign_state(self, campaign_id: int) -> str:
+        conn = sqlite3.connect(f"file:{self.home / 'cigri.db'}?mode=ro", uri=True, timeout=30)
+        try:
+            return conn.execute("SELECT state FROM campaigns WHERE id = ?", [campaign_id]).fetchone()[0]
+        finally:
+            conn.close()
+
+    def db_counts(self) -> dict[str, int]:
+        conn = sqlite3.connect(self.home / "cigri.db")
+        try:
+            return {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                    for table in ("campaigns", "tasks", "jobs", "campaign_properties", "events")}
+        finally:
+            conn.close()
+
+    def spool(self) -> Path:
+        return self.home / "spool" / "local"
+
+    def cleanup(self) -> None:
+        """Stop what the test left running: daemons, the pool daemon, and job process groups.
+
+        A pid read from a file is only signalled if its process still names this spool, so a
+        reused pid never hits someone else's process.
+        """
+        for proc in self.daemons:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        spool = str(self.spool()).encode()
+        lock = self.spool() / "pool.lock"
+        text = lock.read_text().strip() if lock.exists() else ""
+        if text.isdigit() and spool in _proc_file(int(text), "cmdline"):
+            os.kill(int(text), signal.SIGTERM)
+        for pid_file in self.spool().glob("jobs/*/pid"):
+            pid = int(pid_file.read_text().split()[0])
+            if process_alive(pid) and spool in _proc_file(pid, "environ"):
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
