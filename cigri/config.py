@@ -20,6 +20,7 @@ import platformdirs
 from cigri.errors import ConfigError
 
 SYSTEM_FILE = Path("/etc/cigri/cigri.toml")
+LOG_LEVELS = ("debug", "info", "warning", "error")
 USER_FILE = Path(platformdirs.user_config_dir("cigri")) / "cigri.toml"
 
 
@@ -36,6 +37,8 @@ class Settings:
     default_resources: str = "core=1"
     stderr_tail_lines: int = 5
     max_attempts: int = 5
+    log_level: str = "info"
+    log_format: str = "text"
 
 
 @dataclass(frozen=True)
@@ -232,6 +235,10 @@ def _check(settings: Settings, runner: RunnerSettings) -> None:
     if settings.stderr_tail_lines < 0 or settings.max_attempts < 1:
         raise ConfigError("cigri.max_attempts: must be >= 1" if settings.max_attempts < 1
                           else "cigri.stderr_tail_lines: must be >= 0")
+    if settings.log_level not in LOG_LEVELS:
+        raise ConfigError(f"cigri.log_level: expected one of {', '.join(LOG_LEVELS)}, got {settings.log_level!r}")
+    if settings.log_format not in ("text", "json"):
+        raise ConfigError(f"cigri.log_format: expected 'text' or 'json', got {settings.log_format!r}")
     if runner.tap_initial < 1 or runner.tap_max < runner.tap_initial:
         raise ConfigError("runner.tap_initial: must be >= 1 and <= runner.tap_max")
     if runner.tap_factor < 1:

@@ -1,7 +1,9 @@
 """The daemon only loops over cycles, sleeping ``cycle_period`` between them.
 
 SIGTERM and SIGINT end the loop after the current cycle. A ``daemon.lock`` tells other
-processes (``gridsub --wait``) that cycles are being driven and they need not drive them.
+processes (``gridsub --wait``) that cycles are being driven and they need not drive them. A
+cycle that fails is logged with its traceback and the loop goes on: each state change is its
+own transaction, so a half-done cycle leaves nothing to repair.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ def run_daemon(grid: Grid, period: float | None = None, max_cycles: int | None =
                 run_cycle(grid)
             except Busy as error:
                 log.info("%s", error)
+            except Exception:  # every change is its own transaction: the next cycle starts clean
+                log.exception("cycle failed; the next one starts in %ss", period)
             cycles += 1
             stop.wait(period)
     log.info("daemon stopped after %s cycle(s)", cycles)

@@ -43,7 +43,9 @@ def _grid():
 @common.errors_to_exit
 def cycle(as_json: bool = typer.Option(False, "--json", help="Print the cycle report as JSON.")) -> None:
     """Run exactly one scheduling cycle and exit (for cron); exit 1 if another cycle runs."""
-    report = run_cycle(_grid())
+    grid = _grid()
+    common.log_to_file(grid.config.log_path / "cigri.log", grid.config.settings)
+    report = run_cycle(grid)
     if as_json:
         common.print_json(report.__dict__)
     else:
@@ -59,7 +61,7 @@ def daemon(period: Optional[float] = typer.Option(None, "--period", help="Second
     if period is not None and period <= 0:
         raise InputError("--period must be > 0")
     grid = _grid()
-    common.log_to_file(grid.config.log_path / "cigri.log")
+    common.log_to_file(grid.config.log_path / "cigri.log", grid.config.settings)
     run_daemon(grid, period, cycles)
 
 

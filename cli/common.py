@@ -11,6 +11,7 @@ import functools
 import json
 import logging
 import os
+import sqlite3
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -20,6 +21,7 @@ from typing import Any, TypeVar
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.exceptions import TyperException
 
 from cigri import config as configuration
 from cigri.errors import CigriError
@@ -36,48 +38,93 @@ def fancy() -> bool:
 
 
 def grid(overrides: dict[str, Any] | None = None) -> Grid:
-    return open_grid(configuration.load(overrides))
+    config = configuration.load(overrides)
+    _use_log_format(config.settings.log_format)
+    return open_grid(config)
 
 
 def errors_to_exit(fn: F) -> F:
-    """Turn expected errors into one stderr line and the error's exit status."""
+    """Turn every error into its lines on stderr and an exit status, never a traceback:
+    expected errors (:class:`CigriError`) keep their own status, anything else is one
+    "internal error" line and exit 1. ``CIGRI_DEBUG=1`` lets the traceback through."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except CigriError as error:
-            if os.environ.get("CIGRI_DEBUG"):
-                raise
-            for line in str(error).splitlines() or [type(error).__name__]:
-                print(f"{_program()}: {line}", file=sys.stderr)
-            raise typer.Exit(error.exit_code) from None
+        except (typer.Exit, typer.Abort, TyperException):  # the CLI's own control flow
+            raise
         except KeyboardInterrupt:
             raise typer.Exit(130) from None
+        except Exception as error:
+            if os.environ.get("CIGRI_DEBUG"):
+                raise
+            for line in _error_lines(error):
+                print(f"{_program()}: {line}", file=sys.stderr)
+            raise typer.Exit(error.exit_code if isinstance(error, CigriError) else 1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _error_lines(error: Exception) -> list[str]:
+    if isinstance(error, CigriError):
+        return str(error).splitlines() or [type(error).__name__]
+    if isinstance(error, sqlite3.Error):  # the environment (disk full, read-only file), not a bug
+        return [f"database: {_one_line(error)}"]
+    return [f"internal error: {type(error).__name__}: {_one_line(error)}; set CIGRI_DEBUG=1 for the traceback"]
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or "(no message)"
 
 
 def _program() -> str:
     return os.path.basename(sys.argv[0]) or "cigri"
 
 
+TEXT_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
+
+
+class JSONFormatter(logging.Formatter):
+    """One JSON object per line, for log shippers: time, level, logger, message, exception."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {"time": datetime.fromtimestamp(record.created).isoformat(timespec="milliseconds"),
+                 "level": record.levelname.lower(), "logger": record.name, "message": record.getMessage(),
+                 "pid": record.process}
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
 def setup_logging(verbose: bool) -> None:
-    level = logging.INFO if verbose or os.environ.get("CIGRI_DEBUG") else logging.WARNING
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    """Stderr shows warnings, INFO with ``-v``, DEBUG with ``CIGRI_DEBUG``."""
+    level = logging.DEBUG if os.environ.get("CIGRI_DEBUG") else logging.INFO if verbose else logging.WARNING
+    logging.basicConfig(level=level, stream=sys.stderr, format=TEXT_FORMAT)
 
 
-def log_to_file(path: Path) -> None:
-    """Long-running commands also keep an INFO log in the configured log directory;
+def _formatter(log_format: str) -> logging.Formatter:
+    return JSONFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
+
+
+def _use_log_format(log_format: str) -> None:
+    """``cigri.log_format`` applies to every handler once the configuration is read."""
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(_formatter(log_format))
+
+
+def log_to_file(path: Path, settings: configuration.Settings) -> None:
+    """Cycles (``cigri cycle``, ``cigri daemon``) also log to a file at ``cigri.log_level``;
     stderr keeps the level chosen by ``setup_logging``."""
     root = logging.getLogger()
     for handler in root.handlers:
         handler.setLevel(max(handler.level, root.level))
+    level = logging.getLevelName(settings.log_level.upper())
     file_handler = logging.FileHandler(path)
-    file_handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
-    file_handler.setLevel(logging.INFO)
+    file_handler.setFormatter(_formatter(settings.log_format))
+    file_handler.setLevel(level)
     root.addHandler(file_handler)
-    root.setLevel(min(root.level, logging.INFO))
+    root.setLevel(min(root.level, level))
 
 
 def print_json(value: Any) -> None:

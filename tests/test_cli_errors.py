@@ -1,0 +1,100 @@
+"""Every command fails in one line: expected errors, database errors and bugs alike.
+
+The unexpected error is real: a cluster row whose options are not JSON (a database edited by
+hand) makes ``cigri cluster list`` raise a ``JSONDecodeError`` nobody planned for.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import time
+
+from harness import BIN, Cigri, wait_for
+
+
+def _break_a_cluster_row(cigri: Cigri) -> None:
+    cigri.run("cigri", "db", "init")
+    conn = sqlite3.connect(cigri.home / "cigri.db")
+    with conn:
+        conn.execute("INSERT INTO clusters(name, backend, options, source) VALUES ('hand', 'local', '{oops', 'admin')")
+    conn.close()
+
+
+def test_an_unexpected_error_is_one_line_and_exit_1(cigri: Cigri) -> None:
+    _break_a_cluster_row(cigri)
+    result = cigri.run("cigri", "cluster", "list", expect=1)
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert line.startswith("cigri: internal error: JSONDecodeError: ")
+    assert line.endswith("; set CIGRI_DEBUG=1 for the traceback")
+
+
+def test_cigri_debug_shows_the_traceback(cigri: Cigri) -> None:
+    _break_a_cluster_row(cigri)
+    cigri.env["CIGRI_DEBUG"] = "1"
+    result = cigri.run("cigri", "cluster", "list", expect=1)
+    assert "Traceback (most recent call last)" in result.stderr
+    assert "JSONDecodeError: Expecting property name" in result.stderr
+    assert "internal error" not in result.stderr
+
+
+def test_an_expected_error_keeps_its_own_line_and_status(cigri: Cigri) -> None:
+    result = cigri.run("gridsub", "-f", str(cigri.tmp / "missing.json"), expect=2)
+    assert result.stderr.splitlines() == [f"gridsub: {cigri.tmp / 'missing.json'}: No such file or directory"]
+    cigri.env["CIGRI_CYCLE_PERIOD"] = "soon"
+    result = cigri.run("gridstat", expect=2)
+    assert result.stderr.splitlines() == ["gridstat: CIGRI_CYCLE_PERIOD: expected float, got 'soon'"]
+
+
+def test_a_database_error_is_one_line(cigri: Cigri) -> None:
+    cigri.run("cigri", "db", "init")
+    (cigri.home / "cigri.db").write_bytes(b"this is not a database file, not at all" * 100)
+    result = cigri.run("gridstat", expect=1)
+    [line] = result.stderr.splitlines()
+    assert line.startswith("gridstat: database ") and "file is not a database" in line, line
+
+
+def test_ctrl_c_exits_130_without_a_traceback(cigri: Cigri) -> None:
+    program = cigri.script("sleep.sh", "exec sleep 30\n")
+    jdl = cigri.jdl("interrupted", exec_file=str(program), params=["a"])
+    with open(cigri.tmp / "wait.err", "w+") as err:
+        proc = subprocess.Popen([str(BIN / "gridsub"), "-f", str(jdl), "--wait", "--period", "0.05"],
+                                env=cigri.env, cwd=cigri.tmp, stdout=subprocess.PIPE, stderr=err, text=True)
+        assert proc.stdout is not None and proc.stdout.readline().startswith("Campaign number: ")
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(20) == 130
+        err.seek(0)
+        assert "Traceback" not in err.read()
+
+
+def test_json_logs_and_the_log_level_of_cycles(cigri: Cigri) -> None:
+    cigri.env.update(CIGRI_LOG_FORMAT="json", CIGRI_LOG_LEVEL="debug")
+    result = cigri.run("cigri", "-v", "cycle")
+    entries = [json.loads(line) for line in result.stderr.splitlines()]
+    assert entries and all({"time", "level", "logger", "message", "pid"} <= set(e) for e in entries)
+    assert any(e["logger"] == "cigri.cycle" and e["message"].startswith("cycle: ") for e in entries)
+    log = cigri.home / "log" / "cigri.log"
+    logged = [json.loads(line) for line in log.read_text().splitlines()]
+    assert any(e["level"] == "info" for e in logged)
+
+    cigri.env.update(CIGRI_LOG_FORMAT="text", CIGRI_LOG_LEVEL="error")
+    before = log.read_text()
+    cigri.run("cigri", "cycle")
+    assert log.read_text() == before, "an INFO line reached a log at level error"
+    cigri.env["CIGRI_LOG_LEVEL"] = "loud"
+    result = cigri.run("cigri", "cycle", expect=2)
+    assert result.stderr.splitlines() == [
+        "cigri: cigri.log_level: expected one of debug, info, warning, error, got 'loud'"]
+
+
+def test_the_daemon_survives_a_failing_cycle(cigri: Cigri) -> None:
+    _break_a_cluster_row(cigri)  # every cycle now fails while gathering the clusters' capacity
+    daemon = cigri.start_daemon(period=0.05)
+    log = cigri.home / "log" / "cigri.log"
+    wait_for(lambda: log.exists() and log.read_text().count("cycle failed") >= 2, 20, "two failed cycles")
+    assert daemon.poll() is None, cigri.daemon_log(daemon)
+    assert "Traceback" in log.read_text()
