@@ -17,7 +17,7 @@ from cigri.grid import Grid
 from cigri.jdl import iter_params, parse_jdl
 from cigri.jdl.params import describe
 from cigri.jdl.parser import ParamSource, cluster_keys
-from cigri.states import CAMPAIGN_ACTIVE, JOB_ACTIVE, TASK_OPEN, CampaignState, TaskState, sql_in
+from cigri.states import CAMPAIGN_ACTIVE, JOB_ACTIVE, TASK_OPEN, CampaignState, KillReason, TaskState, sql_in
 
 INSERT_CHUNK = 10_000
 
@@ -108,8 +108,8 @@ def cancel(grid: Grid, campaign_id: int, *, user: str) -> None:
                      [CampaignState.CANCELLED, database.now(), campaign_id])
         conn.execute(f"UPDATE tasks SET state = ? WHERE campaign_id = ? AND state IN {sql_in(TASK_OPEN)}",
                      [TaskState.CANCELLED, campaign_id])
-        conn.execute(f"UPDATE jobs SET kill_requested = 1 WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)}",
-                     [campaign_id])
+        conn.execute(f"UPDATE jobs SET kill_reason = ? WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)}",
+                     [KillReason.USER, campaign_id])
 
 
 def pause(grid: Grid, campaign_id: int, *, user: str) -> None:
@@ -137,7 +137,7 @@ def cancel_job(grid: Grid, job_id: int, *, user: str) -> None:
         _owned_campaign(conn, row[0], user)
         if row[1] not in JOB_ACTIVE:
             raise Refused(f"job {job_id} is already {row[1]}")
-        conn.execute("UPDATE jobs SET kill_requested = 1 WHERE id = ?", [job_id])
+        conn.execute("UPDATE jobs SET kill_reason = ? WHERE id = ?", [KillReason.USER, job_id])
 
 
 # --- status -------------------------------------------------------------------------------

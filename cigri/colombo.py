@@ -17,7 +17,7 @@ from typing import Any
 from cigri import db as database
 from cigri.cycle_context import CycleContext
 from cigri.events import open_event
-from cigri.states import EXIT_RESUBMIT_HEAD, CampaignState, JobState, TaskState
+from cigri.states import EXIT_RESUBMIT_HEAD, CampaignState, JobState, KillReason, TaskState
 
 log = logging.getLogger("cigri.colombo")
 PRIORITY_HEAD, PRIORITY_TAIL = 20, 0
@@ -31,7 +31,7 @@ def analyse(ctx: CycleContext) -> int:
     for (campaign_id,) in ctx.grid.db.execute("SELECT id FROM campaigns WHERE state IN (?, ?)",
                                               [CampaignState.IN_TREATMENT, CampaignState.PAUSED]).fetchall():
         jobs = list(ctx.grid.db.query(
-            "SELECT j.id, j.task_id, j.cluster_id, j.remote_id, j.state, j.exit_code, j.kill_requested, "
+            "SELECT j.id, j.task_id, j.cluster_id, j.remote_id, j.state, j.exit_code, j.kill_reason, "
             "t.attempts, t.name FROM tasks t JOIN jobs j ON j.task_id = t.id "
             f"WHERE t.campaign_id = ? AND t.state IN (?, ?) AND j.state IN ({','.join('?' * len(UNDECIDED))}) "
             # Only the task's latest job: an earlier attempt's ending was decided when it ended,
@@ -58,7 +58,7 @@ def _stderr_tail(ctx: CycleContext, job: dict[str, Any]) -> str | None:
 def _decide(ctx: CycleContext, conn: Any, campaign_id: int, job: dict[str, Any], tail: str | None) -> None:
     task_id, state = job["task_id"], job["state"]
     where = dict(campaign_id=campaign_id, cluster_id=job["cluster_id"], job_id=job["id"], task_id=task_id)
-    if state == JobState.CANCELLED and job["kill_requested"]:
+    if state == JobState.CANCELLED and job["kill_reason"] == KillReason.USER:
         _set_task(conn, task_id, TaskState.CANCELLED)
     elif state == JobState.PREEMPTED:  # the cluster's own users came first: not the task's fault
         conn.execute("UPDATE tasks SET state = ?, priority = ?, attempts = attempts - 1 WHERE id = ? "

@@ -139,6 +139,17 @@ def m001_initial(db: Database) -> None:
     """)
 
 
+@migrations()
+def m002_kill_reason(db: Database) -> None:
+    """Why a kill was asked replaces a yes/no flag: a user's cancel ends the task, while a
+    fair-share preemption, flood control or a losing replica must leave the task alive."""
+    db.executescript("""
+    ALTER TABLE jobs ADD COLUMN kill_reason TEXT;                -- NULL: no kill asked (KillReason)
+    UPDATE jobs SET kill_reason = 'user' WHERE kill_requested = 1;
+    ALTER TABLE jobs DROP COLUMN kill_requested;
+    """)
+
+
 def connect(path: Path) -> Database:
     """Open (creating if needed) and migrate the database; files are private to the owner."""
     try:

@@ -1,32 +1,43 @@
-"""Nikita: kill what users cancelled (whole campaigns or single jobs), every job of them.
+"""Nikita: kill every job someone asked to kill, in one cancel call per cluster.
 
-CiGri v3 stopped after the first kill per cluster (its bug 11.21); here every active job
-with a kill request is cancelled in one call per cluster and then marked cancelled.
+Whoever asks writes a :class:`KillReason` on the job (griddel, fair-share preemption, flood
+control, a losing replica); the reason decides the job's end and so its task's fate:
+a user's kill cancels the task, a preemption or flood kill ends the job ``preempted`` so that
+colombo puts the task back at the head of the bag without charging an attempt, and a losing
+replica just stops. The backends give each job a grace period (SIGTERM, then kill).
+CiGri v3 stopped after the first kill per cluster (its bug 11.21).
 """
 
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
+from typing import NamedTuple
 
 from cigri import db as database
 from cigri.cycle_context import CycleContext
-from cigri.states import JOB_ACTIVE, JobState, TaskState, sql_in
+from cigri.states import JOB_ACTIVE, KILL_REQUEUES, JobState, KillReason, TaskState, sql_in
 
 log = logging.getLogger("cigri.nikita")
 
 
+class _Kill(NamedTuple):
+    job_id: int
+    remote_id: str | None
+    task_id: int | None
+    reason: KillReason
+
+
 def kill(ctx: CycleContext) -> int:
     """Cancel every job with a pending kill request; return how many were killed."""
-    rows = ctx.grid.db.execute(
-        f"SELECT id, cluster_id, remote_id, task_id FROM jobs WHERE kill_requested = 1 AND state IN {sql_in(JOB_ACTIVE)}"
-    ).fetchall()
-    by_cluster: dict[int, list[tuple[int, str | None, int | None]]] = defaultdict(list)
-    for job_id, cluster_id, remote_id, task_id in rows:
-        by_cluster[cluster_id].append((job_id, remote_id, task_id))
+    by_cluster: dict[int, list[_Kill]] = defaultdict(list)
+    for job_id, cluster_id, remote_id, task_id, reason in ctx.grid.db.execute(
+            "SELECT id, cluster_id, remote_id, task_id, kill_reason FROM jobs "
+            f"WHERE kill_reason IS NOT NULL AND state IN {sql_in(JOB_ACTIVE)}"):
+        by_cluster[cluster_id].append(_Kill(job_id, remote_id, task_id, KillReason(reason)))
     killed = 0
     for cluster_id, jobs in by_cluster.items():
-        remote_ids = [r for _, r, _ in jobs if r]
+        remote_ids = [k.remote_id for k in jobs if k.remote_id]
         if remote_ids:
             try:
                 ctx.grid.backend(cluster_id).cancel(remote_ids)
@@ -34,13 +45,14 @@ def kill(ctx: CycleContext) -> int:
                 ctx.cluster_failed(cluster_id, "cancel", error)
                 continue
         with database.write(ctx.grid.db) as conn:
-            for job_id, _, task_id in jobs:
+            for k in jobs:
+                end = JobState.PREEMPTED if k.reason in KILL_REQUEUES else JobState.CANCELLED
                 killed += conn.execute(
                     f"UPDATE jobs SET state = ?, finished_at = ? WHERE id = ? AND state IN {sql_in(JOB_ACTIVE)}",
-                    [JobState.CANCELLED, database.now(), job_id]).rowcount
-                if task_id is not None:
+                    [end, database.now(), k.job_id]).rowcount
+                if k.task_id is not None and k.reason == KillReason.USER:
                     conn.execute("UPDATE tasks SET state = ? WHERE id = ? AND state IN (?, ?, ?)",
-                                 [TaskState.CANCELLED, task_id, TaskState.PENDING, TaskState.WAITING,
+                                 [TaskState.CANCELLED, k.task_id, TaskState.PENDING, TaskState.WAITING,
                                   TaskState.RUNNING])
-        log.info("cluster %s: killed %s job(s)", cluster_id, len(jobs))
+        log.info("cluster %s: killed %s", cluster_id, dict(Counter(k.reason.value for k in jobs)))
     return killed

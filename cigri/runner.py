@@ -31,7 +31,7 @@ def run(ctx: CycleContext) -> int:
     rows = list(ctx.grid.db.query(
         "SELECT j.id, j.campaign_id, j.cluster_id, j.kind, j.batch, t.name AS task, t.param, c.user "
         "FROM jobs j JOIN campaigns c ON c.id = j.campaign_id LEFT JOIN tasks t ON t.id = j.task_id "
-        "WHERE j.state = ? AND j.kill_requested = 0 ORDER BY j.cluster_id, j.batch, j.id",
+        "WHERE j.state = ? AND j.kill_reason IS NULL ORDER BY j.cluster_id, j.batch, j.id",
         [JobState.SUBMITTING]))
     settings = campaign_properties(ctx.grid.db, sorted({r["campaign_id"] for r in rows}))
     sent = 0

@@ -48,6 +48,18 @@ class JobState(StrEnum):
     RESUBMIT = "resubmit"  # exit status 66/67: the task asked to be run again
 
 
+class KillReason(StrEnum):
+    """Why nikita kills a job, which decides what becomes of its task."""
+
+    USER = "user"  # griddel: the task is cancelled
+    PREEMPT = "preempt"  # fair share: the task goes back to the head of the bag, no attempt counted
+    FLOOD = "flood"  # waited too long on a cluster: back to the bag, to run elsewhere
+    REPLICA = "replica"  # another copy of the task won: the task is left as it is
+
+
+KILL_REQUEUES = (KillReason.PREEMPT, KillReason.FLOOD)  # killed jobs end as PREEMPTED
+
+
 JOB_ACTIVE = (JobState.SUBMITTING, JobState.WAITING, JobState.RUNNING)
 JOB_ENDED = (
     JobState.TERMINATED,
