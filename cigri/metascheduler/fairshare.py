@@ -1,0 +1,734 @@
+"""Fair shares of the grid: how many jobs each campaign should hold on each cluster.
+
+A pure function, scenario in, targets out: no database, no clock, no I/O. The metascheduler
+gathers a :class:`Scenario`, calls :func:`allocate` and applies the result; ``cigri shares
+--scenario FILE --json`` runs the same function on a hypothetical grid.
+
+Scenario (JSON, read by :func:`scenario_from_json`; unknown keys are errors)::
+
+    {"clusters":  [{"name": "c1", "cores": 64, "memory_gb": 256}],
+     "classes":   [{"name": "default", "priority": 10, "weight": 1, "policy": "fair_share"}],
+     "users":     [{"name": "alice", "allotment": null}],
+     "campaigns": [{"id": 1, "user": "alice", "class": "default", "pending": 40,
+                    "cores_per_task": 1, "memory_gb_per_task": 1, "max_jobs": null,
+                    "running": {"c1": 32}, "priority": 0, "test_mode": false}]}
+
+- ``clusters`` (required): ``name``, ``cores`` (what cigri may use there, its running jobs
+  included), ``memory_gb`` (absent or null: memory is not limited there, and memory only
+  counts in shares when every cluster declares it), ``node_cores`` / ``node_memory_gb``
+  (optional size of one node, used by ``reserve`` classes). A cluster may have 0 cores.
+- ``classes`` (optional; absent: one fair-share class named ``default``): ``name``,
+  ``priority`` (order of evaluation: lower numbers are served first; default 0), ``weight``
+  (> 0, default 1), ``policy`` = ``fair_share`` (preemptable) | ``fixed_share`` (never
+  preempted, subject to allotment) | ``reserve`` (never preempted, whole nodes of exactly
+  the declared size), ``users`` (allowed users; absent: everyone), ``clusters`` (allowed
+  clusters, DUCC's node pool; absent: all), ``default`` (true on at most one class; if none
+  is marked, the class named ``default`` is the default).
+- ``users`` (optional registry; unlisted users have no allotment and no affinity): ``name``,
+  ``allotment`` = null | cores | ``{"cores": n, "memory_gb": m}`` (the most the user may hold
+  in non-preemptable classes), ``affinity`` = ``{cluster: weight}`` (higher is preferred).
+- ``campaigns`` (required): ``id``, ``user``, ``pending`` (tasks in the bag), ``class``
+  (absent or null: the default class), ``cores_per_task`` (default 1),
+  ``memory_gb_per_task`` (default 0), ``max_jobs`` = null | n (whole grid) |
+  ``{cluster: n}``, ``running`` = ``{cluster: jobs}`` (every cluster named must be listed),
+  ``priority`` (higher is served first among the same user's campaigns, and preempted last;
+  default 0), ``test_mode``, ``clusters`` (usable clusters in the JDL's order; absent: all),
+  ``affinity`` (overrides the user's, per cluster), ``throughput`` = ``{cluster: predicted
+  jobs per hour}``.
+
+Output (:func:`allocation_to_json`, one JSON value): ``campaigns`` by id, each with ``id``,
+``user``, ``class``, ``policy``, ``test_mode``, ``demand`` (pending + running), ``running``,
+``target`` (jobs it should hold on each cluster once converged, running ones included),
+``preempt`` (running jobs to kill there this cycle), ``start`` (jobs to start there this cycle,
+after the kills), ``fair_share`` = ``{"jobs": n, "dominant": share of the grid}`` at target, and
+``reason`` ("; "-joined: "test mode", "fixed_share: never preempted", "capped by demand",
+"capped by max_jobs", "capped by allotment", "at fair share", "above share: preempting N [of E]",
+"above share by E: preemption cap reached", "below share: preempting N", ...); then
+``clusters`` (capacity and what the targets use there, kills there), ``preempt_fraction`` and
+``preempt_cap``. Per-cluster maps omit zeros.
+
+How the targets are found (DUCC's how-much, Armada's cost and placement, DRF):
+
+1. A job costs ``cores_per_task`` cores and ``memory_gb_per_task`` GB; shares compare the
+   dominant resource (the larger fraction of the grid's cores or memory), so a campaign that
+   cannot use more of one resource leaves it to the others (Manta's min-of-shares would idle it).
+2. Running jobs of non-preemptable campaigns (fixed_share, reserve, test mode) stay where they
+   are. Running fair-share jobs are evicted in thought and re-placed first on their own
+   cluster (Armada), so nothing moves unless fairness asks for it.
+3. Test-mode campaigns come first, one job per usable cluster (CiGri 2009; their jobs count
+   in their user's and class's shares). Then classes by
+   priority: in each priority level, non-preemptable campaigns are filled in turn (campaign
+   priority, then id, up to their allotment), then the fair-share classes by progressive
+   filling: the next job goes to the class whose dominant share divided by its weight would be
+   smallest after taking it, inside it to the user with the smallest share, inside the user to
+   the campaign with the smallest share among those of the highest priority. A campaign stops
+   at its demand (pending + running), ``max_jobs``, allotment, or when no usable cluster fits
+   its next task; what it cannot use goes on to the others, so no slot stays idle while a
+   campaign that may use it has tasks (work conservation).
+4. Placement of each job ("what of"): the highest affinity (user or campaign) first; among
+   equals a cluster where the campaign has a running job to re-place (the one where it runs
+   most); else one where it displaces nobody's running job, then one the user already has to
+   itself, then an unused one (Armada's per-queue packing, so preemption stays between few
+   users), then the best predicted throughput, the most room, and the JDL's order.
+
+Rounding: jobs are whole, and the fill hands them out one at a time, each checked against the
+space left, so no fractional share is ever rounded and a cluster is never overcommitted. For
+equal-cost jobs this is the highest-averages (D'Hondt) apportionment of the water level, which
+is within a job of largest-remainder rounding in the usual cases but may give a last job to a
+larger weight instead. Equal candidates are separated by who is re-placing a running job
+(fewer kills), then by the lower campaign id; the input order never matters.
+
+Preemption: a fair-share campaign holding more than its target on a cluster gives jobs back
+only where others need the space (their targets there exceed the free space); otherwise it keeps
+them until they end. The kills go first to the class evaluated last, then the user furthest
+above its share (YARN's user limit), then the lowest campaign priority, then the campaign
+furthest above its share, then the youngest campaign; at most ``ceil(fraction x running jobs)``
+per cycle (default 10 %). The function gives counts: nikita kills the youngest jobs, and their
+tasks return to the head of the bag before the runner starts anything. ``start`` hands the
+space this cycle really frees to those below their targets, by the same fill capped at the
+targets, so ``running - preempt + start`` always fits, and repeated cycles converge. A kill can
+move a task to another cluster when that lets a campaign restricted to the first one run.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
+_EPSILON = 1e-9
+_INF = math.inf
+
+Vector = tuple[float, float]  # (cores, memory in GB)
+_ZERO: Vector = (0.0, 0.0)
+
+
+class Policy(StrEnum):
+    FAIR_SHARE = "fair_share"
+    FIXED_SHARE = "fixed_share"
+    RESERVE = "reserve"
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    name: str
+    cores: int
+    memory_gb: float | None = None  # None: memory is not limited there
+    node_cores: int | None = None  # one node's size: a reserve job must ask for exactly this
+    node_memory_gb: float | None = None
+
+
+@dataclass(frozen=True)
+class ClassSpec:
+    name: str
+    priority: int = 0  # lower is evaluated first
+    weight: float = 1.0
+    policy: Policy = Policy.FAIR_SHARE
+    users: frozenset[str] | None = None  # None: every user
+    clusters: tuple[str, ...] | None = None  # None: every cluster
+    default: bool = False
+
+
+@dataclass(frozen=True)
+class UserSpec:
+    name: str
+    allotment_cores: int | None = None  # most cores held in non-preemptable classes
+    allotment_memory_gb: float | None = None
+    affinity: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CampaignSpec:
+    id: int
+    user: str
+    pending: int
+    class_name: str | None = None  # None: the default class
+    cores_per_task: int = 1
+    memory_gb_per_task: float = 0.0
+    max_jobs: int | None = None  # over the whole grid
+    max_jobs_per_cluster: Mapping[str, int] = field(default_factory=dict)
+    running: Mapping[str, int] = field(default_factory=dict)
+    priority: int = 0  # higher is served first among the user's campaigns
+    test_mode: bool = False
+    clusters: tuple[str, ...] | None = None  # usable clusters in the JDL's order; None: all
+    affinity: Mapping[str, float] = field(default_factory=dict)  # overrides the user's
+    throughput: Mapping[str, float] = field(default_factory=dict)  # predicted jobs per hour
+
+    @property
+    def demand(self) -> int:
+        return self.pending + sum(self.running.values())
+
+
+_IMPLICIT_CLASS = ClassSpec("default")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """The grid as the allocation sees it; references are checked when it is built."""
+
+    clusters: tuple[ClusterSpec, ...]
+    campaigns: tuple[CampaignSpec, ...]
+    classes: tuple[ClassSpec, ...] = ()
+    users: tuple[UserSpec, ...] = ()
+
+    def __post_init__(self) -> None:
+        clusters = _unique("clusters", (c.name for c in self.clusters), "name")
+        classes = _unique("classes", (c.name for c in self.classes), "name") or {_IMPLICIT_CLASS.name}
+        _unique("users", (u.name for u in self.users), "name")
+        _unique("campaigns", (c.id for c in self.campaigns), "id")
+        for i, klass in enumerate(self.classes):
+            _known(f"classes[{i}].clusters", klass.clusters or (), clusters)
+            if klass.default and any(c.default for c in self.classes[:i]):
+                raise ValueError(f"classes[{i}].default: only one class may be the default")
+        for i, user in enumerate(self.users):
+            _known(f"users[{i}].affinity", user.affinity, clusters)
+        for i, campaign in enumerate(self.campaigns):
+            where = f"campaigns[{i}]"
+            if campaign.class_name is None and self.default_class is None:
+                raise ValueError(f"{where}.class: missing, and no class is the default")
+            if campaign.class_name is not None and campaign.class_name not in classes:
+                raise ValueError(f"{where}.class: unknown class {campaign.class_name!r}")
+            for name in ("clusters", "running", "max_jobs_per_cluster", "affinity", "throughput"):
+                _known(f"{where}.{'max_jobs' if name == 'max_jobs_per_cluster' else name}",
+                       getattr(campaign, name) or (), clusters)
+
+    @property
+    def default_class(self) -> ClassSpec | None:
+        if not self.classes:
+            return _IMPLICIT_CLASS
+        marked = [c for c in self.classes if c.default] or [c for c in self.classes if c.name == "default"]
+        return marked[0] if marked else None
+
+    def class_of(self, campaign: CampaignSpec) -> ClassSpec:
+        if campaign.class_name is None:
+            default = self.default_class
+            assert default is not None  # checked in __post_init__
+            return default
+        return next((c for c in self.classes if c.name == campaign.class_name), _IMPLICIT_CLASS)
+
+    def user(self, name: str) -> UserSpec:
+        return next((u for u in self.users if u.name == name), UserSpec(name))
+
+
+def _unique(where: str, keys: Iterable[Any], key: str) -> set[Any]:
+    seen: set[Any] = set()
+    for i, value in enumerate(keys):
+        if value in seen:
+            raise ValueError(f"{where}[{i}].{key}: duplicate {value!r}")
+        seen.add(value)
+    return seen
+
+
+def _known(where: str, names: Iterable[str], clusters: set[str]) -> None:
+    for name in names:
+        if name not in clusters:
+            raise ValueError(f"{where}.{name}: unknown cluster")
+
+
+@dataclass(frozen=True)
+class CampaignShare:
+    """One campaign's result; per-cluster maps omit zeros."""
+
+    id: int
+    user: str
+    class_name: str
+    policy: Policy
+    test_mode: bool
+    demand: int
+    running: Mapping[str, int]
+    target: Mapping[str, int]  # jobs to hold once converged, running ones included
+    start: Mapping[str, int]  # new jobs this cycle: running - preempt + start fits now
+    preempt: Mapping[str, int]  # running jobs to kill this cycle
+    fair_share_jobs: int
+    fair_share_dominant: float  # dominant-resource share of the grid at target
+    reason: str
+
+
+@dataclass(frozen=True)
+class ClusterUse:
+    name: str
+    cores: int
+    memory_gb: float | None
+    target_cores: int
+    target_memory_gb: float
+    preempt: int
+
+
+@dataclass(frozen=True)
+class Allocation:
+    campaigns: tuple[CampaignShare, ...]  # by id
+    clusters: tuple[ClusterUse, ...]
+    preempt_fraction: float
+    preempt_cap: int
+
+
+def allocate(scenario: Scenario, preempt_fraction: float = 0.10) -> Allocation:
+    """Targets, kills and starts for every campaign; deterministic (ties go to the lower id)."""
+    if not 0 <= preempt_fraction <= 1:
+        raise ValueError(f"preempt_fraction: {preempt_fraction} is not between 0 and 1")
+    plan = _Plan(scenario)
+    none = {k.id: [0] * plan.size for k in plan.campaigns}
+    running = {k.id: plan.counts(k.spec.running) for k in plan.campaigns}
+    ideal = _Fill(plan, pinned={k.id: none[k.id] if k.preemptable else running[k.id] for k in plan.campaigns},
+                  evicted={k.id: running[k.id] if k.preemptable else none[k.id] for k in plan.campaigns},
+                  cluster_caps={k.id: k.cluster_caps for k in plan.campaigns},
+                  total_caps={k.id: k.total_cap for k in plan.campaigns})
+    ideal.run()
+    target = ideal.placed
+    cap = math.ceil(preempt_fraction * sum(map(sum, running.values())) - _EPSILON)
+    preempt = _preemptions(plan, running, target, cap)
+    kept = {k.id: [r - p for r, p in zip(running[k.id], preempt[k.id])] for k in plan.campaigns}
+    now = _Fill(plan, pinned=kept, evicted=none, cluster_caps=target,
+                total_caps={k.id: sum(target[k.id]) for k in plan.campaigns})
+    now.run()
+    killed_on = [sum(preempt[k.id][c] for k in plan.campaigns) for c in range(plan.size)]
+    shares = []
+    for k in sorted(plan.campaigns, key=lambda k: k.id):
+        start = [h - p for h, p in zip(now.placed[k.id], kept[k.id])]
+        shares.append(CampaignShare(
+            id=k.id, user=k.user, class_name=k.klass.name, policy=k.klass.policy, test_mode=k.spec.test_mode,
+            demand=k.spec.demand, running=plan.named(running[k.id]), target=plan.named(target[k.id]),
+            start=plan.named(start), preempt=plan.named(preempt[k.id]), fair_share_jobs=sum(target[k.id]),
+            fair_share_dominant=plan.share(_times(k.cost, sum(target[k.id]))),
+            reason=_reason(plan, k, ideal, running[k.id], target[k.id], preempt[k.id], now.placed[k.id], killed_on,
+                           sum(killed_on) >= cap)))
+    clusters = tuple(ClusterUse(
+        name=c.name, cores=c.cores, memory_gb=c.memory_gb,
+        target_cores=round(ideal.used[i][0]), target_memory_gb=ideal.used[i][1], preempt=killed_on[i])
+        for i, c in enumerate(scenario.clusters))
+    return Allocation(tuple(shares), clusters, preempt_fraction, cap)
+
+
+def _add(a: Vector, b: Vector) -> Vector:
+    return (a[0] + b[0], a[1] + b[1])
+
+
+def _times(a: Vector, n: float) -> Vector:
+    return (a[0] * n, a[1] * n)
+
+
+def _fits(used: Vector, cost: Vector, capacity: Vector) -> bool:
+    """A resource the task does not ask for never stops it, even on an overfull cluster."""
+    return all(need == 0 or have + need <= limit + _EPSILON for have, need, limit in zip(used, cost, capacity))
+
+
+class _Campaign:
+    """A campaign with everything the fill needs precomputed."""
+
+    def __init__(self, plan: _Plan, spec: CampaignSpec) -> None:
+        scenario = plan.scenario
+        self.spec, self.id, self.user, self.priority = spec, spec.id, spec.user, spec.priority
+        self.klass = scenario.class_of(spec)
+        self.cost: Vector = (float(spec.cores_per_task), float(spec.memory_gb_per_task))
+        self.preemptable = self.klass.policy is Policy.FAIR_SHARE and not spec.test_mode
+        self.counts_allotment = self.klass.policy is not Policy.FAIR_SHARE
+        self.allowed_user = self.klass.users is None or spec.user in self.klass.users
+        user = scenario.user(spec.user)
+        self.allotment: Vector = (_INF if user.allotment_cores is None else float(user.allotment_cores),
+                                  _INF if user.allotment_memory_gb is None else user.allotment_memory_gb)
+        names = spec.clusters if spec.clusters is not None else [c.name for c in scenario.clusters]
+        self.clusters = [plan.index[n] for n in names
+                         if (self.klass.clusters is None or n in self.klass.clusters) and self._fits_reserve(plan, n)]
+        self.affinity = [spec.affinity.get(c.name, user.affinity.get(c.name, 0.0)) for c in scenario.clusters]
+        self.throughput = [spec.throughput.get(c.name, 0.0) for c in scenario.clusters]
+        per_cluster = [spec.max_jobs_per_cluster.get(c.name, _INF) for c in scenario.clusters]
+        self.cluster_caps = [min(cap, 1) for cap in per_cluster] if spec.test_mode else per_cluster
+        self.total_cap = min(spec.demand, _INF if spec.max_jobs is None else spec.max_jobs)
+
+    def _fits_reserve(self, plan: _Plan, name: str) -> bool:
+        """A reservation takes whole nodes of exactly its size: never promoted to a bigger node."""
+        cluster = plan.scenario.clusters[plan.index[name]]
+        if self.klass.policy is not Policy.RESERVE or cluster.node_cores is None:
+            return True
+        return self.spec.cores_per_task == cluster.node_cores and (
+            cluster.node_memory_gb is None or self.spec.memory_gb_per_task <= cluster.node_memory_gb)
+
+
+@dataclass
+class _Level:
+    """One class priority: non-preemptable campaigns in turn, then fair-share ones together."""
+
+    turns: list[_Campaign] = field(default_factory=list)
+    fair: list[_Campaign] = field(default_factory=list)
+
+
+class _Plan:
+    """The scenario indexed for the fill: cluster indices, capacities, evaluation order."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.size = len(scenario.clusters)
+        self.index = {c.name: i for i, c in enumerate(scenario.clusters)}
+        self.capacity: list[Vector] = [(float(c.cores), _INF if c.memory_gb is None else c.memory_gb)
+                                       for c in scenario.clusters]
+        memory = [c.memory_gb for c in scenario.clusters]
+        self.total: Vector = (float(sum(c.cores for c in scenario.clusters)),
+                              _INF if None in memory else float(sum(m for m in memory if m is not None)))
+        self.inverse = tuple(1 / t if 0 < t < _INF else 0.0 for t in self.total)
+        self.campaigns = [_Campaign(self, spec) for spec in scenario.campaigns]
+        self.weight = {c.name: c.weight for c in scenario.classes} or {_IMPLICIT_CLASS.name: 1.0}
+        self.test = sorted((k for k in self.campaigns if k.spec.test_mode), key=lambda k: k.id)
+        levels: dict[int, _Level] = {}
+        for k in sorted(self.campaigns, key=lambda k: (-k.priority, k.id)):
+            if not k.spec.test_mode:
+                level = levels.setdefault(k.klass.priority, _Level())
+                (level.fair if k.klass.policy is Policy.FAIR_SHARE else level.turns).append(k)
+        self.levels = [levels[p] for p in sorted(levels)]
+
+    def counts(self, per_name: Mapping[str, int]) -> list[int]:
+        return [per_name.get(c.name, 0) for c in self.scenario.clusters]
+
+    def named(self, counts: list[int]) -> dict[str, int]:
+        return {c.name: n for c, n in zip(self.scenario.clusters, counts) if n}
+
+    def share(self, use: Vector) -> float:
+        """Dominant share of the grid; a resource the grid does not count is ignored."""
+        return max(use[0] * self.inverse[0], use[1] * self.inverse[1])
+
+
+class _Queue:
+    """A priority queue whose items can be re-keyed or dropped; stale heap entries are skipped."""
+
+    def __init__(self) -> None:
+        self.heap: list[tuple[Any, Any]] = []
+        self.keys: dict[Any, Any] = {}
+
+    def set(self, item: Any, key: Any) -> None:
+        self.keys[item] = key
+        heapq.heappush(self.heap, (key, item))
+
+    def drop(self, item: Any) -> None:
+        self.keys.pop(item, None)
+
+    def top(self) -> Any:
+        while self.heap:
+            key, item = self.heap[0]
+            if self.keys.get(item) == key:
+                return item
+            heapq.heappop(self.heap)
+        return None
+
+
+class _Fill:
+    """One progressive-filling pass; ``placed`` holds the result per campaign and cluster."""
+
+    def __init__(self, plan: _Plan, pinned: Mapping[int, list[int]], evicted: Mapping[int, list[int]],
+                 cluster_caps: Mapping[int, Sequence[float]], total_caps: Mapping[int, float]) -> None:
+        self.plan, self.cluster_caps, self.total_caps = plan, cluster_caps, total_caps
+        self.evicted = {k: list(counts) for k, counts in evicted.items()}
+        self.evicted_use: list[Vector] = [_ZERO] * plan.size
+        self.placed = {k.id: [0] * plan.size for k in plan.campaigns}
+        self.used: list[Vector] = [_ZERO] * plan.size
+        self.users_on = [Counter[str]() for _ in range(plan.size)]
+        self.use: defaultdict[Any, Vector] = defaultdict(lambda: _ZERO)  # by campaign id, (class, user), class
+        self.held: defaultdict[str, Vector] = defaultdict(lambda: _ZERO)  # non-preemptable use, for allotments
+        for k in plan.campaigns:
+            for c in range(plan.size):
+                self.evicted_use[c] = _add(self.evicted_use[c], _times(k.cost, self.evicted[k.id][c]))
+                if pinned[k.id][c]:
+                    self._place(k, c, pinned[k.id][c])
+
+    def run(self) -> None:
+        for k in self.plan.test:
+            self._in_turn(k)
+        for level in self.plan.levels:
+            for k in level.turns:
+                self._in_turn(k)
+            self._progressive(level.fair)
+
+    def _in_turn(self, k: _Campaign) -> None:
+        while self._can_take(k) and (c := self._choose(k)) is not None:
+            self._place(k, c)
+
+    def _progressive(self, campaigns: list[_Campaign]) -> None:
+        """Hierarchical max-min: each job goes to the smallest class share per weight, inside it
+        to the smallest user share, inside that to the smallest campaign share."""
+        by_id = {k.id: k for k in campaigns}
+        users: defaultdict[tuple[str, str], _Queue] = defaultdict(_Queue)
+        classes: defaultdict[str, _Queue] = defaultdict(_Queue)
+        level = _Queue()
+
+        def refresh(user: tuple[str, str]) -> None:
+            """Re-key the user and its class after one of its campaigns changed."""
+            top = users[user].top()
+            if top is None:
+                classes[user[0]].drop(user)
+            else:
+                classes[user[0]].set(user, self._key(user, by_id[top]))
+            best = classes[user[0]].top()
+            if best is None:
+                level.drop(user[0])
+            else:
+                level.set(user[0], self._key(user[0], by_id[users[best].top()], self.plan.weight[user[0]]))
+
+        for k in campaigns:
+            if self._can_take(k):
+                users[(k.klass.name, k.user)].set(k.id, (-k.priority, *self._key(k.id, k)))
+        for user in list(users):
+            refresh(user)
+        while (name := level.top()) is not None:
+            user = classes[name].top()
+            k = by_id[users[user].top()]
+            c = self._choose(k)
+            if c is not None:
+                self._place(k, c)
+            if c is None or not self._can_take(k):
+                users[user].drop(k.id)
+            else:
+                users[user].set(k.id, (-k.priority, *self._key(k.id, k)))
+            refresh(user)
+
+    def _key(self, entity: Any, k: _Campaign, weight: float = 1.0) -> tuple[float, bool, int]:
+        """Share after taking k's next job (Armada), re-placing before starting, then id."""
+        return (self.plan.share(_add(self.use[entity], k.cost)) / weight, not any(self.evicted[k.id]), k.id)
+
+    def _can_take(self, k: _Campaign) -> bool:
+        if not k.allowed_user or sum(self.placed[k.id]) >= self.total_caps[k.id]:
+            return False
+        cores, memory = _add(self.held[k.user], k.cost)
+        return not k.counts_allotment or (cores <= k.allotment[0] + _EPSILON and memory <= k.allotment[1] + _EPSILON)
+
+    def _choose(self, k: _Campaign) -> int | None:
+        """The cluster for k's next job, or None when no usable cluster has room under its caps.
+
+        Written out in scalars: it runs once per job placed.
+        """
+        best: tuple[Any, ...] | None = None
+        chosen = None
+        need_cores, need_memory = k.cost
+        placed, caps, evicted = self.placed[k.id], self.cluster_caps[k.id], self.evicted[k.id]
+        for order, c in enumerate(k.clusters):
+            (cores, memory), (used_cores, used_memory) = self.plan.capacity[c], self.used[c]
+            if (placed[c] >= caps[c] or used_cores + need_cores > cores + _EPSILON
+                    or (need_memory and used_memory + need_memory > memory + _EPSILON)):
+                continue
+            affinity = -k.affinity[c]
+            if evicted[c]:
+                key: tuple[Any, ...] = (affinity, 0, -evicted[c] - placed[c], order)
+            elif best is not None and best[:2] <= (affinity, 0):
+                continue  # re-placing a running job beats any new placement of no higher affinity
+            else:
+                other_cores, other_memory = self.evicted_use[c]
+                room = int((cores - used_cores - other_cores) / need_cores + _EPSILON)
+                if need_memory and memory < _INF:
+                    room = min(room, int((memory - used_memory - other_memory) / need_memory + _EPSILON))
+                users = self.users_on[c]
+                tier = 1 if not users else 0 if len(users) == 1 and k.user in users else 2
+                key = (affinity, 1, room < 1, tier, -k.throughput[c], -max(room, 0), order)
+            if best is None or key < best:
+                best, chosen = key, c
+        return chosen
+
+    def _place(self, k: _Campaign, c: int, n: int = 1) -> None:
+        cost = _times(k.cost, n)
+        replaced = min(n, self.evicted[k.id][c])
+        self.evicted[k.id][c] -= replaced
+        self.evicted_use[c] = _add(self.evicted_use[c], _times(k.cost, -replaced))
+        self.placed[k.id][c] += n
+        self.used[c] = _add(self.used[c], cost)
+        self.users_on[c][k.user] += n
+        for entity in (k.id, (k.klass.name, k.user), k.klass.name):
+            self.use[entity] = _add(self.use[entity], cost)
+        if k.counts_allotment:
+            self.held[k.user] = _add(self.held[k.user], cost)
+
+
+def _preemptions(plan: _Plan, running: dict[int, list[int]], target: dict[int, list[int]],
+                 cap: int) -> dict[int, list[int]]:
+    """Kill over-target fair-share jobs only where others need the space, at most ``cap`` in all.
+
+    Order: the class evaluated last, the user furthest above its share (YARN's user limit), the
+    lowest campaign priority, the campaign furthest above its share, the youngest campaign.
+    """
+    preempt = {k.id: [0] * plan.size for k in plan.campaigns}
+    shortage: list[Vector] = []
+    for c in range(plan.size):
+        free, need = plan.capacity[c], _ZERO
+        for k in plan.campaigns:
+            free = _add(free, _times(k.cost, -running[k.id][c]))
+            need = _add(need, _times(k.cost, max(0, target[k.id][c] - running[k.id][c])))
+        shortage.append((need[0] - free[0] if need[0] > 0 else 0.0, need[1] - free[1] if need[1] > 0 else 0.0))
+    now: defaultdict[Any, Vector] = defaultdict(lambda: _ZERO)
+    goal: defaultdict[Any, Vector] = defaultdict(lambda: _ZERO)
+    members: defaultdict[tuple[str, str], list[_Campaign]] = defaultdict(list)
+    for k in plan.campaigns:
+        members[(k.klass.name, k.user)].append(k)
+        for entity in (k.id, (k.klass.name, k.user)):
+            now[entity] = _add(now[entity], _times(k.cost, sum(running[k.id])))
+            goal[entity] = _add(goal[entity], _times(k.cost, sum(target[k.id])))
+
+    def over(entity: Any) -> float:
+        return plan.share(now[entity]) - plan.share(goal[entity])
+
+    def key(k: _Campaign) -> tuple[float, ...]:
+        return (-k.klass.priority, -over((k.klass.name, k.user)), k.priority, -over(k.id), -k.id)
+
+    queue = _Queue()
+    by_id = {k.id: k for k in plan.campaigns if k.preemptable}
+    for k in by_id.values():
+        queue.set(k.id, key(k))
+    killed = 0
+    while killed < cap and (top := queue.top()) is not None:
+        k = by_id[top]
+        useful = [c for c in range(plan.size) if running[k.id][c] - preempt[k.id][c] > target[k.id][c]
+                  and any(short > _EPSILON and need > 0 for short, need in zip(shortage[c], k.cost))]
+        if not useful:
+            queue.drop(k.id)
+            continue
+        c = min(useful, key=lambda c: (target[k.id][c] + preempt[k.id][c] - running[k.id][c], c))
+        preempt[k.id][c] += 1
+        killed += 1
+        shortage[c] = _add(shortage[c], _times(k.cost, -1))
+        for entity in (k.id, (k.klass.name, k.user)):
+            now[entity] = _add(now[entity], _times(k.cost, -1))
+        for j in members[(k.klass.name, k.user)]:
+            if j.id in queue.keys:
+                queue.set(j.id, key(j))
+    return preempt
+
+
+def _reason(plan: _Plan, k: _Campaign, fill: _Fill, running: list[int], target: list[int],
+            preempt: list[int], hold: list[int], killed_on: list[int], cap_reached: bool) -> str:
+    """Why the campaign gets what it gets, in the words an admin would look for."""
+    parts = []
+    if k.spec.test_mode:
+        parts.append("test mode")
+    elif not k.preemptable:
+        parts.append(f"{k.klass.policy}: never preempted")
+    total = sum(target)
+    if not k.allowed_user:
+        parts.append(f"user {k.user} not allowed in class {k.klass.name}")
+    elif not k.clusters:
+        parts.append("no usable cluster")
+    elif total >= k.spec.demand:
+        parts.append("capped by demand")
+    elif total >= fill.total_caps[k.id] or (not k.spec.test_mode and all(
+            target[c] >= k.cluster_caps[c] for c in k.clusters)):
+        parts.append("capped by max_jobs")
+    elif not fill._can_take(k):
+        parts.append("capped by allotment")
+    elif not any(_fits(_ZERO, k.cost, plan.capacity[c]) for c in k.clusters):
+        parts.append("task larger than any usable cluster")
+    elif k.preemptable:
+        parts.append("at fair share")
+    elif not all(target[c] >= k.cluster_caps[c] for c in k.clusters):
+        parts.append("waiting for space")
+    excess = max(0, sum(running) - total) if k.preemptable else 0
+    killed = sum(preempt)
+    if killed:
+        parts.append(("above share" if excess else "leaving a cluster others need") + f": preempting {killed}"
+                     + (f" of {excess}" if excess > killed else ""))
+    elif excess:
+        parts.append(f"above share by {excess}: " + ("preemption cap reached" if cap_reached
+                                                     else "kept while nobody needs the space"))
+    if sum(hold) < total:
+        waiting_on = sum(killed_on[c] for c in range(plan.size) if hold[c] < target[c])
+        parts.append(f"below share: preempting {waiting_on}" if waiting_on else "below share: waiting for space")
+    return "; ".join(parts)
+
+
+_COUNT = {"type": "integer", "minimum": 0}
+_GB = {"type": "number", "minimum": 0}
+_NAMES = {"type": ["array", "null"], "items": {"type": "string", "minLength": 1}, "uniqueItems": True}
+_PER_CLUSTER = {"type": "object", "additionalProperties": {"type": "number", "minimum": 0}}
+
+
+def _record(required: list[str], **properties: Any) -> dict[str, Any]:
+    return {"type": "object", "required": required, "additionalProperties": False, "properties": properties}
+
+
+_SCHEMA = _record(
+    ["clusters", "campaigns"],
+    clusters={"type": "array", "items": _record(
+        ["name", "cores"], name={"type": "string", "minLength": 1}, cores=_COUNT,
+        memory_gb={**_GB, "type": ["number", "null"]},
+        node_cores={"type": ["integer", "null"], "minimum": 1}, node_memory_gb={**_GB, "type": ["number", "null"]})},
+    classes={"type": "array", "items": _record(
+        ["name"], name={"type": "string", "minLength": 1}, priority={"type": "integer"},
+        weight={"type": "number", "exclusiveMinimum": 0}, policy={"enum": [p.value for p in Policy]},
+        users=_NAMES, clusters=_NAMES, default={"type": "boolean"})},
+    users={"type": "array", "items": _record(
+        ["name"], name={"type": "string", "minLength": 1}, affinity={"type": "object",
+                                                                     "additionalProperties": {"type": "number"}},
+        allotment={"anyOf": [{"type": "null"}, _COUNT, _record(
+            [], cores={**_COUNT, "type": ["integer", "null"]}, memory_gb={**_GB, "type": ["number", "null"]})]})},
+    campaigns={"type": "array", "items": _record(
+        ["id", "user", "pending"], id={"type": "integer"}, user={"type": "string", "minLength": 1},
+        pending=_COUNT, cores_per_task={"type": "integer", "minimum": 1}, memory_gb_per_task=_GB,
+        max_jobs={"anyOf": [{"type": "null"}, _COUNT, {"type": "object", "additionalProperties": _COUNT}]},
+        running={"type": "object", "additionalProperties": _COUNT}, priority={"type": "integer"},
+        test_mode={"type": "boolean"}, clusters=_NAMES, affinity={"type": "object",
+                                                                  "additionalProperties": {"type": "number"}},
+        throughput=_PER_CLUSTER, **{"class": {"type": ["string", "null"]}})},
+)
+_VALIDATOR = Draft202012Validator(_SCHEMA)
+
+
+def scenario_from_json(data: Any) -> Scenario:
+    """Build a scenario from parsed JSON; a bad one raises a one-line ValueError naming its path."""
+    error = best_match(_VALIDATOR.iter_errors(data))
+    if error is not None:
+        raise ValueError(f"{error.json_path.removeprefix('$.').removeprefix('$') or 'scenario'}: {error.message}")
+    return Scenario(
+        clusters=tuple(ClusterSpec(
+            name=c["name"], cores=c["cores"], memory_gb=_float(c.get("memory_gb")), node_cores=c.get("node_cores"),
+            node_memory_gb=_float(c.get("node_memory_gb"))) for c in data["clusters"]),
+        classes=tuple(ClassSpec(
+            name=c["name"], priority=c.get("priority", 0), weight=float(c.get("weight", 1)),
+            policy=Policy(c.get("policy", Policy.FAIR_SHARE)),
+            users=None if c.get("users") is None else frozenset(c["users"]),
+            clusters=None if c.get("clusters") is None else tuple(c["clusters"]),
+            default=c.get("default", False)) for c in data.get("classes", [])),
+        users=tuple(_user(u) for u in data.get("users", [])),
+        campaigns=tuple(_campaign(c) for c in data["campaigns"]),
+    )
+
+
+def _float(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _user(data: dict[str, Any]) -> UserSpec:
+    allotment = data.get("allotment")
+    if not isinstance(allotment, dict):
+        allotment = {"cores": allotment}
+    return UserSpec(name=data["name"], allotment_cores=allotment.get("cores"),
+                    allotment_memory_gb=_float(allotment.get("memory_gb")), affinity=data.get("affinity", {}))
+
+
+def _campaign(data: dict[str, Any]) -> CampaignSpec:
+    max_jobs = data.get("max_jobs")
+    return CampaignSpec(
+        id=data["id"], user=data["user"], pending=data["pending"], class_name=data.get("class"),
+        cores_per_task=data.get("cores_per_task", 1), memory_gb_per_task=float(data.get("memory_gb_per_task", 0)),
+        max_jobs=max_jobs if not isinstance(max_jobs, dict) else None,
+        max_jobs_per_cluster=max_jobs if isinstance(max_jobs, dict) else {},
+        running=data.get("running", {}), priority=data.get("priority", 0), test_mode=data.get("test_mode", False),
+        clusters=None if data.get("clusters") is None else tuple(data["clusters"]),
+        affinity=data.get("affinity", {}), throughput=data.get("throughput", {}))
+
+
+def allocation_to_json(allocation: Allocation) -> dict[str, Any]:
+    """The one JSON value ``cigri shares --json`` prints."""
+    return {
+        "campaigns": [{
+            "id": s.id, "user": s.user, "class": s.class_name, "policy": str(s.policy), "test_mode": s.test_mode,
+            "demand": s.demand, "running": dict(s.running), "target": dict(s.target), "start": dict(s.start),
+            "preempt": dict(s.preempt),
+            "fair_share": {"jobs": s.fair_share_jobs, "dominant": round(s.fair_share_dominant, 6)},
+            "reason": s.reason,
+        } for s in allocation.campaigns],
+        "clusters": [{
+            "name": c.name, "cores": c.cores, "memory_gb": c.memory_gb, "target_cores": c.target_cores,
+            "target_memory_gb": round(c.target_memory_gb, 6), "preempt": c.preempt,
+        } for c in allocation.clusters],
+        "preempt_fraction": allocation.preempt_fraction,
+        "preempt_cap": allocation.preempt_cap,
+    }
