@@ -36,7 +36,7 @@ def test_a_thousand_tasks_survive_sixty_daemon_kills(cigri: Cigri) -> None:
         daemon = cigri.start_daemon(period=0.01)
         if rng.random() < 0.8:  # mostly mid-cycle: once this daemon holds the cycle lock
             pid = str(daemon.pid)
-            wait_for(lambda: lock.exists() and lock.read_text().strip() == pid, 15, "the daemon's first cycle")
+            wait_for(lambda pid=pid: lock.exists() and lock.read_text().strip() == pid, 15, "the daemon's first cycle")
         time.sleep(rng.uniform(0.0, 0.4))
         daemon.send_signal(signal.SIGKILL)
         daemon.wait(10)
