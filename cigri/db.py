@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
+from cigri import clock
 from cigri.errors import CigriError
 
 BUSY_TIMEOUT_MS = 60_000
@@ -201,4 +201,4 @@ def schema_version(db: Database) -> str:
 
 
 def now() -> float:
-    return time.time()
+    return clock.now()
