@@ -28,7 +28,6 @@ def schedule(ctx: CycleContext) -> dict[tuple[int, str], int]:
     settings = campaign_properties(db, campaign_ids)
     names = {cid: name for name, cid in ctx.grid.cluster_ids().items()}
     active = _active_jobs(ctx, campaign_ids)
-    _update_taps(ctx, settings, active)
     taps = {(c, k): rate for c, k, rate in db.execute("SELECT campaign_id, cluster_id, rate FROM taps")}
     script_jobs = _script_jobs(ctx, campaign_ids)
     clusters = [ClusterView(names[cid], cap.free_slots,
@@ -78,31 +77,6 @@ def _active_jobs(ctx: CycleContext, campaign_ids: list[int]) -> dict[tuple[int, 
 
 def _count(active: dict[tuple[int, int, str], int], campaign_id: int, cluster_id: int, states: tuple[Any, ...]) -> int:
     return sum(active.get((campaign_id, cluster_id, s), 0) for s in states)
-
-
-def _update_taps(ctx: CycleContext, settings: dict[int, dict[int, dict[str, Any]]],
-                 active: dict[tuple[int, int, str], int]) -> None:
-    """CiGri's tap: grow ×factor while the cluster absorbs every job, shrink while jobs wait."""
-    runner = ctx.grid.config.runner
-    with database.write(ctx.grid.db) as conn:
-        for campaign_id, clusters in settings.items():
-            for cluster_id in clusters:
-                waiting = _count(active, campaign_id, cluster_id, (JobState.SUBMITTING, JobState.WAITING))
-                running = _count(active, campaign_id, cluster_id, (JobState.RUNNING,))
-                row = conn.execute("SELECT rate FROM taps WHERE campaign_id = ? AND cluster_id = ?",
-                                   [campaign_id, cluster_id]).fetchone()
-                if row is None:
-                    conn.execute("INSERT INTO taps(campaign_id, cluster_id, rate) VALUES (?, ?, ?)",
-                                 [campaign_id, cluster_id, runner.tap_initial])
-                    continue
-                if waiting == 0 and running > 0:
-                    rate, state = min(int(row[0] * runner.tap_factor), runner.tap_max), "open"
-                elif waiting > 0:
-                    rate, state = max(int(row[0] / runner.tap_factor), runner.tap_initial), "closed"
-                else:
-                    continue
-                conn.execute("UPDATE taps SET rate = ?, state = ? WHERE campaign_id = ? AND cluster_id = ?",
-                             [rate, state, campaign_id, cluster_id])
 
 
 def _script_jobs(ctx: CycleContext, campaign_ids: list[int]) -> dict[tuple[int, int, str], list[str]]:
