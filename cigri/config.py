@@ -69,6 +69,8 @@ CLUSTER_KEYS: dict[str, dict[str, type]] = {
     "slurm": {**_REMOTE_KEYS, "token_file": str, "partition": str, "best_effort_partition": str,
               "best_effort_qos": str},
     "oar": {**_REMOTE_KEYS, "password_file": str},
+    "sim": {"cores": int, "memory_gb": float, "seed": int, "local_load": float, "local_load_steps": str,
+            "local_max_cores": int, "trace": str, "task_seconds": float, "max_waiting": int},
 }
 TRANSPORT_NEEDS = {"ssh": ("host", "user"), "rest": ("base_url",)}
 
@@ -167,7 +169,7 @@ def _cluster_configs(clusters: dict[str, dict[str, Any]]) -> tuple[ClusterConfig
             table[key] = value = _coerce(f"clusters.{name}.{key}", value, kinds[key])
             if isinstance(value, (int, float)) and value < 0:
                 raise ConfigError(f"clusters.{name}.{key}: must be >= 0")
-        if backend != "local":
+        if backend not in ("local", "sim"):
             transport = table.get("transport")
             if transport not in TRANSPORT_NEEDS:
                 raise ConfigError(f"clusters.{name}.transport: expected 'ssh' or 'rest', got {transport!r}")
@@ -178,12 +180,14 @@ def _cluster_configs(clusters: dict[str, dict[str, Any]]) -> tuple[ClusterConfig
     return tuple(result)
 
 
-def load(overrides: dict[str, Any] | None = None, environ: dict[str, str] | None = None) -> Config:
-    """Build the configuration from every layer. ``overrides`` maps ``section.key`` to a value."""
+def load(overrides: dict[str, Any] | None = None, environ: dict[str, str] | None = None,
+         system_files: bool = True) -> Config:
+    """Build the configuration from every layer. ``overrides`` maps ``section.key`` to a value;
+    ``system_files=False`` skips the system and user files (the simulator's private grid)."""
     env = os.environ if environ is None else environ
     values: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
     clusters: dict[str, dict[str, Any]] = {}
-    layers = [SYSTEM_FILE, USER_FILE]
+    layers = [SYSTEM_FILE, USER_FILE] if system_files else []
     if env.get("CIGRI_CONFIG"):
         explicit = Path(env["CIGRI_CONFIG"])
         if not explicit.is_file():

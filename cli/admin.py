@@ -161,5 +161,36 @@ def cluster_unblacklist(name: str) -> None:
     print(f"Cluster {name} unblacklisted")
 
 
+@app.command()
+@common.errors_to_exit
+def simulate(scenario: Path = typer.Argument(..., help="Scenario file (JSON; see README, Simulator)."),
+             as_json: bool = typer.Option(False, "--json", help="Print the whole report as one JSON value."),
+             plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw utilization and shares over time (FILE.svg or FILE.png).")) -> None:
+    """Run cigri's real cycle against simulated clusters in virtual time and report utilization, shares and kills."""
+    from cigri import simulate as simulator
+
+    plan = simulator.load_scenario(scenario)
+    if plot is not None and plot.suffix.lower() not in (".png", ".svg"):
+        raise InputError(f"--plot {plot}: expected a .png or .svg file")
+    report = simulator.simulate(plan)
+    if plot is not None:
+        simulator.plot(report, plot)
+    if as_json:
+        return common.print_json(report)
+    share = report["share"]
+    common.print_table(None, ["measure", "value"], [
+        ["campaigns finished", f"{report['finished']} ({report['scenario']['campaigns']} campaigns, "
+                               f"{report['scenario']['tasks']} tasks)"],
+        ["makespan (h)", f"{report['makespan_hours']} (lower bound {report['makespan_bound_hours']}, "
+                         f"ratio {report['bound_ratio']})"],
+        ["utilization of free cores", f"{report['utilization']} (useful {report['useful_utilization']})"],
+        ["harvested / idle core-s", f"{report['harvested_core_seconds']} / {report['idle_core_seconds']}"],
+        ["kills", json.dumps(report["kills"])],
+        ["resubmissions", str(report["resubmissions"])],
+        ["Jain's index users / classes", f"{share['jain_users']} / {share['jain_classes']}"],
+        ["cycles (simulated hours)", f"{report['cycles']} ({report['simulated_hours']})"],
+    ])
+
+
 def main() -> None:
     app()

@@ -108,6 +108,10 @@ def open_backend(name: str, backend: str, options: dict[str, object], spool_root
         from cigri.backends.oar import OARBackend
 
         return OARBackend(name, options)
+    if backend == "sim":
+        from cigri.backends.sim import SimBackend
+
+        return SimBackend(name, options)
     from cigri.errors import ConfigError
 
-    raise ConfigError(f"cluster {name}: unknown backend {backend!r} (known: local, slurm, oar)")
+    raise ConfigError(f"cluster {name}: unknown backend {backend!r} (known: local, slurm, oar, sim)")

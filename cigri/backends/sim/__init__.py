@@ -1,0 +1,137 @@
+"""The ``sim`` backend: a simulated cluster in virtual time, for ``cigri simulate``.
+
+It answers like a real resource manager (submit a batch, poll, cancel, capacity) but runs
+nothing: each call first plays the cluster's :class:`~cigri.backends.sim.world.World` forward
+to the clock's time (:mod:`cigri.clock`). A cigri job runs for the seconds given by its task's
+first argument after the task name (``argv[2]``; the ``task_seconds`` key when absent) and
+exits with ``argv[3]`` (default 0); it asks for the ``core=N`` / ``mem=NG`` of its resources.
+The world lives in memory: it is meant for ``cigri simulate`` and tests, not for production.
+
+Cluster keys: ``cores``, ``memory_gb`` (0: memory not limited), ``seed``, ``local_load`` (mean
+fraction of the cores local users keep busy) or ``local_load_steps`` (``"HOURS:LOAD,..."``, a
+step function), ``local_max_cores`` (widest local job; default a quarter of the cores),
+``trace`` (a local-load trace file instead, see :func:`~cigri.backends.sim.world.read_trace`),
+``task_seconds``, ``max_waiting``.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import zlib
+from collections import deque
+from pathlib import Path
+
+from cigri import clock
+from cigri.backends import Capacity, JobSpec, RemoteJob, RemoteState
+from cigri.backends.sim.world import Job, World, read_trace
+from cigri.errors import ConfigError
+
+_STATES = {
+    "queued": RemoteState.QUEUED,
+    "running": RemoteState.RUNNING,
+    "completed": RemoteState.COMPLETED,
+    "timeout": RemoteState.TIMEOUT,
+    "cancelled": RemoteState.CANCELLED,
+    "preempted": RemoteState.PREEMPTED,
+}
+_CORES = re.compile(r"\bcores?=(\d+)")
+_MEMORY = re.compile(r"\bmem(?:ory)?=(\d+(?:\.\d+)?)G?\b", re.IGNORECASE)
+
+
+class SimBackend:
+    """One simulated cluster; see the module docstring for its keys."""
+
+    def __init__(self, name: str, options: dict[str, object]) -> None:
+        self.name = name
+        cores = int(options.get("cores", 0))  # type: ignore[call-overload]
+        if cores < 1:
+            raise ConfigError(f"cluster {name}: cores: a sim cluster needs at least one core")
+        seed = int(options.get("seed", 0))  # type: ignore[call-overload]
+        trace = options.get("trace")
+        try:
+            self.world = World(
+                name=name, cores=cores, memory_gb=float(options.get("memory_gb", 0)),  # type: ignore[arg-type]
+                start=clock.now(), rng=random.Random(seed * 1_000_003 + zlib.crc32(name.encode())),
+                local_load=load_steps(options),
+                local_max_cores=max(1, int(options.get("local_max_cores", max(1, cores // 4)))),  # type: ignore[call-overload]
+                trace=read_trace(Path(str(trace))) if trace else deque())
+        except ValueError as error:
+            raise ConfigError(f"cluster {name}: {error}") from None
+        self.task_seconds = float(options.get("task_seconds", 60))  # type: ignore[arg-type]
+        self._keys: dict[str, str] = {}
+        self._count = 0
+
+    def _now(self) -> World:
+        self.world.advance(clock.now())
+        return self.world
+
+    def submit(self, specs: list[JobSpec]) -> dict[str, str]:
+        world = self._now()
+        for spec in specs:
+            if spec.key in self._keys:  # a re-sent batch: adopt, never start twice
+                continue
+            self._count += 1
+            job_id = f"{self.name}.{self._count}"
+            duration, exit_code = self._behaviour(spec.argv)
+            cores = _CORES.search(spec.resources)
+            memory = _MEMORY.search(spec.resources)
+            world.submit(Job(job_id, int(cores.group(1)) if cores else 1, float(memory.group(1)) if memory else 0.0,
+                             duration, walltime=float(spec.walltime_seconds), best_effort=spec.best_effort,
+                             key=spec.key, exit_code=exit_code))
+            self._keys[spec.key] = job_id
+        return {spec.key: self._keys[spec.key] for spec in specs}
+
+    def _behaviour(self, argv: tuple[str, ...]) -> tuple[float, int]:
+        """Run time and exit status from the task's arguments (``NAME SECONDS [EXIT]``)."""
+        try:
+            duration = float(argv[2]) if len(argv) > 2 else self.task_seconds
+            exit_code = int(argv[3]) if len(argv) > 3 else 0
+        except ValueError:
+            return self.task_seconds, 0
+        return max(duration, 0.0), exit_code
+
+    def poll(self, remote_ids: list[str]) -> dict[str, RemoteJob]:
+        world = self._now()
+        answers = {}
+        for remote_id in remote_ids:
+            job = world.jobs.get(remote_id)
+            if job is not None:
+                answers[remote_id] = RemoteJob(remote_id, _STATES[job.state],
+                                               job.exit_code if job.state == "completed" else None,
+                                               self.name if job.started_at is not None else None,
+                                               job.started_at, job.finished_at)
+        return answers
+
+    def cancel(self, remote_ids: list[str]) -> None:
+        world = self._now()
+        for remote_id in remote_ids:
+            world.cancel(remote_id)
+
+    def capacity(self) -> Capacity:
+        world = self._now()
+        return Capacity(world.cores, max(0, world.free_cores()), len(world.queue) + len(world.best_effort_queue))
+
+    def output_tail(self, remote_id: str, stream: str, lines: int) -> str:
+        return ""  # simulated jobs write nothing
+
+    def close(self) -> None:
+        return None
+
+
+def load_steps(options: dict[str, object]) -> list[tuple[float, float]]:
+    """``local_load`` (constant) or ``local_load_steps`` ("HOURS:LOAD,...") as (second, load)."""
+    steps = [(0.0, float(options.get("local_load", 0.0)))]  # type: ignore[arg-type]
+    text = str(options.get("local_load_steps", "")).strip()
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        hours, sep, load = item.partition(":")
+        try:
+            steps.append((float(hours) * 3600, float(load)))
+        except ValueError:
+            raise ValueError(f"local_load_steps: expected HOURS:LOAD items, got {item!r}") from None
+        if not sep:
+            raise ValueError(f"local_load_steps: expected HOURS:LOAD items, got {item!r}")
+    for _, load in steps:
+        if not 0 <= load <= 1:
+            raise ValueError(f"local_load: expected a fraction between 0 and 1, got {load}")
+    return sorted(steps)

@@ -1,0 +1,512 @@
+"""``cigri simulate``: run cigri's real cycle against simulated clusters in virtual time.
+
+A scenario (JSON, see README "Simulator") names the clusters (``sim`` backend: cores, memory,
+local users' load), cigri's configuration (runner, classes, users: the same tables as in
+``cigri.toml``) and the campaigns (user, size, task-duration law, submission time, type,
+class, extra JDL keys). The simulator builds a private grid in a temporary directory, submits
+each campaign through :func:`cigri.api.submit` when the virtual clock reaches its submission
+time, and runs :func:`cigri.cycle.run_cycle` every ``cycle_period`` simulated seconds, so
+what is measured is cigri itself: updator, colombo, metascheduler, runner and nikita.
+
+A cycle that changed nothing is followed by a jump to the first cycle at which the simulated
+world changes (a job ends, a local job arrives, a campaign is submitted): no cycle that could
+act is skipped, which is what makes thousands of simulated hours take seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import tempfile
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cigri import api, clock
+from cigri import config as configuration
+from cigri.backends.sim import SimBackend
+from cigri.backends.sim.world import GRICAD_MEDIAN_SECONDS, GRICAD_SIGMA, lognormal
+from cigri.cycle import run_cycle
+from cigri.errors import InputError
+from cigri.grid import Grid, open_grid
+from cigri.states import CAMPAIGN_ACTIVE, TASK_OPEN, sql_in
+
+START = 1_767_225_600.0  # 2026-01-01 00:00 UTC: every run starts at the same virtual time
+LAWS = ("constant", "lognormal", "exponential", "uniform", "gricad")
+SCENARIO_KEYS = {"seed", "cycle_period", "max_hours", "sample_every", "clusters", "config", "campaigns", "gricad"}
+CAMPAIGN_KEYS = {"user", "tasks", "duration", "submit_hours", "type", "class", "clusters", "walltime",
+                 "cores_per_task", "jdl", "count"}
+
+
+@dataclass(frozen=True)
+class CampaignPlan:
+    """One campaign to submit during the run, with its tasks' run times already drawn."""
+
+    user: str
+    durations: tuple[float, ...]
+    submit_at: float  # seconds after the start
+    jdl: dict[str, Any]
+    class_name: str
+    cores_per_task: int = 1
+
+
+@dataclass(frozen=True)
+class Scenario:
+    seed: int
+    cycle_period: float
+    max_hours: float
+    sample_every: int  # cycles between two share samples
+    clusters: dict[str, dict[str, Any]]
+    config: dict[str, dict[str, Any]]
+    campaigns: tuple[CampaignPlan, ...]
+
+
+# --- reading a scenario ---------------------------------------------------------------------
+
+def load_scenario(path: Path) -> Scenario:
+    """Read and check a scenario file; any problem is one :class:`InputError` naming the key."""
+    try:
+        data = json.loads(path.read_text())
+    except OSError as error:
+        raise InputError(f"scenario {path}: {error.strerror}") from None
+    except json.JSONDecodeError as error:
+        raise InputError(f"scenario {path}: not JSON: {error}") from None
+    return parse_scenario(data)
+
+
+def parse_scenario(data: Any) -> Scenario:
+    if not isinstance(data, dict):
+        raise InputError("scenario: expected a JSON object")
+    _no_unknown("scenario", data, SCENARIO_KEYS)
+    seed = _number(data, "seed", 0, int)
+    clusters = data.get("clusters")
+    if not isinstance(clusters, dict) or not clusters:
+        raise InputError("scenario.clusters: expected an object of at least one cluster")
+    for name, options in clusters.items():
+        if not isinstance(options, dict):
+            raise InputError(f"scenario.clusters.{name}: expected an object")
+    config = data.get("config", {})
+    if not isinstance(config, dict) or "clusters" in config:
+        raise InputError("scenario.config: expected an object of configuration tables (clusters go in scenario.clusters)")
+    rng = random.Random(seed)
+    plans = [plan for i, entry in enumerate(data.get("campaigns", []))
+             for plan in _campaign_plans(f"scenario.campaigns[{i}]", entry, sorted(clusters), rng)]
+    if "gricad" in data:
+        plans += _gricad_campaigns(data["gricad"], sorted(clusters), rng)
+    if not plans:
+        raise InputError("scenario.campaigns: no campaign to simulate")
+    return Scenario(seed, _number(data, "cycle_period", 30.0, float), _number(data, "max_hours", 10_000.0, float),
+                    _number(data, "sample_every", 1, int), {n: dict(o) for n, o in clusters.items()}, config,
+                    tuple(sorted(plans, key=lambda p: p.submit_at)))
+
+
+def _no_unknown(where: str, data: Mapping[str, Any], known: set[str]) -> None:
+    for key in data:
+        if key not in known:
+            raise InputError(f"{where}.{key}: unknown key (known: {', '.join(sorted(known))})")
+
+
+def _number(data: Mapping[str, Any], key: str, default: float, kind: type) -> Any:
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)) \
+            or value < 0 or (key in ("cycle_period", "sample_every") and value <= 0):
+        raise InputError(f"scenario.{key}: expected a {'positive ' if key != 'seed' else ''}{kind.__name__}, got {value!r}")
+    return kind(value)
+
+
+def _campaign_plans(where: str, entry: Any, clusters: list[str], rng: random.Random) -> list[CampaignPlan]:
+    if not isinstance(entry, dict):
+        raise InputError(f"{where}: expected an object")
+    _no_unknown(where, entry, CAMPAIGN_KEYS)
+    for key in ("user", "tasks"):
+        if key not in entry:
+            raise InputError(f"{where}.{key}: required")
+    tasks, count = entry["tasks"], entry.get("count", 1)
+    if not isinstance(tasks, int) or isinstance(tasks, bool) or tasks < 1:
+        raise InputError(f"{where}.tasks: expected a positive integer, got {tasks!r}")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise InputError(f"{where}.count: expected a positive integer, got {count!r}")
+    named = entry.get("clusters", clusters)
+    if not isinstance(named, list) or not named or any(c not in clusters for c in named):
+        raise InputError(f"{where}.clusters: expected a list of the scenario's clusters, got {named!r}")
+    submit = entry.get("submit_hours", 0)
+    if isinstance(submit, bool) or not isinstance(submit, (int, float)) or submit < 0:
+        raise InputError(f"{where}.submit_hours: expected a number >= 0, got {submit!r}")
+    kind = entry.get("type", "best-effort")
+    if kind not in ("best-effort", "normal"):
+        raise InputError(f"{where}.type: expected 'best-effort' or 'normal', got {kind!r}")
+    extra = entry.get("jdl", {})
+    if not isinstance(extra, dict):
+        raise InputError(f"{where}.jdl: expected an object of JDL keys")
+    cores = entry.get("cores_per_task", 1)
+    if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
+        raise InputError(f"{where}.cores_per_task: expected a positive integer, got {cores!r}")
+    law = entry.get("duration", {"law": "constant", "seconds": 60})
+    plans = []
+    for _ in range(count):
+        durations = tuple(draw_durations(f"{where}.duration", law, tasks, rng))
+        jdl = {"clusters": {name: {} for name in named}, "type": kind, "resources": f"core={cores}",
+               "walltime": int(entry.get("walltime", max(60, math.ceil(max(durations) * 2)))), **extra}
+        if "class" in entry:
+            jdl["class"] = entry["class"]
+        plans.append(CampaignPlan(str(entry["user"]), durations, float(submit) * 3600, jdl,
+                                  str(entry.get("class", "default")), cores))
+    return plans
+
+
+def draw_durations(where: str, law: Any, count: int, rng: random.Random) -> list[float]:
+    """``count`` task run times (seconds) from one of :data:`LAWS`."""
+    if not isinstance(law, dict) or law.get("law") not in LAWS:
+        raise InputError(f"{where}.law: expected one of {', '.join(LAWS)}, got {law!r}")
+    try:
+        name = law["law"]
+        if name == "constant":
+            return [float(law["seconds"])] * count
+        if name == "lognormal":
+            return [lognormal(rng, float(law["median"]), float(law["sigma"])) for _ in range(count)]
+        if name == "exponential":
+            return [max(1.0, rng.expovariate(1 / float(law["mean"]))) for _ in range(count)]
+        if name == "uniform":
+            return [rng.uniform(float(law["min"]), float(law["max"])) for _ in range(count)]
+        return [lognormal(rng, GRICAD_MEDIAN_SECONDS, GRICAD_SIGMA) for _ in range(count)]
+    except KeyError as missing:
+        raise InputError(f"{where}.{missing.args[0]}: required by law {law['law']!r}") from None
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: bad parameters for law {law['law']!r}: {law!r}") from None
+
+
+def _gricad_campaigns(spec: Any, clusters: list[str], rng: random.Random) -> list[CampaignPlan]:
+    """Campaigns drawn by the Gricad recipe (anchors §1): the number of tasks is log-normal with
+    median 81 and p95 about 13,000; each campaign draws its own median run time (the median of
+    campaign means is about 560 s); tasks vary around it (sigma 1); submissions are uniform."""
+    if not isinstance(spec, dict):
+        raise InputError("scenario.gricad: expected an object")
+    _no_unknown("scenario.gricad", spec, {"campaigns", "users", "over_hours", "max_tasks", "type"})
+    users = spec.get("users", ["user"])
+    if not isinstance(users, list) or not users:
+        raise InputError("scenario.gricad.users: expected a list of user names")
+    count, hours, cap = spec.get("campaigns", 10), spec.get("over_hours", 24), spec.get("max_tasks", 100_000)
+    plans = []
+    for i in range(int(count)):
+        tasks = int(min(max(1.0, rng.lognormvariate(math.log(81), 3.1)), float(cap)))
+        median = lognormal(rng, 340.0, 1.5)
+        durations = tuple(lognormal(rng, median, 1.0) for _ in range(tasks))
+        plans.append(CampaignPlan(
+            str(users[i % len(users)]), durations, rng.uniform(0, float(hours)) * 3600,
+            {"clusters": {name: {} for name in clusters}, "type": spec.get("type", "best-effort"),
+             "walltime": max(60, math.ceil(max(durations) * 2))}, "default"))
+    return plans
+
+
+# --- running it -----------------------------------------------------------------------------
+
+@dataclass
+class Sample:
+    at: float  # hours since the start
+    span: float  # seconds since the previous sample: the weight of this one
+    running: dict[str, int]  # cores held by cigri per user
+    ideal: dict[str, float]  # the weighted max-min split of those cores
+    by_class: dict[str, int]
+    ideal_class: dict[str, float]
+    harvestable: int  # cores not used by local users
+    waiting: int  # cigri jobs queued on the clusters
+
+
+@dataclass
+class Run:
+    scenario: Scenario
+    cycles: int = 0
+    samples: list[Sample] = field(default_factory=list)
+    harvest: list[tuple[float, float]] = field(default_factory=list)  # (seconds, harvestable core-s so far)
+    cycle_seconds: list[float] = field(default_factory=list)
+
+
+def simulate(scenario: Scenario, workdir: Path | None = None) -> dict[str, Any]:
+    """Run the scenario to its end (or ``max_hours``) and return the report (see README)."""
+    with tempfile.TemporaryDirectory(prefix="cigri-sim-", dir=workdir) as home, clock.virtual(START) as time:
+        grid = _private_grid(scenario, Path(home))
+        try:
+            run = Run(scenario)
+            _loop(grid, run, time, Path(home))
+            return _report(grid, run)
+        finally:
+            grid.close()
+
+
+def _private_grid(scenario: Scenario, home: Path) -> Grid:
+    overrides: dict[str, Any] = {"cigri.home": str(home), "cigri.cycle_period": scenario.cycle_period}
+    for section, table in scenario.config.items():
+        if not isinstance(table, dict):
+            raise InputError(f"scenario.config.{section}: expected a table")
+        for key, value in table.items():
+            overrides[f"{section}.{key}"] = value
+    for name, options in scenario.clusters.items():
+        overrides[f"clusters.{name}"] = {"backend": "sim", "seed": scenario.seed, **options}
+    return open_grid(configuration.load(overrides, environ={}, system_files=False))
+
+
+def _worlds(grid: Grid) -> dict[int, SimBackend]:
+    backends = {cid: grid.backend(cid) for cid in grid.cluster_ids().values()}
+    return {cid: b for cid, b in backends.items() if isinstance(b, SimBackend)}
+
+
+def _loop(grid: Grid, run: Run, time: clock.VirtualClock, home: Path) -> None:
+    scenario = run.scenario
+    worlds = _worlds(grid)
+    waiting = list(scenario.campaigns)
+    period, end = scenario.cycle_period, START + scenario.max_hours * 3600
+    while time.time <= end:
+        while waiting and START + waiting[0].submit_at <= time.time:
+            _submit(grid, waiting.pop(0), home)
+        report = run_cycle(grid)
+        run.cycles += 1
+        run.cycle_seconds.append(report.seconds)
+        for backend in worlds.values():
+            backend.world.advance(time.time)
+        run.harvest.append((time.time - START, sum(b.world.usage.harvestable for b in worlds.values())))
+        if run.cycles % scenario.sample_every == 0:
+            run.samples.append(_sample(grid, run, worlds, time.time))
+        if not waiting and not _active_campaigns(grid):
+            break
+        step = period
+        if not (report.updated or report.decided or report.submitted or report.killed or report.finished):
+            upcoming = min((_next_event(b) for b in worlds.values()), default=math.inf)
+            if waiting:
+                upcoming = min(upcoming, START + waiting[0].submit_at)
+            if upcoming < math.inf:
+                step = max(period, math.ceil((upcoming - time.time) / period) * period)
+        time.advance_to(time.time + step)
+
+
+def _next_event(backend: SimBackend) -> float:
+    world = backend.world
+    return min(world._ends[0][0] if world._ends else math.inf, world._next_arrival)
+
+
+def _submit(grid: Grid, plan: CampaignPlan, home: Path) -> None:
+    params = [f"t{i} {seconds:.3f}" for i, seconds in enumerate(plan.durations)]
+    document = {"name": f"sim-{plan.user}", "exec_file": "/bin/true", "exec_directory": str(home),
+                "params": params, **plan.jdl}
+    api.submit(grid, json.dumps(document), base_dir=home, user=plan.user, source="scenario")
+
+
+def _active_campaigns(grid: Grid) -> bool:
+    return grid.db.execute(f"SELECT 1 FROM campaigns WHERE state IN {sql_in(CAMPAIGN_ACTIVE)} LIMIT 1").fetchone() \
+        is not None
+
+
+def _classes(run: Run) -> dict[str, tuple[int, float]]:
+    """``{class: (priority, weight)}`` from the scenario's configuration tables."""
+    table = run.scenario.config.get("classes", {})
+    return {name: (int(spec.get("priority", 0)), float(spec.get("weight", 1.0))) for name, spec in table.items()}
+
+
+def _sample(grid: Grid, run: Run, worlds: dict[int, SimBackend], now: float) -> Sample:
+    """Who holds cigri's cores now, against the weighted max-min split of the same cores."""
+    campaigns = {cid: (user, json.loads(jdl).get("class", "default"), json.loads(jdl).get("resources", "core=1"))
+                 for cid, user, jdl in grid.db.execute(
+                     f"SELECT id, user, jdl FROM campaigns WHERE state IN {sql_in(CAMPAIGN_ACTIVE)}")}
+    cores = {cid: int(res.split("=", 1)[1]) if res.startswith("core=") else 1 for cid, (_, _, res) in campaigns.items()}
+    held: dict[int, int] = defaultdict(int)
+    for cid, n in grid.db.execute("SELECT campaign_id, count(*) FROM jobs WHERE state = 'running' AND kind = 'task' "
+                                  "GROUP BY campaign_id"):
+        if cid in campaigns:
+            held[cid] = n * cores[cid]
+    total = sum(held.values())
+    demand = {cid: cores[cid] * grid.db.execute(
+        f"SELECT count(*) FROM (SELECT 1 FROM tasks WHERE campaign_id = ? AND state IN {sql_in(TASK_OPEN)} LIMIT ?)",
+        [cid, total + 1]).fetchone()[0] for cid in campaigns}
+    classes = _classes(run)
+    tree: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    for cid, (user, klass, _) in campaigns.items():
+        tree[klass][user][cid] = demand[cid]
+    ideal_campaign = weighted_max_min_tree(total, tree, classes)
+    running, ideal, by_class, ideal_class = (defaultdict(int), defaultdict(float), defaultdict(int),
+                                             defaultdict(float))
+    for cid, (user, klass, _) in campaigns.items():
+        running[user] += held[cid]
+        ideal[user] += ideal_campaign.get(cid, 0.0)
+        by_class[klass] += held[cid]
+        ideal_class[klass] += ideal_campaign.get(cid, 0.0)
+    harvestable = sum(b.world.cores - sum(j.cores for j in b.world.running.values() if not j.key)
+                      for b in worlds.values())
+    queued = grid.db.execute("SELECT count(*) FROM jobs WHERE state IN ('submitting', 'waiting')").fetchone()[0]
+    previous = run.samples[-1].at * 3600 + START if run.samples else START
+    return Sample((now - START) / 3600, now - previous, dict(running), dict(ideal), dict(by_class), dict(ideal_class),
+                  harvestable, queued)
+
+
+def weighted_max_min(capacity: float, demands: Mapping[Any, float], weights: Mapping[Any, float]) -> dict[Any, float]:
+    """Progressive filling: each gets ``weight x level``, capped by its demand; what the capped
+    leave is shared again among the others."""
+    result = {key: 0.0 for key in demands}
+    open_keys = {key for key, d in demands.items() if d > 0}
+    left = capacity
+    while open_keys and left > 1e-9:
+        level = left / sum(weights[k] for k in open_keys)
+        capped = {k for k in open_keys if demands[k] - result[k] <= weights[k] * level}
+        if not capped:
+            for k in open_keys:
+                result[k] += weights[k] * level
+            break
+        for k in capped:
+            left -= demands[k] - result[k]
+            result[k] = demands[k]
+        open_keys -= capped
+    return result
+
+
+def weighted_max_min_tree(capacity: float, tree: Mapping[str, Mapping[str, Mapping[int, float]]],
+                          classes: Mapping[str, tuple[int, float]]) -> dict[int, float]:
+    """The ideal split of ``capacity`` over campaigns: classes by priority (lower first), by
+    weight within a priority; equal shares among a class's users and among a user's campaigns."""
+    result: dict[int, float] = {}
+    left = capacity
+    for priority in sorted({classes.get(k, (0, 1.0))[0] for k in tree}):
+        level = [k for k in tree if classes.get(k, (0, 1.0))[0] == priority]
+        demand = {k: sum(sum(c.values()) for c in tree[k].values()) for k in level}
+        split = weighted_max_min(left, demand, {k: classes.get(k, (0, 1.0))[1] for k in level})
+        left -= sum(split.values())
+        for klass, amount in split.items():
+            users = tree[klass]
+            per_user = weighted_max_min(amount, {u: sum(c.values()) for u, c in users.items()},
+                                        dict.fromkeys(users, 1.0))
+            for user, share in per_user.items():
+                result.update(weighted_max_min(share, users[user], dict.fromkeys(users[user], 1.0)))
+    return result
+
+
+def jain(actual: Mapping[str, float], ideal: Mapping[str, float]) -> float | None:
+    """Jain's fairness index of actual/ideal over those with an ideal share (1 is perfect)."""
+    ratios = [actual.get(k, 0.0) / v for k, v in ideal.items() if v > 0]
+    if not ratios or not any(ratios):
+        return None
+    return sum(ratios) ** 2 / (len(ratios) * sum(r * r for r in ratios))
+
+
+# --- the report -----------------------------------------------------------------------------
+
+def _report(grid: Grid, run: Run) -> dict[str, Any]:
+    worlds = _worlds(grid)
+    db = grid.db
+    first, last = db.execute("SELECT min(submitted_at), max(coalesce(finished_at, ?)) FROM campaigns",
+                             [clock.now()]).fetchone()
+    makespan = last - first
+    work = sum(sum(p.durations) * p.cores_per_task for p in run.scenario.campaigns)
+    cores = {i: plan.cores_per_task for i, plan in enumerate(run.scenario.campaigns, 1)}  # ids follow submission
+    useful = sum(seconds * cores.get(cid, 1) for cid, seconds in db.execute(
+        "SELECT campaign_id, sum(finished_at - started_at) FROM jobs WHERE state = 'terminated' AND kind = 'task' "
+        "GROUP BY campaign_id"))
+    bound = _makespan_bound(run, work, first - START)
+    harvestable = sum(b.world.usage.harvestable for b in worlds.values())
+    cigri = sum(b.world.usage.cigri for b in worlds.values())
+    jobs = dict(db.execute("SELECT state, count(*) FROM jobs WHERE kind = 'task' GROUP BY state").fetchall())
+    kills = dict(db.execute("SELECT kill_reason, count(*) FROM jobs WHERE kill_reason IS NOT NULL "
+                            "GROUP BY kill_reason").fetchall())
+    tasks = dict(db.execute("SELECT state, count(*) FROM tasks GROUP BY state").fetchall())
+    started_tasks = db.execute("SELECT count(DISTINCT task_id) FROM jobs WHERE kind = 'task'").fetchone()[0]
+    user_actual, user_ideal, class_actual, class_ideal = (defaultdict(float), defaultdict(float),
+                                                          defaultdict(float), defaultdict(float))
+    for s in run.samples:  # core-hours: each sample stands for the time since the previous one
+        for total, values in ((user_actual, s.running), (user_ideal, s.ideal), (class_actual, s.by_class),
+                              (class_ideal, s.ideal_class)):
+            for key, value in values.items():
+                total[key] += value * s.span / 3600
+    finished = db.execute("SELECT count(*) FROM campaigns WHERE state = 'terminated'").fetchone()[0]
+    return {
+        "scenario": {"seed": run.scenario.seed, "cycle_period": run.scenario.cycle_period,
+                     "campaigns": len(run.scenario.campaigns), "tasks": sum(len(p.durations) for p in run.scenario.campaigns),
+                     "clusters": {n: o.get("cores") for n, o in run.scenario.clusters.items()}},
+        "finished": finished == len(run.scenario.campaigns),
+        "cycles": run.cycles,
+        "simulated_hours": round((clock.now() - START) / 3600, 3),
+        "makespan_hours": round(makespan / 3600, 4),
+        "makespan_bound_hours": round(bound / 3600, 4),
+        "bound_ratio": round(bound / makespan, 4) if makespan > 0 else None,
+        "utilization": round(cigri / harvestable, 4) if harvestable else None,
+        "useful_utilization": round(useful / harvestable, 4) if harvestable else None,
+        "harvested_core_seconds": round(cigri),
+        "useful_core_seconds": round(useful),
+        "wasted_core_seconds": round(sum(b.world.usage.wasted for b in worlds.values())),
+        "idle_core_seconds": round(harvestable - cigri),
+        "work_core_seconds": round(work),
+        "jobs": jobs,
+        "tasks": tasks,
+        "kills": {"cluster_preemptions": sum(b.world.usage.preempted for b in worlds.values()),
+                  "walltime": sum(b.world.usage.timeouts for b in worlds.values()), **kills},
+        "resubmissions": sum(jobs.values()) - started_tasks,
+        "share": {
+            "users": {u: {"core_hours": round(user_actual[u], 3), "ideal_core_hours": round(user_ideal[u], 3)}
+                      for u in sorted(user_ideal)},
+            "classes": {k: {"core_hours": round(class_actual[k], 3), "ideal_core_hours": round(class_ideal[k], 3)}
+                        for k in sorted(class_ideal)},
+            "jain_users": _round(jain(user_actual, user_ideal)),
+            "jain_classes": _round(jain(class_actual, class_ideal)),
+        },
+        "timeline": [{"hour": round(s.at, 4), "running": s.running, "ideal": {k: round(v, 2) for k, v in s.ideal.items()},
+                      "harvestable": s.harvestable, "waiting": s.waiting} for s in run.samples],
+        "cycle_seconds": {"mean": round(sum(run.cycle_seconds) / len(run.cycle_seconds), 5),
+                          "max": round(max(run.cycle_seconds), 5)} if run.cycle_seconds else None,
+    }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def _makespan_bound(run: Run, work: float, offset: float) -> float:
+    """No schedule ends before the cores local users leave free have added up to the work, nor
+    before a campaign's longest task has run from its submission."""
+    longest = max(p.submit_at + max(p.durations) for p in run.scenario.campaigns) - offset
+    base = next((h for t, h in run.harvest if t >= offset), 0.0)
+    previous = (offset, base)
+    for moment, harvested in run.harvest:
+        if moment < offset:
+            continue
+        if harvested - base >= work:
+            t0, h0 = previous
+            fraction = (work - (h0 - base)) / (harvested - h0) if harvested > h0 else 1.0
+            return max(longest, t0 + fraction * (moment - t0) - offset)
+        previous = (moment, harvested)
+    return max(longest, run.harvest[-1][0] - offset if run.harvest else 0.0)
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    """Draw utilization and per-user shares over time (PNG or SVG, from the file's suffix)."""
+    if path.suffix.lower() not in (".png", ".svg"):
+        raise InputError(f"--plot {path}: expected a .png or .svg file")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise InputError("--plot needs matplotlib: pip install 'cigri[sim]'") from None
+    timeline = report["timeline"]
+    hours = [point["hour"] for point in timeline]
+    users = sorted({user for point in timeline for user in point["ideal"]})
+    figure, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(9, 6))
+    top.plot(hours, [sum(p["running"].values()) for p in timeline], label="cigri's cores")
+    top.plot(hours, [p["harvestable"] for p in timeline], label="cores free of local jobs", linestyle="--")
+    top.plot(hours, [p["waiting"] for p in timeline], label="cigri jobs waiting", linestyle=":")
+    top.set_ylabel("cores / jobs")
+    top.set_title(f"utilization {report['utilization']}, makespan {report['makespan_hours']} h "
+                  f"(bound {report['makespan_bound_hours']} h)")
+    top.legend(loc="upper right", fontsize="small")
+    for user in users:
+        line, = bottom.plot(hours, [p["running"].get(user, 0) for p in timeline], label=user)
+        bottom.plot(hours, [p["ideal"].get(user, 0) for p in timeline], color=line.get_color(), linestyle="--")
+    bottom.set_xlabel("simulated hours")
+    bottom.set_ylabel("cores per user (dashed: ideal)")
+    bottom.set_title(f"Jain's index {report['share']['jain_users']}")
+    bottom.legend(loc="upper right", fontsize="small")
+    figure.tight_layout()
+    try:
+        figure.savefig(path)
+    except OSError as error:
+        raise InputError(f"--plot {path}: {error.strerror}") from None
+    finally:
+        plt.close(figure)
