@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cigri.backends.local.pool import running_pids
+
 BIN = Path(sys.executable).parent
 COMMANDS = ("gridsub", "gridstat", "griddel", "gridevents", "gridclusters", "cigri")
 SLOTS = 4
@@ -137,7 +139,7 @@ class Cigri:
                     state = summary["state"]
                 else:
                     state = self.campaign_state(campaign_id)
-                if state in ("terminated", "cancelled"):
+                if state in ("terminated", "failed", "cancelled"):
                     break
                 if daemon.poll() is not None:
                     raise AssertionError(f"the daemon died: {self.daemon_log(daemon)}")
@@ -184,8 +186,7 @@ class Cigri:
         text = lock.read_text().strip() if lock.exists() else ""
         if text.isdigit() and spool in _proc_file(int(text), "cmdline"):
             os.kill(int(text), signal.SIGTERM)
-        for pid_file in self.spool().glob("jobs/*/pid"):
-            pid = int(pid_file.read_text().split()[0])
+        for pid in running_pids(str(self.spool())):
             if process_alive(pid) and spool in _proc_file(pid, "environ"):
                 try:
                     os.killpg(pid, signal.SIGKILL)

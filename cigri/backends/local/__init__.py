@@ -7,23 +7,23 @@ they would on a real batch system.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
-import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
-import tempfile
+import time
 
 from cigri.backends import Capacity, JobSpec, RemoteJob, RemoteState
-from cigri.backends.local.pool import COMMAND, Spool, alive, read_marker, read_pid, touch, try_lock
+from cigri.backends.local.pool import COMMAND, Spool, transaction, try_lock
 
-# Remote ids are file names in the spool: no separators, no leading dot (temporary files).
+# Remote ids name spool directories: no separators, no leading dot.
 _VALID_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}\Z")
 _TAIL_MAX = 1 << 20  # output_tail never reads more than this many bytes
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+_KILLED = {"walltime": RemoteState.TIMEOUT, "cancelled": RemoteState.CANCELLED}
 
 
 class LocalBackend:
@@ -35,46 +35,27 @@ class LocalBackend:
         self.spool = Spool(os.path.join(spool_root, name))
         self.spool.create()
         self.node = socket.gethostname()
+        self._conn: sqlite3.Connection | None = None
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._conn = self.spool.connect()
+        return self._conn
 
     def submit(self, specs: list[JobSpec]) -> dict[str, str]:
         """Remote id = key, so a key already in the spool is returned, not started again."""
-        ids: dict[str, str] = {}
+        rows = []
         for spec in specs:
             if not _VALID_ID.match(spec.key):
                 raise ValueError(f"job key {spec.key!r} cannot name a spool file")
-            jobdir = self.spool.job(spec.key)
-            if not os.path.exists(jobdir):
-                self._write_job(spec)
-            if not self._markers(spec.key):
-                touch(os.path.join(self.spool.queue, spec.key))
-            ids[spec.key] = spec.key
+            rows.append((spec.key, json.dumps({
+                "argv": list(spec.argv), "directory": spec.directory, "environment": spec.environment,
+                "walltime_seconds": spec.walltime_seconds, "name": spec.name})))
+        with transaction(self.conn):
+            self.conn.executemany("INSERT INTO jobs(key, spec) VALUES (?, ?) ON CONFLICT(key) DO NOTHING", rows)
         self._ensure_pool()
-        return ids
-
-    def _write_job(self, spec: JobSpec) -> None:
-        """Build the job directory aside and rename it in, so the pool never sees half a job."""
-        tmp = tempfile.mkdtemp(prefix=f".tmp-{spec.key}-", dir=self.spool.jobs)
-        try:
-            with open(os.path.join(tmp, "spec.json"), "w") as f:
-                json.dump(dataclasses.asdict(spec), f)
-            for stream in ("stdout", "stderr"):
-                touch(os.path.join(tmp, stream))
-            os.rename(tmp, self.spool.job(spec.key))
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
-            if not os.path.exists(self.spool.job(spec.key)):
-                raise  # not a concurrent submit of the same key
-
-    def _markers(self, remote_id: str) -> bool:
-        """Whether the job is anywhere in its life cycle (checked in lifecycle order)."""
-        paths = (
-            os.path.join(self.spool.queue, remote_id),
-            os.path.join(self.spool.running, remote_id),
-            self.spool.job(remote_id, "pid"),
-            self.spool.job(remote_id, "exit"),
-            self.spool.job(remote_id, "killed"),
-        )
-        return any(os.path.exists(p) for p in paths)
+        return {spec.key: spec.key for spec in specs}
 
     def _ensure_pool(self) -> None:
         """Spawn the pool daemon unless one holds the spool lock."""
@@ -95,50 +76,42 @@ class LocalBackend:
             ).wait()
 
     def poll(self, remote_ids: list[str]) -> dict[str, RemoteJob]:
+        """One query for all ids; a pool is (re)started so that no job waits on a dead one."""
         self._ensure_pool()
-        return {remote_id: self._job(remote_id) for remote_id in remote_ids}
+        found = {row[0]: row for row in self.conn.execute(
+            "SELECT key, state, exit_code, started_at, ended_at, killed FROM jobs "
+            "WHERE key IN (SELECT value FROM json_each(?))", [json.dumps(remote_ids)])}
+        return {remote_id: self._job(remote_id, found.get(remote_id)) for remote_id in remote_ids}
 
-    def _job(self, remote_id: str, recheck: bool = True) -> RemoteJob:
-        if not _VALID_ID.match(remote_id):
+    def _job(self, remote_id: str, row: tuple | None) -> RemoteJob:
+        if row is None:
             return RemoteJob(remote_id, RemoteState.UNKNOWN)
-        jobdir = self.spool.job(remote_id)
-        # Lifecycle order: a marker only disappears once the next one exists.
-        waiting = os.path.exists(os.path.join(self.spool.queue, remote_id))
-        claimed = os.path.exists(os.path.join(self.spool.running, remote_id))
-        started = read_pid(jobdir)
-        exit_status = read_marker(os.path.join(jobdir, "exit"))
-        killed = read_marker(os.path.join(jobdir, "killed"))
-        started_at = started[1] if started else None
+        _, state, exit_code, started_at, ended_at, killed = row
         if killed is not None:
-            state = RemoteState.TIMEOUT if killed[0] == "walltime" else RemoteState.CANCELLED
-            return RemoteJob(remote_id, state, None, self.node, started_at, killed[1])
-        if exit_status is not None:
-            code = int(exit_status[0])
-            return RemoteJob(remote_id, RemoteState.COMPLETED, code, self.node, started_at, exit_status[1])
-        if started is not None:
-            if alive(started[0]):
-                return RemoteJob(remote_id, RemoteState.RUNNING, None, self.node, started_at)
-            if recheck:
-                return self._job(remote_id, recheck=False)  # it may have just ended
-            if claimed:  # dead, but the pool has not recorded its end yet
-                return RemoteJob(remote_id, RemoteState.RUNNING, None, self.node, started_at)
-            return RemoteJob(remote_id, RemoteState.UNKNOWN, started_at=started_at)
-        if waiting or claimed:
-            return RemoteJob(remote_id, RemoteState.QUEUED)
-        return RemoteJob(remote_id, RemoteState.UNKNOWN)
+            return RemoteJob(remote_id, _KILLED[killed], None, self.node, started_at, ended_at)
+        if state == "ended":
+            if exit_code is None:  # lost with a pool that could not record its end
+                return RemoteJob(remote_id, RemoteState.UNKNOWN, started_at=started_at)
+            return RemoteJob(remote_id, RemoteState.COMPLETED, exit_code, self.node, started_at, ended_at)
+        if state == "running":
+            return RemoteJob(remote_id, RemoteState.RUNNING, None, self.node, started_at)
+        return RemoteJob(remote_id, RemoteState.QUEUED)
 
     def cancel(self, remote_ids: list[str]) -> None:
-        """Leave cancel requests for the pool, which does the (slow) killing."""
-        for remote_id in remote_ids:
-            if not _VALID_ID.match(remote_id) or not os.path.isdir(self.spool.job(remote_id)):
-                continue
-            if self._job(remote_id).state in (RemoteState.QUEUED, RemoteState.RUNNING):
-                touch(os.path.join(self.spool.cancel, remote_id))
+        """Queued jobs end at once; started ones are left to the pool, which does the (slow) killing."""
+        ids = json.dumps(remote_ids)
+        with transaction(self.conn):
+            self.conn.execute("UPDATE jobs SET state = 'ended', killed = 'cancelled', ended_at = ? "
+                              "WHERE state = 'queued' AND key IN (SELECT value FROM json_each(?))",
+                              [time.time(), ids])
+            self.conn.execute("UPDATE jobs SET cancel = 1 WHERE state IN ('starting', 'running') "
+                              "AND killed IS NULL AND key IN (SELECT value FROM json_each(?))", [ids])
         self._ensure_pool()
 
     def capacity(self) -> Capacity:
-        running = len(os.listdir(self.spool.running))
-        queued = len(os.listdir(self.spool.queue))
+        running, queued = self.conn.execute(
+            "SELECT count(*) FILTER (WHERE state != 'queued'), count(*) FILTER (WHERE state = 'queued') "
+            "FROM jobs WHERE state != 'ended'").fetchone()
         return Capacity(self.slots, max(0, self.slots - running), queued)
 
     def output_tail(self, remote_id: str, stream: str, lines: int) -> str:
@@ -163,4 +136,6 @@ class LocalBackend:
         return b"".join(tail).decode("utf-8", errors="replace")
 
     def close(self) -> None:
-        """Nothing to release: every call opens and closes what it uses."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None

@@ -3,14 +3,20 @@
 All state lives in the spool directory, so jobs, the daemon and its clients can each die
 and restart without losing track of one another:
 
-- ``jobs/<id>/``: ``spec.json``, ``stdout``, ``stderr``, ``pid`` ("pid start_epoch"),
-  ``exit`` (written by the job's own shell wrapper), ``killed`` ("walltime"/"cancelled").
-- ``queue/<id>``: jobs to start; ``running/<id>``: jobs claimed by the pool;
-  ``cancel/<id>``: cancel requests; ``pool.lock``: flocked by the one live pool.
+- ``spool.db`` (SQLite, WAL): one row per job with its spec, its state (``queued`` →
+  ``starting`` → ``running`` → ``ended``), pid, start and end times, exit status, why the
+  pool killed it, and a client's cancel request. Clients insert and cancel; the pool moves
+  jobs along in one transaction per batch of starts or ends.
+- ``jobs/<id>/``: the job's ``stdout`` and ``stderr``, created when it starts.
+- ``pool.lock``: flocked by the one live pool, which writes its pid there.
 
-Every job always has at least one marker among queue, running, pid, exit, killed: each is
-written before the previous one goes away (queue to running is one rename), and readers
-check them in that order, so a job that moves on while being looked at is never lost.
+Creating files is what a spool spends most of its time on, so a job costs one directory,
+its two output files and one fork+exec; everything else is a row.
+
+Exit statuses survive the pool: :func:`main` forks a *keeper* that makes itself the child
+subreaper and forks the pool. Jobs are the pool's children; when the pool dies they become
+the keeper's, which records how they end and leaves when none remain. A new pool adopts
+the jobs still running.
 
 Run as ``python -m cigri.backends.local.pool SPOOLDIR SLOTS`` (or through :data:`COMMAND`);
 it detaches at once.
@@ -18,93 +24,89 @@ it detaches at once.
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import json
 import os
 import select
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
-# Parameters reach the program as argv; the shell only runs "$@" and records its status,
-# so the status survives the pool dying.
-WRAPPER = '"$@"; echo $? > "$CIGRI_JOB_SPOOL/exit"'
 KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL
+LOST_GRACE = 1.0  # an adopted job dead this long with no recorded end is lost
 IDLE_EXIT = 60.0  # the daemon leaves after this long with nothing queued or running
 TICK = 0.005  # longest sleep when nothing happened; a child's exit wakes us sooner
 KEPT_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR")
+PR_SET_CHILD_SUBREAPER = 36
 # How the backend starts the daemon: like ``-m``, minus runpy's warning about a module that
 # its own package already imported.
 COMMAND = "import sys; from cigri.backends.local.pool import main; sys.exit(main(sys.argv[1:]))"
 
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    seq INTEGER PRIMARY KEY,                -- submission order, which is start order
+    key TEXT NOT NULL UNIQUE,               -- the remote id
+    spec TEXT NOT NULL,                     -- JSON: argv, directory, environment, walltime_seconds
+    state TEXT NOT NULL DEFAULT 'queued',   -- queued, starting, running, ended
+    pid INTEGER,
+    started_at REAL,
+    ended_at REAL,
+    exit_code INTEGER,                      -- NULL once ended: killed, or lost with its pool
+    killed TEXT,                            -- 'walltime' or 'cancelled', set when the pool kills
+    cancel INTEGER NOT NULL DEFAULT 0       -- a client asked to cancel a started job
+);
+CREATE INDEX IF NOT EXISTS jobs_open ON jobs(state, seq) WHERE state != 'ended';
+CREATE INDEX IF NOT EXISTS jobs_to_cancel ON jobs(seq) WHERE cancel = 1;
+"""
+
 
 class Spool:
-    """Paths of one spool directory, shared by the daemon and the backend."""
+    """Paths of one spool directory and its database, shared by the daemon and the backend."""
 
     def __init__(self, root: str) -> None:
         self.root = os.path.abspath(root)
         self.jobs = os.path.join(self.root, "jobs")
-        self.queue = os.path.join(self.root, "queue")
-        self.running = os.path.join(self.root, "running")
-        self.cancel = os.path.join(self.root, "cancel")
+        self.db = os.path.join(self.root, "spool.db")
         self.lock = os.path.join(self.root, "pool.lock")
         self.log = os.path.join(self.root, "pool.log")
 
     def create(self) -> None:
-        os.makedirs(self.root, mode=0o700, exist_ok=True)
-        for path in (self.jobs, self.queue, self.running, self.cancel):
-            os.makedirs(path, exist_ok=True)
+        os.makedirs(self.jobs, mode=0o700, exist_ok=True)
+        os.chmod(self.root, 0o700)
+
+    def connect(self) -> sqlite3.Connection:
+        """A connection in autocommit mode; :func:`transaction` groups writes."""
+        conn = sqlite3.connect(self.db, timeout=60, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.executescript(SCHEMA)  # IF NOT EXISTS: concurrent first opens agree
+        return conn
 
     def job(self, remote_id: str, name: str = "") -> str:
         return os.path.join(self.jobs, remote_id, name)
 
 
-def touch(path: str) -> None:
-    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-
-
-def unlink(path: str) -> bool:
-    """Remove ``path``; False if it was already gone (someone else took it)."""
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction holding the lock from its start (see :mod:`cigri.db`)."""
+    conn.execute("BEGIN IMMEDIATE")
     try:
-        os.unlink(path)
-    except FileNotFoundError:
-        return False
-    return True
-
-
-def write_atomic(path: str, text: str) -> None:
-    """Readers see the whole content or no file, never a half-written one."""
-    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
-def read_marker(path: str) -> tuple[str, float] | None:
-    """Content and mtime of a marker file; None when absent or still empty."""
-    try:
-        with open(path) as f:
-            text = f.read().strip()
-            mtime = os.fstat(f.fileno()).st_mtime
-    except FileNotFoundError:
-        return None
-    return (text, mtime) if text else None
-
-
-def read_pid(jobdir: str) -> tuple[int, float] | None:
-    """The job's process id and start time, once the pool has started it."""
-    marker = read_marker(os.path.join(jobdir, "pid"))
-    if marker is None:
-        return None
-    pid, started = marker[0].split()
-    return int(pid), float(started)
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 def alive(pid: int) -> bool:
-    """Whether ``pid`` still runs; a zombie nobody reaps (e.g. in a container) counts as dead."""
+    """Whether ``pid`` still runs; a zombie counts as dead (its end is being recorded)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
@@ -134,10 +136,28 @@ def try_lock(fd: int) -> bool:
     return True
 
 
+def running_pids(root: str) -> list[int]:
+    """Pids of the spool's started jobs, for whoever must clean up after a test or a crash."""
+    spool = Spool(root)
+    if not os.path.exists(spool.db):
+        return []
+    conn = sqlite3.connect(spool.db, timeout=60)
+    try:
+        return [r[0] for r in conn.execute("SELECT pid FROM jobs WHERE state = 'running' AND pid IS NOT NULL")]
+    finally:
+        conn.close()
+
+
+def exit_status(code: int) -> int:
+    """A shell's ``$?`` for a process's status: its exit code, or 128 + the killing signal."""
+    return 128 - code if code < 0 else code
+
+
 @dataclass
 class Running:
     """A started job; ``proc`` is None when a previous pool instance started it."""
 
+    seq: int
     remote_id: str
     pid: int
     started: float
@@ -145,6 +165,7 @@ class Running:
     proc: subprocess.Popen[bytes] | None
     kill_at: float | None = None
     hard_killed: bool = False
+    dead_since: float | None = None  # adopted jobs only: when we first saw it gone
 
 
 class Pool:
@@ -153,9 +174,12 @@ class Pool:
     def __init__(self, spool: Spool, slots: int) -> None:
         self.spool = spool
         self.slots = slots
-        self.jobs: dict[str, Running] = {}
+        self.conn = spool.connect()
+        self.jobs: dict[int, Running] = {}
         self.children: dict[int, Running] = {}
-        self.pending: deque[str] = deque()
+        self.pending: deque[int] = deque()
+        self.last_seq = 0
+        self.version = -1
         self.stop = False
         self.home = os.path.expanduser("~")
         self.base_env = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
@@ -177,7 +201,7 @@ class Pool:
         """Loop until SIGTERM or until idle for IDLE_EXIT seconds."""
         idle_since = time.monotonic()
         while not self.stop:
-            busy = self.handle_cancels()
+            busy = self.read_requests()
             busy = self.reap() or busy
             busy = self.enforce_walltime() or busy
             busy = self.start_queued() or busy
@@ -198,51 +222,52 @@ class Pool:
             pass
 
     def adopt(self) -> None:
-        """Rebuild the running set left by a previous pool from ``running/`` and pid files."""
-        for entry in os.scandir(self.spool.running):
-            remote_id = entry.name
-            jobdir = self.spool.job(remote_id)
-            started = read_pid(jobdir)
-            ended = read_marker(os.path.join(jobdir, "exit")) is not None
-            if started is None or ended or not alive(started[0]):
-                # Never started (now lost), or over while no pool watched it.
-                unlink(entry.path)
-                continue
-            job = Running(remote_id, started[0], started[1], self._walltime(jobdir), None)
-            self.jobs[remote_id] = job
-            if os.path.exists(os.path.join(jobdir, "killed")):
-                job.kill_at = time.time()
-                signal_group(job.pid, signal.SIGTERM)
+        """Take over the jobs a previous pool left: started ones are watched, claimed ones lost."""
+        rows = self.conn.execute(
+            "SELECT seq, key, state, pid, started_at, killed, spec FROM jobs WHERE state IN ('starting', 'running')"
+        ).fetchall()
+        with transaction(self.conn):
+            for seq, key, state, pid, started, killed, spec in rows:
+                if state == "starting":  # claimed, never recorded as started: lost
+                    self.conn.execute("UPDATE jobs SET state = 'ended', ended_at = ? WHERE seq = ?",
+                                      [time.time(), seq])
+                    continue
+                job = Running(seq, key, pid, started, float(json.loads(spec)["walltime_seconds"] or 0), None)
+                self.jobs[seq] = job
+                if killed is not None:
+                    job.kill_at = time.time()
+                    signal_group(pid, signal.SIGTERM)
 
-    def _walltime(self, jobdir: str) -> float:
-        try:
-            with open(os.path.join(jobdir, "spec.json")) as f:
-                return float(json.load(f)["walltime_seconds"])
-        except (OSError, ValueError, KeyError):
-            return 0.0
+    def read_requests(self) -> bool:
+        """When a client committed something: queue new jobs, act on cancel requests."""
+        version = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        if version == self.version:
+            return False
+        self.version = version
+        rows = self.conn.execute("SELECT seq FROM jobs WHERE state = 'queued' AND seq > ? ORDER BY seq",
+                                 [self.last_seq]).fetchall()
+        if rows:
+            self.pending.extend(r[0] for r in rows)
+            self.last_seq = rows[-1][0]
+        cancels = [r[0] for r in self.conn.execute("SELECT seq FROM jobs WHERE cancel = 1")]
+        if cancels:
+            with transaction(self.conn):
+                for seq in cancels:
+                    job = self.jobs.get(seq)
+                    if job is not None and job.kill_at is None:
+                        self._kill(job, "cancelled")
+                    self.conn.execute("UPDATE jobs SET cancel = 0 WHERE seq = ?", [seq])
+        return True
 
-    def handle_cancels(self) -> bool:
-        with os.scandir(self.spool.cancel) as it:
-            names = [e.name for e in it if not e.name.startswith(".")]
-        for remote_id in names:
-            job = self.jobs.get(remote_id)
-            jobdir = self.spool.job(remote_id)
-            if job is not None:
-                if job.kill_at is None and not os.path.exists(os.path.join(jobdir, "exit")):
-                    self.kill(job, "cancelled")
-            elif os.path.exists(os.path.join(self.spool.queue, remote_id)):
-                write_atomic(os.path.join(jobdir, "killed"), "cancelled")
-                unlink(os.path.join(self.spool.queue, remote_id))
-            unlink(os.path.join(self.spool.cancel, remote_id))
-        return bool(names)
-
-    def kill(self, job: Running, reason: str) -> None:
-        write_atomic(self.spool.job(job.remote_id, "killed"), reason)
+    def _kill(self, job: Running, reason: str) -> None:
+        """Record the kill (inside the caller's transaction), then ask the job to stop."""
         job.kill_at = time.time()
+        self.conn.execute("UPDATE jobs SET killed = ?, ended_at = ? WHERE seq = ? AND killed IS NULL",
+                          [reason, job.kill_at, job.seq])
         signal_group(job.pid, signal.SIGTERM)
 
     def reap(self) -> bool:
-        busy = False
+        ended: list[tuple[Running, int | None]] = []
         while self.children:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -253,121 +278,157 @@ class Pool:
             job = self.children.pop(pid, None)
             if job is not None and job.proc is not None:
                 job.proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not reap again
-                self.finish(job, job.proc.returncode)
-                busy = True
-        for job in [j for j in self.jobs.values() if j.proc is None]:
-            if os.path.exists(self.spool.job(job.remote_id, "exit")) or not alive(job.pid):
-                self.finish(job, None)
-                busy = True
-        return busy
+                ended.append((job, exit_status(job.proc.returncode)))
+        ended += self._adopted_ends()
+        if not ended:
+            return False
+        now = time.time()
+        with transaction(self.conn):
+            self.conn.executemany(
+                "UPDATE jobs SET state = 'ended', exit_code = ?, ended_at = coalesce(ended_at, ?) "
+                "WHERE seq = ? AND state = 'running'", [(code, now, job.seq) for job, code in ended])
+        for job, _ in ended:
+            if job.kill_at is not None:
+                signal_group(job.pid, signal.SIGKILL)  # leftovers of a killed job's group
+            del self.jobs[job.seq]
+        return True
 
-    def finish(self, job: Running, code: int | None) -> None:
-        jobdir = self.spool.job(job.remote_id)
-        ended = any(os.path.exists(os.path.join(jobdir, m)) for m in ("exit", "killed"))
-        if code is not None and not ended:
-            # The wrapper shell itself died (e.g. killed by a signal): record its status.
-            write_atomic(os.path.join(jobdir, "exit"), str(128 - code if code < 0 else code))
-        if job.kill_at is not None:
-            signal_group(job.pid, signal.SIGKILL)  # leftovers of a killed job's group
-        unlink(os.path.join(self.spool.running, job.remote_id))
-        del self.jobs[job.remote_id]
+    def _adopted_ends(self) -> list[tuple[Running, int | None]]:
+        """Adopted jobs that are gone: their keeper recorded the end, or after a grace, lost."""
+        ended: list[tuple[Running, int | None]] = []
+        now = time.monotonic()
+        for job in self.jobs.values():
+            if job.proc is not None or alive(job.pid):
+                continue
+            row = self.conn.execute("SELECT state FROM jobs WHERE seq = ?", [job.seq]).fetchone()
+            if row[0] == "ended":
+                ended.append((job, None))  # the update below leaves the keeper's record alone
+            elif job.dead_since is None:
+                job.dead_since = now
+            elif now - job.dead_since > LOST_GRACE:
+                ended.append((job, None))
+        return ended
 
     def enforce_walltime(self) -> bool:
-        busy = False
         now = time.time()
+        expired = [j for j in self.jobs.values() if j.kill_at is None and 0 < j.walltime < now - j.started]
+        if expired:
+            with transaction(self.conn):
+                for job in expired:
+                    self._kill(job, "walltime")
+        busy = bool(expired)
         for job in self.jobs.values():
-            if job.kill_at is None:
-                if job.walltime > 0 and now - job.started > job.walltime:
-                    self.kill(job, "walltime")
-                    busy = True
-            elif not job.hard_killed and now - job.kill_at >= KILL_GRACE:
+            if job.kill_at is not None and not job.hard_killed and now - job.kill_at >= KILL_GRACE:
                 signal_group(job.pid, signal.SIGKILL)
                 job.hard_killed = True
                 busy = True
         return busy
 
     def start_queued(self) -> bool:
-        """Start the oldest queued jobs while slots are free."""
-        started = scanned = False
-        while len(self.jobs) < self.slots and not self.stop:
-            if not self.pending:
-                if scanned:
-                    break
-                with os.scandir(self.spool.queue) as it:
-                    names = [e.name for e in it if not e.name.startswith(".")]
-                self.pending.extend(sorted(names, key=lambda n: (len(n), n)))
-                scanned = True
-                continue
-            remote_id = self.pending.popleft()
+        """Start the oldest queued jobs while slots are free: one claim, then one record."""
+        free = self.slots - len(self.jobs)
+        if free <= 0 or not self.pending or self.stop:
+            return False
+        claimed = []
+        with transaction(self.conn):
+            while self.pending and len(claimed) < free:
+                seq = self.pending.popleft()
+                row = self.conn.execute("UPDATE jobs SET state = 'starting' WHERE seq = ? AND state = 'queued' "
+                                        "RETURNING key, spec", [seq]).fetchone()
+                if row is not None:  # else cancelled while waiting in our list
+                    claimed.append((seq, row[0], row[1]))
+        started, failed = [], []
+        for seq, key, spec in claimed:
             try:
-                # The claim: one atomic rename, so the job is always in queue/ or running/.
-                os.rename(os.path.join(self.spool.queue, remote_id), os.path.join(self.spool.running, remote_id))
-            except FileNotFoundError:
-                continue  # cancelled while waiting in our list
-            self.start(remote_id)
-            started = True
-        return started
+                job = self.start(seq, key, json.loads(spec))
+            except (OSError, ValueError, KeyError, TypeError, subprocess.SubprocessError) as error:
+                failed.append((seq, key, f"cigri: cannot start job {key}: {error}\n"))
+                continue
+            self.jobs[seq] = self.children[job.pid] = job
+            started.append((job.pid, job.started, seq))
+        if not claimed:
+            return False
+        now = time.time()
+        for _, key, message in failed:
+            self._report_failure(key, message)
+        with transaction(self.conn):
+            self.conn.executemany("UPDATE jobs SET state = 'running', pid = ?, started_at = ? WHERE seq = ?", started)
+            # A job that cannot start ends with status 127, like a missing command.
+            self.conn.executemany("UPDATE jobs SET state = 'ended', exit_code = 127, started_at = ?, ended_at = ? "
+                                  "WHERE seq = ?", [(now, now, seq) for seq, _, _ in failed])
+        return bool(claimed)
 
-    def start(self, remote_id: str) -> None:
-        jobdir = self.spool.job(remote_id)
+    def start(self, seq: int, key: str, spec: dict[str, object]) -> Running:
+        """Spawn the job in its own session, its outputs in its spool directory."""
+        jobdir = self.spool.job(key)
         try:
-            with open(os.path.join(jobdir, "spec.json")) as f:
-                spec = json.load(f)
-            walltime = float(spec["walltime_seconds"] or 0)
-            directory = os.path.join(self.home, os.path.expanduser(spec["directory"]))
-            os.makedirs(directory, exist_ok=True)
-            env = {**self.base_env, **spec["environment"], "CIGRI_JOB_SPOOL": jobdir}
-            proc = self.spawn(["/bin/sh", "-c", WRAPPER, "cigri-job", *spec["argv"]], directory, env, jobdir)
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            self.fail(remote_id, f"cigri: cannot start job {remote_id}: {error}\n")
-            return
-        started = time.time()
-        write_atomic(os.path.join(jobdir, "pid"), f"{proc.pid} {started!r}\n")
-        job = Running(remote_id, proc.pid, started, walltime, proc)
-        self.jobs[remote_id] = job
-        self.children[proc.pid] = job
-
-    def spawn(self, argv: list[str], directory: str, env: dict[str, str], jobdir: str) -> subprocess.Popen[bytes]:
-        """Start the job in its own session, outputs into files the backend already created
-        (creating inodes here is what would slow starts down)."""
+            os.mkdir(jobdir)
+        except FileExistsError:
+            pass
+        directory = os.path.join(self.home, os.path.expanduser(str(spec["directory"])))
+        os.makedirs(directory, exist_ok=True)
+        environment = spec["environment"]
+        assert isinstance(environment, dict) and isinstance(spec["argv"], list)
+        env = {**self.base_env, **environment, "CIGRI_JOB_SPOOL": jobdir}
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
         out = os.open(os.path.join(jobdir, "stdout"), flags, 0o644)
         try:
             err = os.open(os.path.join(jobdir, "stderr"), flags, 0o644)
             try:
-                return subprocess.Popen(
-                    argv, cwd=directory, env=env, stdin=self.devnull, stdout=out, stderr=err,
-                    start_new_session=True,
-                )
+                proc = subprocess.Popen(spec["argv"], cwd=directory, env=env, stdin=self.devnull, stdout=out,
+                                        stderr=err, start_new_session=True)
             finally:
                 os.close(err)
         finally:
             os.close(out)
+        return Running(seq, key, proc.pid, time.time(), float(str(spec["walltime_seconds"] or 0)), proc)
 
-    def fail(self, remote_id: str, message: str) -> None:
-        """End a job that could not start with status 127, like a missing command."""
-        jobdir = self.spool.job(remote_id)
+    def _report_failure(self, key: str, message: str) -> None:
         try:
-            with open(os.path.join(jobdir, "stderr"), "a") as err:
+            os.makedirs(self.spool.job(key), exist_ok=True)
+            with open(self.spool.job(key, "stderr"), "a") as err:
                 err.write(message)
-            write_atomic(os.path.join(jobdir, "exit"), "127\n")
         except OSError:
             sys.stderr.write(message)
-        unlink(os.path.join(self.spool.running, remote_id))
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 2 or not argv[1].isdigit():
-        sys.stderr.write("usage: python -m cigri.backends.local.pool SPOOLDIR SLOTS\n")
-        return 2
-    spool = Spool(argv[0])
-    spool.create()
-    if os.fork():
-        return 0  # detach: whoever spawned us reaps this parent at once
+def keep(spool: Spool, pool_pid: int) -> None:
+    """Reap until no child is left, recording how the dead pool's orphaned jobs ended.
+
+    The status is read without reaping (``WNOWAIT``) and the zombie reaped only once the end
+    is committed, so whoever sees the process gone also sees its end.
+    """
+    conn = None
+    while True:
+        try:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT)
+        except ChildProcessError:
+            return
+        if info is None:
+            continue
+        if info.si_pid != pool_pid:  # a job, or a process a job left behind
+            code = info.si_status if info.si_code == os.CLD_EXITED else 128 + info.si_status
+            conn = conn or spool.connect()
+            with transaction(conn):
+                conn.execute("UPDATE jobs SET state = 'ended', exit_code = ?, ended_at = coalesce(ended_at, ?) "
+                             "WHERE pid = ? AND state = 'running'", [code, time.time(), info.si_pid])
+        os.waitpid(info.si_pid, 0)
+
+
+def _become_subreaper() -> None:
+    """Orphaned descendants come to us instead of init (Linux; elsewhere they are lost)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def serve(spool: Spool, slots: int) -> int:
+    """The pool process: hold the lock, adopt, run; 0 when another pool already serves."""
     lock = os.open(spool.lock, os.O_RDWR | os.O_CREAT, 0o600)
     if not try_lock(lock):
-        return 0  # another pool serves this spool
-    pool = Pool(spool, max(1, int(argv[1])))
+        return 0
+    pool = Pool(spool, slots)
     pool.adopt()
     while True:
         os.ftruncate(lock, 0)
@@ -378,8 +439,29 @@ def main(argv: list[str]) -> int:
         # Idle: unlock first, then look once more, so a job queued meanwhile is either
         # seen here or finds the lock free and spawns a new pool.
         fcntl.flock(lock, fcntl.LOCK_UN)
-        if not os.listdir(spool.queue) or not try_lock(lock):
+        if not pool.conn.execute("SELECT 1 FROM jobs WHERE state = 'queued' LIMIT 1").fetchone() \
+                or not try_lock(lock):
             return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or not argv[1].isdigit():
+        sys.stderr.write("usage: python -m cigri.backends.local.pool SPOOLDIR SLOTS\n")
+        return 2
+    spool = Spool(argv[0])
+    spool.create()
+    if os.fork():
+        return 0  # detach: whoever spawned us reaps this parent at once
+    _become_subreaper()
+    pool_pid = os.fork()
+    if pool_pid == 0:
+        code = 1
+        try:
+            code = serve(spool, max(1, int(argv[1])))
+        finally:
+            os._exit(code)
+    keep(spool, pool_pid)
+    return 0
 
 
 if __name__ == "__main__":
