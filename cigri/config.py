@@ -62,7 +62,7 @@ class ClusterConfig:
 _REMOTE_KEYS: dict[str, type] = {
     "transport": str, "host": str, "port": int, "user": str, "key_file": str, "known_hosts": str,
     "base_url": str, "timeout": float, "min_interval": float,
-    "api_chunk_size": int, "max_waiting": int, "properties": str, "project": str,
+    "api_chunk_size": int, "max_waiting": int, "properties": str, "project": str, "group_seconds": int,
 }
 CLUSTER_KEYS: dict[str, dict[str, type]] = {
     "local": {"slots": int, "max_waiting": int},

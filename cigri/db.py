@@ -150,6 +150,15 @@ def m002_kill_reason(db: Database) -> None:
     """)
 
 
+@migrations()
+def m007_grouping(db: Database) -> None:
+    """Temporal grouping: the jobs run one after another inside one remote job share a group
+    (the id of its first job), fixed before the submit call so that a re-sent batch is the same."""
+    db.executescript("""
+    ALTER TABLE jobs ADD COLUMN run_group INTEGER;  -- NULL: the job runs alone
+    """)
+
+
 def connect(path: Path) -> Database:
     """Open (creating if needed) and migrate the database; files are private to the owner."""
     try:

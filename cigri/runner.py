@@ -1,54 +1,69 @@
-"""The runner: send the jobs the schedulers created, one submit call per campaign and cluster.
+"""The runner: send the jobs the schedulers created, at most one submit call per campaign and
+cluster per cycle (one batch; the others wait for the next cycles).
 
-Jobs are created in ``submitting`` before any remote call, keyed by cigri's job id. If the
-process dies during the call, the next runner sends the same keys again and the backend's
-idempotent submit adopts what already started instead of starting it twice.
+Jobs are created in ``submitting`` before any remote call, keyed by cigri's job id; their batch
+and their temporal group (:mod:`cigri.grouping`) are fixed in the database before the call too.
+If the process dies during the call, the next runner sends the same batch again and the
+backend's idempotent submit adopts what already started instead of starting it twice.
+
+A cluster that refuses a batch outright (:class:`~cigri.errors.SubmissionRefused`: more cores
+than it has, an unknown partition...) would refuse it forever: its jobs fail at once with one
+``SUBMISSION_ERROR`` event carrying the cluster's words, instead of waiting silently. Any other
+failure (unreachable, timeout) leaves them ``submitting``, to be re-sent next cycle.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from itertools import groupby
 from typing import Any
 
 from cigri import db as database
+from cigri import grouping
 from cigri.backends import JobSpec
 from cigri.cycle_context import CycleContext
+from cigri.errors import SubmissionRefused
 from cigri.events import open_event
 from cigri.jdl import split_param
 from cigri.jdl.parser import home_of
 from cigri.jdl.walltime import format_walltime
 from cigri.properties import campaign_properties
-from cigri.states import JobState
+from cigri.states import JobState, TaskState
 
 log = logging.getLogger("cigri.runner")
 DEFAULT_CHUNK = 100  # CiGri's array size; api_chunk_size per cluster
 
 
 def run(ctx: CycleContext) -> int:
-    """Submit every ``submitting`` job of the usable clusters; return how many were sent."""
+    """Submit one batch per campaign and usable cluster; return how many jobs were sent."""
     _form_batches(ctx)
     rows = list(ctx.grid.db.query(
-        "SELECT j.id, j.campaign_id, j.cluster_id, j.kind, j.batch, t.name AS task, t.param, c.user "
+        "SELECT j.id, j.campaign_id, j.cluster_id, j.kind, j.batch, j.run_group, t.name AS task, t.param, c.user "
         "FROM jobs j JOIN campaigns c ON c.id = j.campaign_id LEFT JOIN tasks t ON t.id = j.task_id "
-        "WHERE j.state = ? AND j.kill_reason IS NULL ORDER BY j.cluster_id, j.batch, j.id",
+        "WHERE j.state = ? AND j.kill_reason IS NULL ORDER BY j.cluster_id, CAST(j.batch AS INTEGER), j.id",
         [JobState.SUBMITTING]))
     settings = campaign_properties(ctx.grid.db, sorted({r["campaign_id"] for r in rows}))
     sent = 0
-    for (cluster_id, batch), group in groupby(rows, key=lambda r: (r["cluster_id"], r["batch"])):
-        if cluster_id not in ctx.capacities:
-            continue
+    done: set[tuple[int, int]] = set()
+    for (cluster_id, _), group in groupby(rows, key=lambda r: (r["cluster_id"], r["batch"])):
         jobs = list(group)
         campaign_id = jobs[0]["campaign_id"]
-        specs = [job_spec(job, settings[campaign_id][cluster_id]) for job in jobs]
+        if cluster_id not in ctx.capacities or (campaign_id, cluster_id) in done:
+            continue
+        done.add((campaign_id, cluster_id))
+        values = settings[campaign_id][cluster_id]
+        group_walltime = grouping.group_walltime(max(Counter(j["run_group"] for j in jobs).values()),
+                                                 values["walltime"],
+                                                 grouping.target_seconds(values, ctx.cluster_options(cluster_id)))
+        specs = [job_spec(job, values, group_walltime) for job in jobs]
         try:
             remote_ids = ctx.grid.backend(cluster_id).submit(specs)
-        except Exception as error:  # the cluster refused: the jobs stay `submitting`, re-sent next cycle
-            log.warning("campaign %s: submission to cluster %s failed: %s", campaign_id, cluster_id, error)
-            with database.write(ctx.grid.db) as conn:
-                open_event(conn, "cluster", getattr(error, "code", "SUBMISSION_ERROR"),
-                           f"submission failed: {error}", campaign_id=campaign_id, cluster_id=cluster_id)
-            ctx.capacities.pop(cluster_id, None)
+        except SubmissionRefused as error:
+            _refused(ctx, campaign_id, cluster_id, [job["id"] for job in jobs], error)
+            continue
+        except Exception as error:  # unreachable, timeout...: the jobs stay `submitting`, re-sent next cycle
+            ctx.cluster_failed(cluster_id, "submission", error, campaign_id=campaign_id)
             continue
         now = database.now()
         with database.write(ctx.grid.db) as conn:
@@ -60,27 +75,61 @@ def run(ctx: CycleContext) -> int:
     return sent
 
 
+def _refused(ctx: CycleContext, campaign_id: int, cluster_id: int, job_ids: list[int], error: Exception) -> None:
+    """The cluster will never run these jobs as described: fail them and their tasks, say why once."""
+    log.warning("campaign %s: cluster %s refused %s job(s): %s", campaign_id, cluster_id, len(job_ids), error)
+    now = database.now()
+    with database.write(ctx.grid.db) as conn:
+        conn.executemany("UPDATE jobs SET state = ?, finished_at = ? WHERE id = ? AND state = ?",
+                         [(JobState.FAILED, now, job_id, JobState.SUBMITTING) for job_id in job_ids])
+        conn.executemany("UPDATE tasks SET state = ? WHERE id = (SELECT task_id FROM jobs WHERE id = ?) "
+                         "AND state IN (?, ?)",
+                         [(TaskState.FAILED, job_id, TaskState.WAITING, TaskState.RUNNING) for job_id in job_ids])
+        open_event(conn, "campaign", "SUBMISSION_ERROR",
+                   f"the cluster refused {len(job_ids)} job(s), which failed: {error}",
+                   campaign_id=campaign_id, cluster_id=cluster_id, job_id=job_ids[0])
+
+
 def _form_batches(ctx: CycleContext) -> None:
-    """Give new ``submitting`` jobs their batch before any remote call (one per campaign,
-    cluster and kind, at most ``api_chunk_size`` jobs), so a re-sent batch is the same batch."""
+    """Give new ``submitting`` jobs their batch and temporal group before any remote call, so a
+    re-sent batch is the same batch. One batch per campaign, cluster and kind holds at most
+    ``api_chunk_size`` remote jobs (lone jobs or groups)."""
     rows = ctx.grid.db.execute(
         "SELECT id, cluster_id, campaign_id, kind FROM jobs WHERE state = ? AND batch IS NULL "
         "ORDER BY cluster_id, campaign_id, kind, id", [JobState.SUBMITTING]).fetchall()
     if not rows:
         return
+    settings = campaign_properties(ctx.grid.db, sorted({r[2] for r in rows}))
     updates = []
-    for (cluster_id, _, _), group in groupby(rows, key=lambda r: (r[1], r[2], r[3])):
+    for (cluster_id, campaign_id, kind), group in groupby(rows, key=lambda r: (r[1], r[2], r[3])):
         ids = [r[0] for r in group]
-        size = int(ctx.cluster_options(cluster_id).get("api_chunk_size", DEFAULT_CHUNK))
-        for start in range(0, len(ids), size):
-            chunk = ids[start:start + size]
-            updates += [(str(chunk[0]), job_id) for job_id in chunk]
+        options = ctx.cluster_options(cluster_id)
+        size = _group_size(ctx, campaign_id, cluster_id, settings[campaign_id].get(cluster_id, {}), len(ids)) \
+            if kind == "task" else 1
+        chunk = size * int(options.get("api_chunk_size", DEFAULT_CHUNK))
+        for start in range(0, len(ids), chunk):
+            batch = ids[start:start + chunk]
+            for first in range(0, len(batch), size):
+                members = batch[first:first + size]
+                run_group = members[0] if size > 1 else None
+                updates += [(str(batch[0]), run_group, job_id) for job_id in members]
     with database.write(ctx.grid.db) as conn:
-        conn.executemany("UPDATE jobs SET batch = ? WHERE id = ? AND batch IS NULL", updates)
+        conn.executemany("UPDATE jobs SET batch = ?, run_group = ? WHERE id = ? AND batch IS NULL", updates)
 
 
-def job_spec(job: dict[str, Any], settings: dict[str, Any]) -> JobSpec:
-    """Translate one job row and its campaign's settings on that cluster into a JobSpec."""
+def _group_size(ctx: CycleContext, campaign_id: int, cluster_id: int, values: dict[str, Any], jobs: int) -> int:
+    target = grouping.target_seconds(values, ctx.cluster_options(cluster_id))
+    if target <= 0:
+        return 1
+    capacity = ctx.capacities.get(cluster_id)
+    return grouping.group_size(target, grouping.average_duration(ctx.grid.db, campaign_id, cluster_id),
+                               values.get("temporal_grouping") is True, jobs,
+                               capacity.free_slots if capacity else 1)
+
+
+def job_spec(job: dict[str, Any], settings: dict[str, Any], group_walltime: int = 0) -> JobSpec:
+    """Translate one job row and its campaign's settings on that cluster into a JobSpec
+    (``group_walltime``: the walltime of the remote job when the job is grouped)."""
     kind = job["kind"]
     walltime = settings["walltime"] if kind == "task" else settings.get(f"{kind}_walltime", settings["walltime"])
     directory = settings["exec_directory"]
@@ -107,4 +156,5 @@ def job_spec(job: dict[str, Any], settings: dict[str, Any]) -> JobSpec:
         walltime_seconds=walltime, resources=settings["resources"], environment=environment,
         properties=settings.get("properties", ""), project=settings.get("project", ""),
         best_effort=settings.get("type") == "best-effort" and not settings.get("test_mode"),
+        group=str(job["run_group"] or ""), group_walltime_seconds=group_walltime if job["run_group"] else 0,
     )

@@ -160,14 +160,15 @@ def _resolve(document: dict[str, Any], cluster: str, home: str,
     """
     merged: dict[str, Any] = {
         "type": "best-effort", "exec_directory": "{HOME}", "test_mode": False,
-        "temporal_grouping": False, "dimensional_grouping": False, "properties": "",
+        "dimensional_grouping": False, "properties": "",
         "project": "", "cluster_job_type": "", "walltime": default_walltime,
         "resources": default_resources, "temporal_grouping_batch_duration": 900,
     }
     merged.update({k: v for k, v in document.items() if k not in GLOBAL_ONLY})
     merged.update(document["clusters"][cluster])
     for key in BOOLEAN_KEYS:
-        merged[key] = _boolean(merged[key])
+        if key in merged:  # temporal_grouping absent: the cluster's group_seconds decides
+            merged[key] = _boolean(merged[key])
     for key in WALLTIME_KEYS:
         if key in merged:
             merged[key] = parse_walltime(merged[key])

@@ -9,6 +9,11 @@ resource manager has them), and it is idempotent per :attr:`JobSpec.key` and
 :attr:`JobSpec.batch`. Submitting a batch the cluster already knows returns the existing
 remote ids instead of starting the jobs again, so the runner can safely re-send a batch
 interrupted by a crash; the runner always re-sends a batch with the same keys in the same order.
+
+Temporal grouping: specs sharing a non-empty :attr:`JobSpec.group` (consecutive in the batch) may
+run one after another inside one remote job. Each keeps its own remote id (the group's id, ``+``,
+its position), exit status, output and walltime, so the core still sees one job per task
+attempt. A backend that cannot read a group's per-task status runs each spec alone.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ class JobSpec:
     properties: str = ""
     project: str = ""
     best_effort: bool = False
+    group: str = ""  # specs sharing it run one after another in one remote job (temporal grouping)
+    group_walltime_seconds: int = 0  # that remote job's walltime; each spec keeps its own too
 
 
 @dataclass(frozen=True)

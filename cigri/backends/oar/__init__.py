@@ -16,23 +16,31 @@ output_tail 2.
 Over REST, a re-sent batch is recognised only while its jobs run or for ``rest.ADOPT_WINDOW``
 after they ended, and output tails are empty for directories whose path is not plain (OAR's
 media API runs ``tail`` on the path through a shell, unquoted).
+
+Grouped jobs (temporal grouping): a group is one OAR job; while groups run or have just ended,
+a poll also reads their status files: one more command over SSH, one media ``GET`` per group
+over REST (where grouping needs a plain directory, else every job runs alone).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from cigri.backends import Capacity, JobSpec, RemoteJob, RemoteState
+from cigri.backends import Capacity, JobSpec, RemoteJob
+from cigri.backends import _grouping as grouping
 from cigri.backends._http import HTTPTransport
 from cigri.backends._ssh import CommandResult, SSHTransport
 from cigri.backends.oar import commands, rest
-from cigri.backends.oar.batch import Batch, build
+from cigri.backends.oar.batch import Batch, build, job_keys, launch_directory, status_path
 from cigri.errors import BackendError, ConfigError
 
 DEFAULT_TIMEOUT = 30.0
+REMOTE_ID = re.compile(r"[0-9]+(\+[0-9]+)?\Z")  # an OAR job (+ position in its group)
 
 
 class _OverSSH:
@@ -50,8 +58,12 @@ class _OverSSH:
         argv, script = commands.submit(batch, self.user)
         return commands.parse_submitted(self._run("oarsub", argv, script), keys)
 
-    def poll(self, remote_ids: list[str]) -> dict[str, RemoteJob]:
-        return commands.parse_poll(self._run("oarstat", commands.poll(remote_ids)))
+    def poll(self, remote_ids: list[str]) -> tuple[dict[str, RemoteJob], dict[str, str]]:
+        stdout = self._run("oarstat", commands.poll(remote_ids))
+        return commands.parse_poll(stdout), commands.commands_of(stdout)
+
+    def read(self, paths: list[str]) -> dict[str, str]:
+        return grouping.parse_read(self._run("read the status files", commands.read(paths)))
 
     def cancel(self, remote_ids: list[str]) -> None:
         self.ssh.run(commands.cancel(remote_ids))  # oardel fails for ended or unknown jobs: nothing to do
@@ -59,8 +71,8 @@ class _OverSSH:
     def capacity(self, properties: str) -> Capacity:
         return commands.parse_capacity(self._run("oarnodes", commands.capacity(properties)))
 
-    def output_tail(self, remote_id: str, stream: str, lines: int) -> str:
-        path = commands.output_path(self._run("oarstat", commands.job_record(remote_id)), remote_id, stream)
+    def output_tail(self, remote_id: str, stream: str, lines: int, member: int | None) -> str:
+        path = commands.output_path(self._run("oarstat", commands.job_record(remote_id)), remote_id, stream, member)
         return "" if path is None else self.ssh.run(commands.tail(path, lines)).stdout
 
 
@@ -79,11 +91,17 @@ class _OverREST:
             return rest.found_ids(self._get(*rest.array_jobs(array_id)), keys)
         return rest.parse_submitted(self.http.request("POST", "/jobs.json", json=payload), keys)
 
-    def poll(self, remote_ids: list[str]) -> dict[str, RemoteJob]:
+    def poll(self, remote_ids: list[str]) -> tuple[dict[str, RemoteJob], dict[str, str]]:
         found: dict[str, RemoteJob] = {}
+        command_of: dict[str, str] = {}
         for path, params in rest.poll(remote_ids):
-            found.update(rest.parse_poll(self._get(path, params)))
-        return found
+            answer = self._get(path, params)
+            found.update(rest.parse_poll(answer))
+            command_of.update(rest.commands_of(answer))
+        return found, command_of
+
+    def read(self, paths: list[str]) -> dict[str, str]:
+        return {path: self.http.text("GET", rest.media(path)) for path in paths}
 
     def cancel(self, remote_ids: list[str]) -> None:
         """Kill only what has not ended; a whole array (a cancelled campaign's batch) with one
@@ -101,8 +119,9 @@ class _OverREST:
         return rest.parse_capacity(self._get(*rest.resources()), self._get(rest.busy_resources()),
                                    self._get(*rest.waiting_jobs()), properties)
 
-    def output_tail(self, remote_id: str, stream: str, lines: int) -> str:
-        path = rest.output_tail(self.http.request("GET", rest.job(remote_id), accept=(200, 404)), stream, lines)
+    def output_tail(self, remote_id: str, stream: str, lines: int, member: int | None) -> str:
+        path = rest.output_tail(self.http.request("GET", rest.job(remote_id), accept=(200, 404)), stream, lines,
+                                member)
         return "" if path is None else self.http.text("GET", path)
 
 
@@ -140,20 +159,32 @@ class OARBackend:
         (OAR inserts an array in one statement: a batch is there whole or not at all)."""
         if not specs:
             return {}
+        directory = specs[0].directory
+        if isinstance(self._via, _OverREST) and launch_directory(directory) != directory:
+            specs = [replace(spec, group="", group_walltime_seconds=0) for spec in specs]  # unreadable status
         batch = build(specs, self.properties, self.project)
         self.calls["submit"] += 1
-        return self._via.submit(batch, [spec.key for spec in specs])
+        keys = job_keys(specs)
+        found = self._via.submit(batch, keys)
+        return grouping.ids(grouping.split(specs), [found[key] for key in keys])
 
     def poll(self, remote_ids: list[str]) -> dict[str, RemoteJob]:
-        valid = [i for i in dict.fromkeys(remote_ids) if i.isdigit()]
-        found = {}
+        """One poll of the OAR jobs, plus the status files of the groups that started."""
+        valid = [i for i in dict.fromkeys(remote_ids) if REMOTE_ID.match(i)]
+        found: dict[str, RemoteJob] = {}
+        statuses: dict[str, dict[int, grouping.Member]] = {}
         if valid:
             self.calls["poll"] += 1
-            found = self._via.poll(valid)
-        return {i: found.get(i, RemoteJob(i, RemoteState.UNKNOWN)) for i in remote_ids}
+            found, command_of = self._via.poll(list(dict.fromkeys(grouping.group_of(i) for i in valid)))
+            paths = {group: path for group in grouping.needing_status(valid, found)
+                     if (path := status_path(command_of.get(group, ""))) is not None}
+            texts = self._via.read(list(paths.values())) if paths else {}
+            statuses = {group: grouping.parse_status(texts.get(path, "")) for group, path in paths.items()}
+        return grouping.members(remote_ids, found, statuses)
 
     def cancel(self, remote_ids: list[str]) -> None:
-        valid = [i for i in dict.fromkeys(remote_ids) if i.isdigit()]
+        """Cancelling a grouped job cancels its whole group (see :mod:`cigri.backends._grouping`)."""
+        valid = list(dict.fromkeys(grouping.group_of(i) for i in remote_ids if REMOTE_ID.match(i)))
         if valid:
             self.calls["cancel"] += 1
             self._via.cancel(valid)
@@ -166,10 +197,12 @@ class OARBackend:
         """The end of ``cigri.<key>.<stream>`` in the job's directory."""
         if stream not in ("stdout", "stderr"):
             raise ValueError(f"unknown stream {stream!r}")
-        if lines <= 0 or not remote_id.isdigit():
+        match = REMOTE_ID.match(remote_id)
+        if lines <= 0 or match is None:
             return ""
         self.calls["tail"] += 1
-        return self._via.output_tail(remote_id, stream, lines)
+        member = int(match[1][1:]) if match[1] else None
+        return self._via.output_tail(grouping.group_of(remote_id), stream, lines, member)
 
     def close(self) -> None:
         self._transport.close()

@@ -26,6 +26,7 @@ import shlex
 from dataclasses import dataclass
 
 from cigri.backends import JobSpec
+from cigri.backends import _grouping as grouping
 from cigri.errors import SubmissionRefused
 from cigri.jdl.walltime import format_walltime
 
@@ -80,14 +81,17 @@ def build(specs: list[JobSpec], cluster_properties: str = "", cluster_project: s
     if not directory.startswith("/") or any(c in directory for c in "\0\n#"):
         raise SubmissionRefused(f"directory {directory!r}: OAR needs an absolute path without newline or '#'")
     keys = set()
+    grouped = any(spec.group for spec in specs)
     for spec in specs:
-        if not _SAFE_NAME.match(spec.key):
-            raise SubmissionRefused(f"job key {spec.key!r} cannot name a file")
+        if not _SAFE_NAME.match(spec.key) or (spec.group and not _SAFE_NAME.match(spec.group)):
+            raise SubmissionRefused(f"job key {spec.key!r} (group {spec.group!r}) cannot name a file")
+        if grouped and not spec.group:
+            raise SubmissionRefused(f"batch {first.batch}: one oarsub cannot mix grouped and lone jobs")
         if spec.key in keys:
             raise SubmissionRefused(f"job key {spec.key!r} twice in one batch")
         keys.add(spec.key)
         for field in ("batch", "directory", "walltime_seconds", "resources", "properties", "project",
-                      "best_effort"):
+                      "best_effort", "group_walltime_seconds"):
             if getattr(spec, field) != getattr(first, field):
                 raise SubmissionRefused(f"batch {first.batch}: jobs differ in {field}; one oarsub cannot carry them")
         if not spec.argv:
@@ -98,7 +102,7 @@ def build(specs: list[JobSpec], cluster_properties: str = "", cluster_project: s
         if any("\0" in word for word in (*spec.argv, *spec.environment.values())):
             raise SubmissionRefused(f"job {spec.key}: a NUL byte cannot be passed to a program")
     script_text = script(specs)
-    parameters = tuple(f"{shlex.quote(directory)} {spec.key}" for spec in specs)
+    parameters = tuple(f"{shlex.quote(directory)} {key}" for key in job_keys(specs))
     digest = hashlib.sha256("\0".join((script_text, *parameters)).encode()).hexdigest()[:12]
     plain = [p for p in (cluster_properties.strip(), first.properties.strip()) if p]
     return Batch(
@@ -106,7 +110,8 @@ def build(specs: list[JobSpec], cluster_properties: str = "", cluster_project: s
         # a re-sent batch has the same name; another cigri's reusing the number (same user) has not
         name=f"cigri.{first.batch}.{digest}",
         launch_directory=launch_directory(directory),
-        resources=resource_request(first.resources, first.walltime_seconds),
+        resources=resource_request(first.resources,
+                                   first.group_walltime_seconds if grouped else first.walltime_seconds),
         properties=" AND ".join(f"({p})" for p in plain) if len(plain) > 1 else "".join(plain),
         project=first.project or cluster_project,
         best_effort=first.best_effort,
@@ -136,12 +141,21 @@ def _word(value: str) -> str:
 
 
 def script(specs: list[JobSpec]) -> str:
-    """The POSIX sh script of a batch: one ``case`` branch per job key."""
+    """The POSIX sh script of a batch: one ``case`` branch per job key, or per group key for a
+    group of jobs run one after another (see :mod:`cigri.backends._grouping`)."""
+    jobs = grouping.split(specs)
     lines = ["#!/bin/sh",
-             f"# cigri batch {specs[0].batch}: OAR runs this once per job, with its directory and key.",
-             'cd "$1" || exit',
-             'case "$2" in']
-    for spec in specs:
+             f"# cigri batch {specs[0].batch}: OAR runs this once per job, with its directory and key."]
+    if any(members[0].group for members in jobs):
+        lines.append(grouping.FUNCTION)
+    lines += ['cd "$1" || exit', 'case "$2" in']
+    for members in jobs:
+        spec = members[0]
+        if spec.group:
+            lines.append(f"{_word(spec.group)})")
+            lines += grouping.branch(members, _word(f"cigri.{spec.group}"), _word)
+            lines.append("  ;;")
+            continue
         lines.append(f"{_word(spec.key)})")
         lines += [f"  export {name}={_word(value)}" for name, value in spec.environment.items()]
         lines.append(f"  exec >{_word(output_name(spec.key, 'stdout'))} 2>{_word(output_name(spec.key, 'stderr'))}")
@@ -151,6 +165,11 @@ def script(specs: list[JobSpec]) -> str:
         lines.append("  ;;")
     lines += ["*)", '  echo "cigri: no job $2 in this batch" >&2', "  exit 1", "  ;;", "esac", ""]
     return "\n".join(lines)
+
+
+def job_keys(specs: list[JobSpec]) -> list[str]:
+    """The key of each OAR job of the batch, in order: a lone job's own, or its group's."""
+    return [members[0].group or members[0].key for members in grouping.split(specs)]
 
 
 def output_name(key: str, stream: str) -> str:
@@ -183,10 +202,20 @@ def job_of(command: str) -> tuple[str, str] | None:
     return words[0], words[1]
 
 
-def output_path(command: str, stream: str) -> str | None:
-    """Where the job running ``command`` writes ``stream``; None if it is not one of a batch's."""
+def output_path(command: str, stream: str, member: int | None = None) -> str | None:
+    """Where the job running ``command`` (or its ``member``-th grouped job) writes ``stream``;
+    None if it is not one of a batch's."""
     job = job_of(command)
-    return None if job is None else f"{job[0].rstrip('/')}/{output_name(job[1], stream)}"
+    if job is None:
+        return None
+    key = job[1] if member is None else grouping.member_id(job[1], member)
+    return f"{job[0].rstrip('/')}/{output_name(key, stream)}"
+
+
+def status_path(command: str) -> str | None:
+    """The status file of the group run by ``command``; None if it is not one of a batch's."""
+    job = job_of(command)
+    return None if job is None else f"{job[0].rstrip('/')}/cigri.{job[1]}.status"
 
 
 def submitted_ids(output: str) -> list[str]:

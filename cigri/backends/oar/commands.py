@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from cigri.backends import Capacity, RemoteJob
+from cigri.backends import _grouping as grouping
 from cigri.backends.oar import batch as batches
 from cigri.backends.oar.batch import Batch
 from cigri.backends.oar.states import remote_job
@@ -97,15 +98,26 @@ def parse_poll(stdout: str) -> dict[str, RemoteJob]:
     return found
 
 
+def commands_of(stdout: str) -> dict[str, str]:
+    """``{job id: command}`` from the ``poll`` output: where each job's files are."""
+    return {job_id: str(job.get("command") or "") for job_id, job in _jobs(stdout).items()}
+
+
+def read(paths: list[str]) -> list[str]:
+    """Print the given files (the status files of groups), each after a ``#<path>`` line."""
+    return ["sh", "-c", grouping.READ, "sh", *paths]
+
+
 def job_record(remote_id: str) -> list[str]:
     """One job's short record, whose command tells where its output is."""
     return ["oarstat", "-J", "-j", remote_id]
 
 
-def output_path(stdout: str, remote_id: str, stream: str) -> str | None:
-    """Where the job writes ``stream``, from its ``job_record``; None if it is not cigri's."""
+def output_path(stdout: str, remote_id: str, stream: str, member: int | None = None) -> str | None:
+    """Where the job (or its ``member``-th grouped job) writes ``stream``, from its ``job_record``;
+    None if it is not cigri's."""
     job = _jobs(stdout).get(remote_id)
-    return None if job is None else batches.output_path(str(job.get("command") or ""), stream)
+    return None if job is None else batches.output_path(str(job.get("command") or ""), stream, member)
 
 
 def tail(path: str, lines: int) -> list[str]:

@@ -117,17 +117,28 @@ def parse_poll(answer: Any) -> dict[str, RemoteJob]:
     return found
 
 
-def output_tail(answer: Any, stream: str, lines: int) -> str | None:
-    """``GET`` path of the last lines of a job's ``stream`` (media API), from its ``job`` answer.
+def commands_of(answer: Any) -> dict[str, str]:
+    """``{job id: command}`` from a ``poll`` answer: where each job's files are."""
+    return {str(record.get("id")): str(record.get("command") or "") for record in _items(answer)}
+
+
+def output_tail(answer: Any, stream: str, lines: int, member: int | None = None) -> str | None:
+    """``GET`` path of the last lines of a job's (or its ``member``-th grouped job's) ``stream``
+    (media API), from its ``job`` answer.
 
     None if the job is not cigri's, or if its directory is not plain: the media API runs
     ``tail`` on the path through a shell, unquoted.
     """
     command = str(answer.get("command") or "") if isinstance(answer, dict) else ""
-    path = batches.output_path(command, stream)
+    path = batches.output_path(command, stream, member)
     if path is None or batches.launch_directory(path) != path:
         return None
-    return f"/media{urllib.parse.quote(path)}?tail={lines}"
+    return f"{media(path)}?tail={lines}"
+
+
+def media(path: str) -> str:
+    """``GET`` path of a file (a plain path: the media API hands it to a shell unquoted)."""
+    return f"/media{urllib.parse.quote(path)}"
 
 
 def active_by_array(answer: Any) -> dict[str, list[str]]:

@@ -10,16 +10,20 @@ can hold the core to its budget.
 slurmrestd cannot read files, so over REST :meth:`SlurmBackend.output_tail` goes through SSH
 when the cluster also has ``host`` (and ``user``, ``key_file``...) configured, and is empty otherwise.
 Best-effort jobs go to ``best_effort_partition`` and/or ``best_effort_qos``; without either they
-run as normal jobs.
+run as normal jobs. Grouped jobs (temporal grouping) need SSH too: their status files are read
+with one more command per poll while groups run or have just ended; over REST alone every job
+runs alone.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from cigri.backends import Capacity, JobSpec, RemoteJob, RemoteState
+from cigri.backends import Capacity, JobSpec, RemoteJob
+from cigri.backends import _grouping as grouping
 from cigri.backends._http import HTTPTransport
 from cigri.backends._ssh import SSHTransport
 from cigri.backends.slurm import commands, rest
@@ -33,7 +37,7 @@ class _OverSSH:
     def __init__(self, ssh: SSHTransport) -> None:
         self.ssh = ssh
 
-    def _run(self, what: str, argv: list[str]) -> str:
+    def run(self, what: str, argv: list[str]) -> str:
         """stdout of a command that must succeed; it fails mostly when slurmctld is unreachable."""
         result = self.ssh.run(argv)
         if result.status != 0:
@@ -47,13 +51,13 @@ class _OverSSH:
         return commands.parse_submit(result.stdout)
 
     def poll(self, remote_ids: list[str]) -> dict[str, RemoteJob]:
-        return commands.parse_poll(self._run("squeue", commands.poll_argv(remote_ids)), remote_ids)
+        return commands.parse_poll(self.run("squeue", commands.poll_argv(remote_ids)), remote_ids)
 
     def cancel(self, remote_ids: list[str]) -> None:
         self.ssh.run(commands.cancel_argv(remote_ids))
 
     def capacity(self, partition: str) -> Capacity:
-        return commands.parse_capacity(self._run("sinfo", commands.capacity_argv(partition)))
+        return commands.parse_capacity(self.run("sinfo", commands.capacity_argv(partition)))
 
 
 class _OverREST:
@@ -113,20 +117,29 @@ class SlurmBackend:
         """One array for the batch, or the one an interrupted earlier call already started."""
         if not specs:
             return {}
+        if self._ssh is None:  # no way to read a group's status files: every job runs alone
+            specs = [replace(spec, group="", group_walltime_seconds=0) for spec in specs]
         batch = build(specs, self.options)
         self.calls["submit"] += 1
         return array_task_ids(specs, self._via.submit(batch))
 
     def poll(self, remote_ids: list[str]) -> dict[str, RemoteJob]:
+        """One poll of the array tasks, plus one read of the status files of started groups."""
         valid = [i for i in dict.fromkeys(remote_ids) if REMOTE_ID.match(i)]
         found: dict[str, RemoteJob] = {}
+        statuses: dict[str, dict[int, grouping.Member]] = {}
         if valid:
             self.calls["poll"] += 1
-            found = self._via.poll(valid)
-        return {i: found.get(i, RemoteJob(i, RemoteState.UNKNOWN)) for i in remote_ids}
+            found = self._via.poll(list(dict.fromkeys(grouping.group_of(i) for i in valid)))
+            started = grouping.needing_status(valid, found)
+            if started and self._ssh is not None:
+                text = _OverSSH(self._ssh).run("read the status files", commands.status_argv(started))
+                statuses = {g: grouping.parse_status(t) for g, t in grouping.parse_read(text).items()}
+        return grouping.members(remote_ids, found, statuses)
 
     def cancel(self, remote_ids: list[str]) -> None:
-        valid = [i for i in dict.fromkeys(remote_ids) if REMOTE_ID.match(i)]
+        """Cancelling a grouped job cancels its whole group (see :mod:`cigri.backends._grouping`)."""
+        valid = list(dict.fromkeys(grouping.group_of(i) for i in remote_ids if REMOTE_ID.match(i)))
         if valid:
             self.calls["cancel"] += 1
             self._via.cancel(valid)

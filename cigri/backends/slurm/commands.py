@@ -47,13 +47,27 @@ squeue -h -r -t PENDING ${1:+-p "$1"} -o %i | wc -l
 """
 
 # $1 = remote id, $2 = stdout|stderr, $3 = lines. The file is in the job's WorkDir, named
-# after its cluster and id (see batch.job_script).
+# after its cluster and id (see batch.job_script); a grouped job (<array task>+<n>) is looked up
+# by its array task.
 TAIL = """\
-job=$(squeue --me -h -t all -r -O 'JobArrayID:|,Cluster:|,WorkDir:|' | awk -F'|' -v id="$1" '
+g=${1%+*}
+job=$(squeue --me -h -t all -r -O 'JobArrayID:|,Cluster:|,WorkDir:|' | awk -F'|' -v id="$g" '
   $1 == id { sub(/^[^|]*[|]/, ""); sub(/[|]$/, ""); print; exit }')
-[ -n "$job" ] || job=$(sacct -n -P -X -j "$1" -o Cluster,WorkDir 2>/dev/null | head -n 1)
+[ -n "$job" ] || job=$(sacct -n -P -X -j "$g" -o Cluster,WorkDir 2>/dev/null | head -n 1)
 [ -n "$job" ] || exit 0
 exec tail -n "$3" -- "${job#*|}/cigri.${job%%|*}.$1.$2" 2>/dev/null
+"""
+
+# $@ = array tasks running groups; prints "#<id>" then the group's status file (see _grouping).
+STATUS = """\
+squeue --me -h -t all -r -O 'JobArrayID:|,Cluster:|,WorkDir:|' | awk -F'|' -v ids="$*" '
+  BEGIN { n = split(ids, want, " "); for (i = 1; i <= n; i++) wanted[want[i]] = 1 }
+  ($1 in wanted) { id = $1; sub(/^[^|]*[|]/, ""); sub(/[|]$/, ""); print id "|" $0 }' |
+while IFS='|' read -r id cluster dir; do
+  printf '#%s\\n' "$id"
+  cat -- "$dir/cigri.$cluster.$id.status" 2>/dev/null
+done
+exit 0
 """
 
 
@@ -156,6 +170,10 @@ def parse_capacity(stdout: str) -> Capacity:
     allocated = sum(c[0] for c in cpus.values())
     idle = sum(c[1] for c in cpus.values())
     return Capacity(allocated + idle, idle, queued)
+
+
+def status_argv(group_ids: list[str]) -> list[str]:
+    return ["sh", "-c", STATUS, "sh", *group_ids]
 
 
 def tail_argv(remote_id: str, stream: str, lines: int) -> list[str]:
