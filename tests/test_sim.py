@@ -1,0 +1,124 @@
+"""The simulator: the sim backend's world, ``cigri simulate`` and its measures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cigri import clock
+from cigri.backends import JobSpec, RemoteState
+from cigri.backends.sim import SimBackend
+from cigri.errors import ConfigError, InputError
+from cigri.simulate import jain, parse_scenario, simulate, weighted_max_min, weighted_max_min_tree
+
+CIGRI = str(Path(sys.executable).parent / "cigri")
+TWO_USERS = {
+    "seed": 7, "cycle_period": 60,
+    "clusters": {"c1": {"cores": 16}, "c2": {"cores": 8, "local_load": 0.25, "local_max_cores": 4}},
+    "config": {"runner": {"tap_max": 50}},
+    "campaigns": [
+        {"user": "alice", "tasks": 150, "duration": {"law": "lognormal", "median": 300, "sigma": 0.4}},
+        {"user": "bob", "tasks": 150, "duration": {"law": "constant", "seconds": 300}},
+    ],
+}
+
+
+def spec(key: str, seconds: float, walltime: int = 3600, best_effort: bool = True) -> JobSpec:
+    return JobSpec(key=key, batch=key, name=key, argv=("/bin/true", f"t{key}", str(seconds)), directory="/tmp",
+                   walltime_seconds=walltime, resources="core=1", best_effort=best_effort)
+
+
+def test_a_local_job_preempts_the_youngest_best_effort_job_and_walltime_kills() -> None:
+    with clock.virtual(1000.0) as time:
+        backend = SimBackend("c", {"cores": 2})
+        ids = backend.submit([spec("1", 500), spec("2", 500)])
+        assert backend.submit([spec("1", 500)]) == {"1": ids["1"]}  # a re-sent batch is adopted
+        time.advance_to(1100.0)
+        backend.submit([spec("3", 50, best_effort=False)])  # a normal job comes before best-effort ones
+        time.advance_to(1200.0)
+        late = backend.submit([spec("4", 900, walltime=100, best_effort=False)])  # on the core 3 left
+        time.advance_to(2000.0)
+        states = backend.poll([ids["1"], ids["2"], late["4"]])
+    assert states[ids["1"]].state == RemoteState.COMPLETED and states[ids["1"]].exit_code == 0
+    assert states[ids["2"]].state == RemoteState.PREEMPTED  # the youngest best-effort job made room
+    assert states[late["4"]].state == RemoteState.TIMEOUT
+    assert backend.world.usage.preempted == 1 and backend.world.usage.timeouts == 1
+
+
+def test_a_trace_drives_the_local_load(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.txt"
+    trace.write_text("# submit cores duration\n10, 4, 100\n")
+    with clock.virtual(0.0) as time:
+        backend = SimBackend("c", {"cores": 4, "trace": str(trace)})
+        job = backend.submit([spec("1", 1000)])["1"]
+        time.advance_to(20.0)
+        assert backend.poll([job])[job].state == RemoteState.PREEMPTED
+        assert backend.capacity().free_slots == 0
+        time.advance_to(200.0)
+        assert backend.capacity().free_slots == 4
+
+
+def test_bad_sim_options_name_the_key(tmp_path: Path) -> None:
+    with clock.virtual(0.0):
+        with pytest.raises(ConfigError, match="cores"):
+            SimBackend("c", {"cores": 0})
+        with pytest.raises(ConfigError, match="local_load_steps"):
+            SimBackend("c", {"cores": 1, "local_load_steps": "2=0.5"})
+        (tmp_path / "t").write_text("1 2\n")
+        with pytest.raises(ConfigError, match="t:1"):
+            SimBackend("c", {"cores": 1, "trace": str(tmp_path / "t")})
+
+
+def test_weighted_max_min_redistributes_what_the_capped_cannot_use() -> None:
+    assert weighted_max_min(10, {"a": 2, "b": 100, "c": 100}, {"a": 1, "b": 1, "c": 3}) == {"a": 2, "b": 2, "c": 6}
+    split = weighted_max_min_tree(12, {"gold": {"u": {1: 100}}, "silver": {"v": {2: 100}, "w": {3: 1}}},
+                                  {"gold": (0, 2.0), "silver": (0, 1.0)})
+    assert split == {1: 8.0, 2: 3.0, 3: 1.0}
+    assert weighted_max_min_tree(5, {"first": {"u": {1: 3}}, "then": {"v": {2: 9}}},
+                                 {"first": (0, 1.0), "then": (1, 5.0)}) == {1: 3, 2: 2}
+    assert jain({"a": 1, "b": 1}, {"a": 2, "b": 2}) == 1.0
+    assert jain({"a": 2, "b": 0}, {"a": 1, "b": 1}) == 0.5
+
+
+@pytest.mark.slow
+def test_simulation_is_deterministic_drains_everything_and_shares_fairly(tmp_path: Path) -> None:
+    first = simulate(parse_scenario(TWO_USERS), tmp_path)
+    second = simulate(parse_scenario(TWO_USERS), tmp_path)
+    first.pop("cycle_seconds"), second.pop("cycle_seconds")
+    assert first == second
+    assert first["finished"] and first["tasks"] == {"terminated": 300}
+    assert 0 < first["makespan_bound_hours"] <= first["makespan_hours"]
+    assert 0.3 < first["utilization"] <= 1.0 and first["bound_ratio"] <= 1.0
+    assert first["share"]["jain_users"] >= 0.9
+    assert first["harvested_core_seconds"] >= first["work_core_seconds"]
+    other = simulate(parse_scenario({**TWO_USERS, "seed": 8}), tmp_path)
+    assert other["share"] != first["share"]  # the seed matters
+
+
+def test_bad_scenarios_name_the_key() -> None:
+    for bad, key in [({}, "clusters"), ({**TWO_USERS, "campaigns": [{"user": "a"}]}, "tasks"),
+                     ({**TWO_USERS, "campaigns": [{"user": "a", "tasks": 1, "duration": {"law": "zipf"}}]}, "law"),
+                     ({**TWO_USERS, "campaigns": [{"user": "a", "tasks": 1, "clusters": ["nope"]}]}, "clusters"),
+                     ({**TWO_USERS, "speed": 2}, "speed"), ({**TWO_USERS, "cycle_period": 0}, "cycle_period")]:
+        with pytest.raises(InputError, match=key):
+            parse_scenario(bad)
+
+
+@pytest.mark.slow
+def test_cigri_simulate_prints_json_and_draws_the_plot(tmp_path: Path) -> None:
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(json.dumps({**TWO_USERS, "campaigns": TWO_USERS["campaigns"][:1]}))
+    plot = tmp_path / "run.svg"
+    done = subprocess.run([CIGRI, "simulate", str(scenario), "--json", "--plot", str(plot)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["finished"] and report["timeline"]
+    assert plot.read_text().lstrip().startswith("<?xml") and "<svg" in plot.read_text()
+    bad = subprocess.run([CIGRI, "simulate", str(scenario), "--plot", str(tmp_path / "run.gif")],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.strip().endswith("expected a .png or .svg file")
