@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from cigri.backends import JobSpec, RemoteJob, RemoteState
+from cigri.errors import SubmissionRefused
 
-from backend_targets import BEST_EFFORT_NAMES, Target, Targets, clusters_file
+from backend_targets import BEST_EFFORT_NAMES, REMOTE, Target, Targets, clusters_file
 
 ENDED = (RemoteState.COMPLETED, RemoteState.TIMEOUT, RemoteState.CANCELLED, RemoteState.PREEMPTED)
 HOSTILE = ("; touch pwned-semicolon", "$(touch pwned-subst)", "`touch pwned-backtick`", "it's \"quoted\"",
@@ -201,3 +202,11 @@ def test_walltime_kills_the_job(cluster: Target, walltime_jobs: dict[str, str | 
         raise job
     done = wait(cluster, [job], ended, timeout=cluster.min_walltime + 120)[job]
     assert done.state == RemoteState.TIMEOUT
+
+
+@pytest.mark.parametrize("target", [c.name for c in REMOTE], indirect=True)
+def test_a_job_no_node_can_run_is_refused_at_submission(cluster: Target) -> None:
+    """Not left pending forever: the runner fails it with the cluster's words (SUBMISSION_ERROR)."""
+    key = token()
+    with pytest.raises(SubmissionRefused, match="resources|configuration|never run"):
+        cluster.submit([spec(key, cluster.workdir("too-big"), "/bin/true", resources="core=64")])

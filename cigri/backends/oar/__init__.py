@@ -37,7 +37,7 @@ from cigri.backends._http import HTTPTransport
 from cigri.backends._ssh import CommandResult, SSHTransport
 from cigri.backends.oar import commands, rest
 from cigri.backends.oar.batch import Batch, build, job_keys, launch_directory, status_path
-from cigri.errors import BackendError, ConfigError
+from cigri.errors import BackendError, ConfigError, SubmissionRefused
 
 DEFAULT_TIMEOUT = 30.0
 REMOTE_ID = re.compile(r"[0-9]+(\+[0-9]+)?\Z")  # an OAR job (+ position in its group)
@@ -56,7 +56,12 @@ class _OverSSH:
 
     def submit(self, batch: Batch, keys: list[str]) -> dict[str, str]:
         argv, script = commands.submit(batch, self.user)
-        return commands.parse_submitted(self._run("oarsub", argv, script), keys)
+        result = self.ssh.run(argv, script)
+        if result.status not in (0, commands.TRY_AGAIN):
+            raise SubmissionRefused(f"{self.name}: oarsub refused the batch: {result.stderr.strip()[-300:]}")
+        if result.status != 0:
+            raise BackendError(f"{self.name}: oarstat failed: {result.stderr.strip()[-300:]}")
+        return commands.parse_submitted(result.stdout, keys)
 
     def poll(self, remote_ids: list[str]) -> tuple[dict[str, RemoteJob], dict[str, str]]:
         stdout = self._run("oarstat", commands.poll(remote_ids))
@@ -89,7 +94,9 @@ class _OverREST:
         if named:
             array_id = rest.array_of(self._get(rest.job(named[0])))
             return rest.found_ids(self._get(*rest.array_jobs(array_id)), keys)
-        return rest.parse_submitted(self.http.request("POST", "/jobs.json", json=payload), keys)
+        # oarsub's refusal comes as 400 with its words in ``message``
+        return rest.parse_submitted(self.http.request("POST", "/jobs.json", json=payload, accept=(200, 201, 202, 400)),
+                                    keys)
 
     def poll(self, remote_ids: list[str]) -> tuple[dict[str, RemoteJob], dict[str, str]]:
         found: dict[str, RemoteJob] = {}

@@ -20,8 +20,9 @@ from cigri.errors import ClusterBadAnswer
 # One round trip per batch. If the user has jobs with the batch's name (in any state: a re-sent
 # batch), print them (oarstat's JSON) and stop; otherwise write the script (stdin) and the
 # parameter file (the lines up to "--", none of which is "--") into the launch directory and
-# exec oarsub, which prints one OAR_JOB_ID= line per job.
-SUBMIT = r"""found=$(oarstat -J --sql "$1") || exit
+# exec oarsub, which prints one OAR_JOB_ID= line per job. Exit 75: oarstat failed (try again later);
+# any other failure is oarsub's refusal ("There are not enough resources for your request"...).
+SUBMIT = r"""found=$(oarstat -J --sql "$1") || exit 75
 if [ -n "$found" ]; then printf '%s\n' "$found"; exit 0; fi
 set -e
 cd "$2"
@@ -33,6 +34,8 @@ while [ "$1" != -- ]; do printf '%s\n' "$1" >> "$params"; shift; done
 shift
 exec "$@"
 """
+
+TRY_AGAIN = 75  # SUBMIT's exit status when oarstat failed
 
 # The resources (restricted by the cluster's properties if any), then how many jobs wait.
 CAPACITY = """oarnodes -J "$@" || exit

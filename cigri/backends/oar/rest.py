@@ -91,6 +91,9 @@ def submit(batch: Batch) -> dict[str, Any]:
 
 
 def parse_submitted(answer: Any, keys: list[str]) -> dict[str, str]:
+    if isinstance(answer, dict) and "cmd_output" not in answer and answer.get("message"):
+        words = str(answer["message"]).split("\nCmd:", 1)[0]  # then the whole oarsub line: noise
+        raise SubmissionRefused(f"oarsub refused the batch: {words.strip()[-300:]}")
     output = str(answer.get("cmd_output", "")) if isinstance(answer, dict) else ""
     ids = batches.submitted_ids(output)
     if len(ids) != len(keys):

@@ -47,7 +47,8 @@ class _OverSSH:
     def submit(self, batch: Batch) -> str:
         result = self.ssh.run(commands.submit_argv(batch), batch.script)
         if result.status != 0:
-            raise SubmissionRefused(f"{self.ssh.cluster}: submission refused: {result.stderr.strip()[:300]}")
+            error = BackendError if any(t in result.stderr for t in commands.TRANSIENT) else SubmissionRefused
+            raise error(f"{self.ssh.cluster}: submission refused: {result.stderr.strip()[:300]}")
         return commands.parse_submit(result.stdout)
 
     def poll(self, remote_ids: list[str]) -> dict[str, RemoteJob]:

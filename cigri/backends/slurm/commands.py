@@ -15,12 +15,25 @@ from cigri.errors import ClusterBadAnswer
 
 # $1 = array name; the rest are sbatch's flags; the job script comes on stdin.
 # An array of that name already there (an interrupted earlier submission) is adopted.
+# sbatch accepts an array no node can ever run (more CPUs than any node has...) and leaves it
+# pending forever; its pending reason says so at once: such an array is cancelled and refused.
 SUBMIT = """\
 found=$(squeue --me -h -t all --name="$1" -o %F) || exit
 shift
 if [ -n "$found" ]; then printf '%s\\n' "$found" | head -n 1; exit 0; fi
-exec sbatch --parsable "$@"
+id=$(sbatch --parsable "$@") || exit
+id=${id%%;*}
+reason=$(squeue -h -j "$id" -o %r 2>/dev/null | head -n 1)
+case "$reason" in
+  PartitionConfig|PartitionNodeLimit|PartitionTimeLimit|BadConstraints|InvalidAccount|InvalidQOS)
+    scancel "$id"
+    echo "the cluster can never run this array (pending reason $reason)" >&2
+    exit 1 ;;
+esac
+echo "$id"
 """
+# sbatch's words when slurmctld did not answer: worth another try, unlike a refusal
+TRANSIENT = ("Unable to contact slurm controller", "Socket timed out", "Zero Bytes were transmitted")
 
 # $@ = the remote ids wanted. squeue knows every job younger than MinJobAge; the ids it has
 # forgotten are asked to sacct, which only answers where accounting is configured.
