@@ -4,8 +4,8 @@ cigri: ``gridsub -f JDL --wait --period P`` on a fresh CIGRI_HOME (no daemon, so
 drives the cycles itself), timed from its launch until it exits 0; then ``gridstat -c 1
 --json`` must count N terminated tasks. The JDL is ``nb_jobs = N``, ``exec_file =
 /bin/true``; the one cluster is ``[clusters.local]`` with ``slots`` slots and a generous
-``max_waiting``. The tap (``[runner]``) keeps cigri's defaults unless ``--tap-initial`` /
-``--tap-max`` are given.
+``max_waiting``. The tap (``[runner]``) keeps cigri's defaults unless ``--tap-initial``,
+``--tap-max`` or ``--job-ratio`` are given.
 
 Baselines, measured in the same run on the same N tasks and slots:
 
@@ -58,13 +58,13 @@ print("HQ-RESULT " + json.dumps({"seconds": seconds, "ok": ok}), flush=True)
 """
 
 
-def run_cigri(root: Path, tasks: int, slots: int, period: float, tap: dict[str, int]) -> float:
+def run_cigri(root: Path, tasks: int, slots: int, period: float, tap: dict[str, int | str]) -> float:
     """Seconds from launching ``gridsub --wait`` until it exits 0; checks every task terminated."""
     root.mkdir()
     config = root / "cigri.toml"
     text = f'[clusters.local]\nbackend = "local"\nslots = {slots}\nmax_waiting = {max(100_000, tasks)}\n'
     if tap:
-        text += "\n[runner]\n" + "".join(f"{key} = {value}\n" for key, value in tap.items())
+        text += "\n[runner]\n" + "".join(f"{key} = {json.dumps(value)}\n" for key, value in tap.items())
     config.write_text(text)
     jdl = root / "campaign.json"
     jdl.write_text(json.dumps({"name": "throughput", "nb_jobs": tasks, "exec_file": "/bin/true",
@@ -139,9 +139,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs of each system (median, min, max)")
     parser.add_argument("--tap-initial", type=int, help="[runner] tap_initial (default: cigri's)")
     parser.add_argument("--tap-max", type=int, help="[runner] tap_max (default: cigri's)")
+    parser.add_argument("--job-ratio", help="[runner] job_ratio (default: cigri's)")
     parser.add_argument("--no-hyperqueue", action="store_true", help="skip the HyperQueue baseline")
     args = parser.parse_args()
-    tap = {k: v for k, v in (("tap_initial", args.tap_initial), ("tap_max", args.tap_max)) if v is not None}
+    tap = {k: v for k, v in (("tap_initial", args.tap_initial), ("tap_max", args.tap_max),
+                             ("job_ratio", args.job_ratio)) if v is not None}
     n = args.tasks
     rates: dict[str, list[float]] = {"cigri": [], "xargs": [], "hyperqueue": []}
     hq_error = "skipped (--no-hyperqueue)" if args.no_hyperqueue else ""

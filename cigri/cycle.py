@@ -46,9 +46,11 @@ def exclusive(path: Path) -> Iterator[None]:
             handle.seek(0)
             raise Busy(f"another cycle is running (pid {handle.read().strip() or '?'}); not starting a second one") from None
         handle.seek(0)
-        handle.truncate()
-        handle.write(str(os.getpid()))
-        handle.flush()
+        if handle.read() != str(os.getpid()):  # a process driving many cycles writes it once
+            handle.seek(0)
+            handle.truncate()
+            handle.write(str(os.getpid()))
+            handle.flush()
         yield
 
 

@@ -26,7 +26,7 @@ def gridsub(
     campaign: Optional[int] = typer.Option(None, "-c", "--campaign", metavar="N", help="Campaign to add parameters to (with -F)."),
     param_file: Optional[Path] = typer.Option(None, "-F", "--param-file", metavar="FILE", help="Parameter file to add to campaign -c."),
     wait: bool = typer.Option(False, "--wait", "-w", help="Stay attached with a live progress view until the campaigns end; drive cycles if no daemon runs."),
-    period: float = typer.Option(0.2, "--period", help="Seconds between cycles when --wait drives them."),
+    period: float = typer.Option(0.2, "--period", help="Pause after a cycle that changed nothing, when --wait drives the cycles."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON value."),
     version: bool = common.VersionOption,
 ) -> None:
@@ -67,30 +67,48 @@ def _read(path: Path) -> str:
         raise InputError(f"{path}: not valid UTF-8") from None
 
 
+VIEW_PERIOD = 0.25  # seconds between two reads of the campaigns' counts while cycles make progress
+ENDED = ("terminated", "failed", "cancelled")
+
+
 def _wait(grid, ids: list[int], period: float, quiet: bool) -> int:
-    """Follow the campaigns to their end; 0 if every task succeeded, 1 otherwise."""
+    """Follow the campaigns to their end; 0 if every task succeeded, 1 otherwise.
+
+    Cycles run back to back while they make progress (a sleep would only idle the cluster)
+    and ``period`` apart otherwise; the counts are read a few times a second, not per cycle.
+    """
     columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[detail]}"), TimeRemainingColumn()]
     with Progress(*columns, console=common.stderr, disable=quiet or not common.fancy()) as progress:
         bars = {i: progress.add_task(f"campaign {i}", total=None, detail="") for i in ids}
-        last_line = 0.0
+        started = time.monotonic()
+        done_before: dict[int, int] = {}
+        last_view = last_line = 0.0
+        ended: set[int] = set()
         while True:
-            drive(grid, daemon_running(grid))
-            summaries = [api.campaign_detail(grid, i) for i in ids]
-            for s in summaries:
-                t = s["tasks"]
-                done = t["terminated"] + t["failed"] + t["cancelled"]
-                rate = s["throughput_per_second"]
-                detail = (f"done {t['terminated']} running {t['running']} waiting {t['waiting']} "
-                          f"pending {t['pending']} failed {t['failed']}" + (f" {rate:.1f}/s" if rate else ""))
-                progress.update(bars[s["id"]], total=t["total"], completed=done, detail=detail)
-                if not quiet and not common.fancy() and time.monotonic() - last_line > 2:
-                    print(f"campaign {s['id']}: {s['state']} {detail}", file=sys.stderr)
-            if not quiet and not common.fancy() and time.monotonic() - last_line > 2:
-                last_line = time.monotonic()
-            if all(s["state"] in ("terminated", "cancelled") for s in summaries):
-                break
-            time.sleep(period)
+            report = drive(grid, daemon_running(grid))
+            if report is not None:
+                ended.update(report.finished)
+            now = time.monotonic()
+            if report is None or ended.issuperset(ids) or now - last_view >= VIEW_PERIOD:
+                last_view = now
+                summaries = [api.campaign_summary(grid, i) for i in ids]
+                if all(s["state"] in ENDED for s in summaries):
+                    break
+                show_line = not quiet and not common.fancy() and now - last_line > 2
+                for s in summaries:
+                    t = s["tasks"]
+                    done = t["terminated"] + t["failed"] + t["cancelled"]
+                    rate = (done - done_before.setdefault(s["id"], done)) / max(now - started, 1e-9)
+                    detail = (f"done {t['terminated']} running {t['running']} waiting {t['waiting']} "
+                              f"pending {t['pending']} failed {t['failed']}" + (f" {rate:.1f}/s" if rate else ""))
+                    progress.update(bars[s["id"]], total=t["total"], completed=done, detail=detail)
+                    if show_line:
+                        print(f"campaign {s['id']}: {s['state']} {detail}", file=sys.stderr)
+                if show_line:
+                    last_line = now
+            if report is None or not (report.updated or report.decided or report.submitted or report.finished):
+                time.sleep(period)
     ok = all(s["state"] == "terminated" and s["tasks"]["terminated"] == s["tasks"]["total"] for s in summaries)
     if not quiet:
         for s in summaries:
