@@ -12,7 +12,7 @@ from typing import Any
 from cigri import db as database
 from cigri.cycle_context import CycleContext
 from cigri.metascheduler.allocation import CampaignView, ClusterView, allocate
-from cigri.metascheduler.schedulers import test, workqueue
+from cigri.metascheduler.schedulers import finalize, test, workqueue
 from cigri.properties import campaign_properties
 from cigri.states import JOB_ACTIVE, CampaignState, JobState, TaskState, sql_in
 
@@ -65,6 +65,7 @@ def schedule(ctx: CycleContext) -> dict[tuple[int, str], int]:
         for (campaign_id, cluster), count in shares.items():
             taken = workqueue.take_tasks(conn, campaign_id, ids[cluster], count)
             log.info("campaign %s: %s new job(s) on %s", campaign_id, taken, cluster)
+        finalize.replicate(conn, ctx.capacities, settings)
     return shares
 
 
