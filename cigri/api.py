@@ -9,7 +9,7 @@ import sqlite3
 from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cigri import db as database
 from cigri.errors import InputError, NotFound, Refused
@@ -18,6 +18,9 @@ from cigri.jdl import iter_params, parse_jdl
 from cigri.jdl.params import describe
 from cigri.jdl.parser import ParamSource, cluster_keys
 from cigri.states import CAMPAIGN_ACTIVE, JOB_ACTIVE, TASK_OPEN, CampaignState, KillReason, TaskState, sql_in
+
+if TYPE_CHECKING:
+    from cigri.metascheduler.fairshare import Allocation, Scenario
 
 INSERT_CHUNK = 10_000
 
@@ -34,12 +37,14 @@ def submit(grid: Grid, jdl_text: str, *, base_dir: Path, user: str, source: str 
     settings = grid.config.settings
     spec = parse_jdl(jdl_text, known_clusters=sorted(clusters), user=user, base_dir=base_dir,
                      default_walltime=settings.default_walltime,
-                     default_resources=settings.default_resources, source=source)
+                     default_resources=settings.default_resources, source=source,
+                     classes=grid.config.class_users(), default_class=grid.config.default_class())
     with database.write(grid.db) as conn:
         campaign_id = conn.execute(
-            "INSERT INTO campaigns(name, user, state, jobs_type, jdl, submitted_at) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO campaigns(name, user, state, jobs_type, jdl, submitted_at, class, priority) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [spec.name, user, CampaignState.IN_TREATMENT, spec.jobs_type, json.dumps(spec.document),
-             database.now()]).lastrowid
+             database.now(), spec.class_name, spec.priority]).lastrowid
         assert campaign_id is not None
         rows = []
         for cluster, values in spec.clusters.items():
@@ -173,9 +178,6 @@ def campaign_summary(grid: Grid, campaign_id: int) -> dict[str, Any]:
                           / counts["total"], 1) if counts["total"] else 100.0,
         "open_events": grid.db.execute("SELECT count(*) FROM events WHERE campaign_id = ? AND state = 'open'",
                                        [campaign_id]).fetchone()[0],
-        "replicas": grid.db.execute(  # extra copies of running tasks (finalize scheduler)
-            f"SELECT count(*) - count(DISTINCT task_id) FROM jobs WHERE campaign_id = ? AND kind = 'task' "
-            f"AND state IN {sql_in(JOB_ACTIVE)}", [campaign_id]).fetchone()[0],
     }
 
 
@@ -369,4 +371,66 @@ def test_cluster(grid: Grid, name: str, directory: str, timeout: float) -> dict[
               "stdout": backend.output_tail(remote_id, "stdout", 5)}
     if job.state != RemoteState.COMPLETED or job.exit_code != 0:
         raise Refused(f"cluster {name}: test job ended {job.state} with exit code {job.exit_code}")
+    return result
+
+
+# --- fair share ---------------------------------------------------------------------------
+
+def shares(grid: Grid) -> dict[str, Any]:
+    """The live allocation explained: what the next cycle would give every class, user,
+    campaign and cluster, asking each cluster its capacity now; nothing is written."""
+    from cigri.metascheduler import fairshare, gather
+
+    capacities, unreachable = {}, []
+    for cluster_id, name, blacklisted in grid.db.execute("SELECT id, name, blacklisted FROM clusters ORDER BY name"):
+        if blacklisted:
+            unreachable.append({"name": name, "error": "blacklisted"})
+            continue
+        try:
+            capacities[cluster_id] = grid.backend(cluster_id).capacity()
+        except Exception as error:  # a broken cluster is left out, as the cycle does
+            unreachable.append({"name": name, "error": str(error)})
+    gathered = gather(grid.db.conn, grid.config, capacities, database.now())
+    fraction = grid.config.metascheduler.preempt_fraction
+    result = explain(gathered.scenario, fairshare.allocate(gathered.scenario, fraction))
+    for campaign in result["campaigns"]:
+        campaign["name"] = gathered.names.get(campaign["id"])
+    result["clusters_left_out"] = unreachable
+    return result
+
+
+def shares_of_scenario(path: Path, preempt_fraction: float) -> dict[str, Any]:
+    """``cigri shares --scenario``: the allocation of a hypothetical grid read from a JSON file."""
+    from cigri.metascheduler import fairshare
+
+    try:
+        data = json.loads(path.read_text())
+    except OSError as error:
+        raise InputError(f"{path}: {error.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise InputError(f"{path}: not valid JSON: {error}") from None
+    try:
+        scenario = fairshare.scenario_from_json(data)
+    except ValueError as error:
+        raise InputError(f"{path}: {error}") from None
+    return explain(scenario, fairshare.allocate(scenario, preempt_fraction))
+
+
+def explain(scenario: Scenario, allocation: Allocation) -> dict[str, Any]:
+    """The allocation's JSON with per-class and per-user totals (running, target, demand)."""
+    from cigri.metascheduler import fairshare
+
+    result = fairshare.allocation_to_json(allocation)
+    totals = dict.fromkeys(("campaigns", "demand", "running", "target", "preempt"), 0)
+    classes = {c.name: {"name": c.name, "priority": c.priority, "weight": c.weight, "policy": str(c.policy), **totals}
+               for c in scenario.classes or (fairshare.ClassSpec("default"),)}
+    users: dict[str, dict[str, Any]] = {}
+    for campaign in result["campaigns"]:
+        for entry in (classes[campaign["class"]], users.setdefault(campaign["user"], {"name": campaign["user"], **totals})):
+            entry["campaigns"] += 1
+            entry["demand"] += campaign["demand"]
+            for key in ("running", "target", "preempt"):
+                entry[key] += sum(campaign[key].values())
+    result["classes"] = list(classes.values())
+    result["users"] = sorted(users.values(), key=lambda u: u["name"])
     return result

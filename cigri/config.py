@@ -10,8 +10,10 @@ a :class:`ConfigError` naming the key.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field, fields
+from datetime import time
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,52 @@ class RunnerSettings:
 
 
 @dataclass(frozen=True)
+class MetaschedulerSettings:
+    """The ``[metascheduler]`` section: fair-share preemption and the night of campaign types."""
+
+    preempt_fraction: float = 0.10
+    night: str = "19:00-07:00"
+    weekend: bool = True
+
+
+POLICIES = ("fair_share", "fixed_share", "reserve")
+CLASS_KEYS: dict[str, type] = {"priority": int, "weight": float, "policy": str, "users": list, "clusters": list,
+                               "default": bool}
+USER_KEYS: dict[str, type] = {"allotment": int, "allotment_memory_gb": float, "affinity": dict}
+
+
+@dataclass(frozen=True)
+class ClassConfig:
+    """One ``[classes.NAME]`` table: a share of the grid (README, "Fair share")."""
+
+    name: str
+    priority: int = 0  # lower is served first
+    weight: float = 1.0
+    policy: str = "fair_share"
+    users: tuple[str, ...] | None = None  # None: every user
+    clusters: tuple[str, ...] | None = None  # None: every cluster
+    default: bool = False
+
+
+@dataclass(frozen=True)
+class UserConfig:
+    """The ``[users]`` defaults, or one ``[users.NAME]`` table over them."""
+
+    allotment: int | None = None  # most cores held by non-preemptable work; None: no limit
+    allotment_memory_gb: float | None = None
+    affinity: dict[str, float] = field(default_factory=dict)  # cluster -> weight, higher preferred
+
+
+@dataclass(frozen=True)
+class Users:
+    default: UserConfig = UserConfig()
+    named: dict[str, UserConfig] = field(default_factory=dict)
+
+    def of(self, name: str) -> UserConfig:
+        return self.named.get(name, self.default)
+
+
+@dataclass(frozen=True)
 class ClusterConfig:
     """One ``[clusters.NAME]`` table: which backend and its options."""
 
@@ -80,6 +128,19 @@ class Config:
     settings: Settings
     runner: RunnerSettings
     clusters: tuple[ClusterConfig, ...]
+    metascheduler: MetaschedulerSettings = MetaschedulerSettings()
+    classes: tuple[ClassConfig, ...] = ()  # empty: one fair-share class named "default"
+    users: Users = Users()
+
+    def default_class(self) -> str:
+        marked = [c.name for c in self.classes if c.default] or [c.name for c in self.classes if c.name == "default"]
+        return marked[0] if marked else "default"
+
+    def class_users(self) -> dict[str, frozenset[str] | None] | None:
+        """Each class and its allowed users (None: everyone); None when no class is configured."""
+        if not self.classes:
+            return None
+        return {c.name: None if c.users is None else frozenset(c.users) for c in self.classes}
 
     @property
     def home(self) -> Path:
@@ -98,14 +159,15 @@ class Config:
         return Path(self.settings.log_dir)
 
 
-SECTIONS: dict[str, type] = {"cigri": Settings, "runner": RunnerSettings}
+SECTIONS: dict[str, type] = {"cigri": Settings, "runner": RunnerSettings,
+                             "metascheduler": MetaschedulerSettings}
 
 
 def _coerce(key: str, value: Any, kind: type) -> Any:
     """Check one value against the declared type; accept ints where floats are expected."""
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    if kind is int and isinstance(value, bool):
+    if kind in (int, float) and isinstance(value, bool):
         raise ConfigError(f"{key}: expected an integer, got {value!r}")
     if not isinstance(value, kind):
         raise ConfigError(f"{key}: expected {kind.__name__}, got {value!r}")
@@ -113,6 +175,10 @@ def _coerce(key: str, value: Any, kind: type) -> Any:
 
 
 def _from_env_text(key: str, text: str, kind: type) -> Any:
+    if kind is bool:
+        if text.lower() not in ("true", "false", "1", "0"):
+            raise ConfigError(f"{key}: expected true or false, got {text!r}")
+        return text.lower() in ("true", "1")
     try:
         return kind(text) if kind is not str else text
     except ValueError:
@@ -120,7 +186,7 @@ def _from_env_text(key: str, text: str, kind: type) -> Any:
 
 
 def _field_types(cls: type) -> dict[str, type]:
-    return {f.name: {"str": str, "int": int, "float": float}[str(f.type)] for f in fields(cls)}
+    return {f.name: {"str": str, "int": int, "float": float, "bool": bool}[str(f.type)] for f in fields(cls)}
 
 
 def _read_file(path: Path) -> dict[str, Any]:
@@ -134,8 +200,11 @@ def _read_file(path: Path) -> dict[str, Any]:
 
 
 def _merge_layer(values: dict[str, dict[str, Any]], clusters: dict[str, dict[str, Any]],
-                 layer: dict[str, Any], origin: str) -> None:
+                 layer: dict[str, Any], origin: str, shares: dict[str, dict[str, Any]] | None = None) -> None:
     for section, content in layer.items():
+        if section in ("classes", "users") and shares is not None:
+            _merge_shares(shares[section], section, content, origin)
+            continue
         if section == "clusters":
             if not isinstance(content, dict):
                 raise ConfigError(f"{origin}: clusters: expected a table of clusters")
@@ -153,6 +222,67 @@ def _merge_layer(values: dict[str, dict[str, Any]], clusters: dict[str, dict[str
             if key not in types:
                 raise ConfigError(f"{origin}: unknown key {section}.{key}")
             values[section][key] = _coerce(f"{section}.{key}", value, types[key])
+
+
+def _merge_shares(tables: dict[str, Any], section: str, content: Any, origin: str) -> None:
+    """``[classes.NAME]`` tables, or ``[users]`` defaults and ``[users.NAME]`` tables, key by key."""
+    if not isinstance(content, dict):
+        raise ConfigError(f"{origin}: {section}: expected a table")
+    for name, value in content.items():
+        if isinstance(value, dict) and not (section == "users" and name == "affinity"):
+            tables.setdefault(name, {}).update(value)
+        elif section == "users":
+            tables.setdefault("", {})[name] = value
+        else:
+            raise ConfigError(f"{origin}: classes.{name}: expected a table")
+
+
+def _class_configs(tables: dict[str, dict[str, Any]]) -> tuple[ClassConfig, ...]:
+    result = []
+    for name, table in tables.items():
+        values = {key: _share_value(f"classes.{name}.{key}", CLASS_KEYS, key, value) for key, value in table.items()}
+        if values.get("policy", "fair_share") not in POLICIES:
+            raise ConfigError(f"classes.{name}.policy: expected one of {', '.join(POLICIES)}, got {values['policy']!r}")
+        if not values.get("weight", 1.0) > 0:
+            raise ConfigError(f"classes.{name}.weight: must be > 0")
+        for key in ("users", "clusters"):
+            if key in values:
+                values[key] = tuple(values[key])
+        result.append(ClassConfig(name, **values))
+    marked = [c.name for c in result if c.default]
+    if len(marked) > 1:
+        raise ConfigError(f"classes.{marked[1]}.default: only one class may be the default ({marked[0]} is)")
+    if result and not marked and "default" not in tables:
+        raise ConfigError(f"classes.{result[0].name}.default: no class is the default; set default = true on one")
+    return tuple(result)
+
+
+def _users(tables: dict[str, dict[str, Any]]) -> Users:
+    defaults = {key: _share_value(f"users.{key}", USER_KEYS, key, value) for key, value in tables.get("", {}).items()}
+    named = {name: UserConfig(**{**defaults, **{key: _share_value(f"users.{name}.{key}", USER_KEYS, key, value)
+                                                for key, value in table.items()}})
+             for name, table in tables.items() if name}
+    return Users(UserConfig(**defaults), named)
+
+
+def _share_value(where: str, kinds: dict[str, type], key: str, value: Any) -> Any:
+    """One class or user value, checked: lists of names, per-cluster numbers, counts >= 0."""
+    if key not in kinds:
+        raise ConfigError(f"unknown key {where}")
+    kind = kinds[key]
+    if kind is list:
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise ConfigError(f"{where}: expected a list of names, got {value!r}")
+        return value
+    if kind is dict:
+        if not isinstance(value, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                  for v in value.values()):
+            raise ConfigError(f"{where}: expected a table of cluster = number, got {value!r}")
+        return {k: float(v) for k, v in value.items()}
+    value = _coerce(where, value, kind)
+    if kind in (int, float) and key != "priority" and value < 0:
+        raise ConfigError(f"{where}: must be >= 0")
+    return value
 
 
 def _cluster_configs(clusters: dict[str, dict[str, Any]]) -> tuple[ClusterConfig, ...]:
@@ -187,6 +317,7 @@ def load(overrides: dict[str, Any] | None = None, environ: dict[str, str] | None
     env = os.environ if environ is None else environ
     values: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
     clusters: dict[str, dict[str, Any]] = {}
+    shares: dict[str, dict[str, Any]] = {"classes": {}, "users": {}}
     layers = [SYSTEM_FILE, USER_FILE] if system_files else []
     if env.get("CIGRI_CONFIG"):
         explicit = Path(env["CIGRI_CONFIG"])
@@ -195,7 +326,7 @@ def load(overrides: dict[str, Any] | None = None, environ: dict[str, str] | None
         layers.append(explicit)
     for path in layers:
         if path.is_file():
-            _merge_layer(values, clusters, _read_file(path), str(path))
+            _merge_layer(values, clusters, _read_file(path), str(path), shares)
     for section, cls in SECTIONS.items():
         prefix = "CIGRI_" if section == "cigri" else f"CIGRI_{section.upper()}_"
         for key, kind in _field_types(cls).items():
@@ -206,13 +337,16 @@ def load(overrides: dict[str, Any] | None = None, environ: dict[str, str] | None
     for dotted, value in (overrides or {}).items():
         section, _, key = dotted.partition(".")
         layer.setdefault(section, {})[key] = value
-    _merge_layer(values, clusters, layer, "overrides")
+    _merge_layer(values, clusters, layer, "overrides", shares)
     settings = _with_paths(Settings(**values["cigri"]))
     runner = RunnerSettings(**values["runner"])
     _check(settings, runner)
     if not clusters:
         clusters = {"local": {"backend": "local"}}
-    return Config(settings, runner, _cluster_configs(clusters))
+    metascheduler = MetaschedulerSettings(**values["metascheduler"])
+    _check_metascheduler(metascheduler)
+    return Config(settings, runner, _cluster_configs(clusters), metascheduler=metascheduler,
+                  classes=_class_configs(shares["classes"]), users=_users(shares["users"]))
 
 
 def _with_paths(settings: Settings) -> Settings:
@@ -247,3 +381,28 @@ def _check(settings: Settings, runner: RunnerSettings) -> None:
         raise ConfigError("runner.tap_initial: must be >= 1 and <= runner.tap_max")
     if runner.tap_factor < 1:
         raise ConfigError("runner.tap_factor: must be >= 1")
+
+
+_WINDOW = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)-([01]?\d|2[0-3]):([0-5]\d)$")
+
+
+def parse_window(text: str) -> tuple[time, time] | None:
+    """``"19:00-07:00"`` -> (start, end); ``""`` -> None (no night)."""
+    if not text:
+        return None
+    match = _WINDOW.match(text.strip())
+    if match is None:
+        raise ValueError(f"expected HH:MM-HH:MM or an empty string, got {text!r}")
+    start, end = time(int(match[1]), int(match[2])), time(int(match[3]), int(match[4]))
+    if start == end:
+        raise ValueError(f"{text!r} is empty: start and end are the same")
+    return start, end
+
+
+def _check_metascheduler(settings: MetaschedulerSettings) -> None:
+    if not 0 <= settings.preempt_fraction <= 1:
+        raise ConfigError("metascheduler.preempt_fraction: must be between 0 and 1")
+    try:
+        parse_window(settings.night)
+    except ValueError as error:
+        raise ConfigError(f"metascheduler.night: {error}") from None

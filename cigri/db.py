@@ -159,6 +159,16 @@ def m007_grouping(db: Database) -> None:
     """)
 
 
+@migrations()
+def m003_shares(db: Database) -> None:
+    """Fair share: a campaign's class (resolved at submission, so a later change of the
+    default class leaves it alone) and its priority among its user's campaigns."""
+    db.executescript("""
+    ALTER TABLE campaigns ADD COLUMN class TEXT NOT NULL DEFAULT 'default';
+    ALTER TABLE campaigns ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+    """)
+
+
 def connect(path: Path) -> Database:
     """Open (creating if needed) and migrate the database; files are private to the owner."""
     try:

@@ -65,6 +65,40 @@ def daemon(period: Optional[float] = typer.Option(None, "--period", help="Second
     run_daemon(grid, period, cycles)
 
 
+@app.command()
+@common.errors_to_exit
+def shares(scenario: Optional[Path] = typer.Option(None, "--scenario", metavar="FILE",
+                                                   help="Allocate a hypothetical grid read from a JSON scenario file (README, \"Fair share\"); the database is not opened."),
+           as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
+    """Explain the fair-share allocation: per class, user, campaign and cluster, the share, target, running jobs, demand and why."""
+    if scenario is not None:
+        result = api.shares_of_scenario(scenario, configuration.load(overrides).metascheduler.preempt_fraction)
+    else:
+        result = api.shares(_grid())
+    if as_json:
+        return common.print_json(result)
+    common.print_table("classes", ["class", "priority", "weight", "policy", "campaigns", "demand", "running", "target",
+                                   "preempt"],
+                       [[c["name"], c["priority"], c["weight"], c["policy"], c["campaigns"], c["demand"], c["running"],
+                         c["target"], c["preempt"]] for c in result["classes"]])
+    common.print_table("users", ["user", "campaigns", "demand", "running", "target", "preempt"],
+                       [[u["name"], u["campaigns"], u["demand"], u["running"], u["target"], u["preempt"]]
+                        for u in result["users"]])
+    common.print_table("campaigns", ["id", "user", "class", "demand", "running", "target", "start", "preempt",
+                                     "share", "reason"],
+                       [[c["id"], c["user"], c["class"], c["demand"], _per_cluster(c["running"]),
+                         _per_cluster(c["target"]), _per_cluster(c["start"]), _per_cluster(c["preempt"]),
+                         f"{100 * c['fair_share']['dominant']:.1f}%", c["reason"]] for c in result["campaigns"]])
+    common.print_table("clusters", ["cluster", "cores", "target cores", "preempt"],
+                       [[c["name"], c["cores"], c["target_cores"], c["preempt"]] for c in result["clusters"]])
+    print(f"preemption: at most {result['preempt_cap']} job(s) this cycle "
+          f"({100 * result['preempt_fraction']:.0f}% of running)")
+
+
+def _per_cluster(counts: dict[str, int]) -> str:
+    return " ".join(f"{cluster}:{n}" for cluster, n in counts.items()) or "0"
+
+
 @db_app.command("init")
 @common.errors_to_exit
 def db_init() -> None:

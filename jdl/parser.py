@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -22,8 +23,8 @@ from cigri.jdl.walltime import parse_walltime
 if TYPE_CHECKING:  # jsonschema is imported only when a JDL is parsed: status commands start faster
     import jsonschema
 
-GLOBAL_ONLY = ("name", "clusters", "param_file", "nb_jobs", "params", "jobs_type")
-BOOLEAN_KEYS = ("test_mode", "temporal_grouping", "dimensional_grouping", "finalize")
+GLOBAL_ONLY = ("name", "clusters", "param_file", "nb_jobs", "params", "jobs_type", "class", "priority")
+BOOLEAN_KEYS = ("test_mode", "temporal_grouping", "dimensional_grouping")
 WALLTIME_KEYS = ("walltime", "prologue_walltime", "epilogue_walltime", "temporal_grouping_batch_duration")
 SCRIPT_KEYS = ("prologue", "epilogue")
 PATH_KEYS = ("exec_file", "exec_directory")
@@ -61,11 +62,19 @@ class CampaignSpec:
     clusters: dict[str, dict[str, Any]]  # cluster name -> resolved settings
     params: ParamSource
     document: dict[str, Any]  # the JDL as given, without inline params
+    class_name: str = "default"  # the JDL's class, else the configuration's default class
+    priority: int = 0  # among the user's own campaigns: served first, preempted last
 
 
 def parse_jdl(text: str, *, known_clusters: list[str], user: str, base_dir: Path,
-              default_walltime: str, default_resources: str, source: str = "JDL") -> CampaignSpec:
-    """Validate a JDL text; raise :class:`InputError` listing every problem, one per line."""
+              default_walltime: str, default_resources: str, source: str = "JDL",
+              classes: Mapping[str, frozenset[str] | None] | None = None,
+              default_class: str = "default") -> CampaignSpec:
+    """Validate a JDL text; raise :class:`InputError` listing every problem, one per line.
+
+    ``classes`` maps each configured class to its allowed users (None: everyone); None means
+    the one implicit class ``default``.
+    """
     try:
         document = json.loads(text)
     except json.JSONDecodeError as error:
@@ -76,6 +85,8 @@ def parse_jdl(text: str, *, known_clusters: list[str], user: str, base_dir: Path
     if problems:
         raise InputError("\n".join(problems))
     problems = _semantic_problems(document, known_clusters)
+    class_name = document.get("class", default_class)
+    problems += _class_problems(class_name, user, {"default": None} if classes is None else classes)
     if problems:
         raise InputError("\n".join(f"{source}: {p}" for p in problems))
     home = home_of(user)
@@ -87,6 +98,8 @@ def parse_jdl(text: str, *, known_clusters: list[str], user: str, base_dir: Path
         clusters=clusters,
         params=_param_source(document, home, base_dir),
         document={k: v for k, v in document.items() if k != "params"},
+        class_name=class_name,
+        priority=document.get("priority", 0),
     )
 
 
@@ -132,6 +145,15 @@ def _semantic_problems(document: dict[str, Any], known_clusters: list[str]) -> l
         if _boolean(settings.get("dimensional_grouping", document.get("dimensional_grouping", False))):
             problems.append(f"$.clusters.{name}.dimensional_grouping: not supported by cigri")
     return problems
+
+
+def _class_problems(name: str, user: str, classes: Mapping[str, frozenset[str] | None]) -> list[str]:
+    if name not in classes:
+        return [f"$.class: unknown class {name!r} (known: {', '.join(sorted(classes))})"]
+    allowed = classes[name]
+    if allowed is not None and user not in allowed:
+        return [f"$.class: user {user} is not allowed in class {name!r}"]
+    return []
 
 
 def _boolean(value: bool | str) -> bool:

@@ -1,6 +1,5 @@
-"""The metascheduler: gather the scenario, allocate, and hand each share to a campaign scheduler."""
+"""The metascheduler: gather the scenario, allocate fair shares, and hand them to the campaign schedulers."""
 
-from cigri.metascheduler.allocation import CampaignView, ClusterView, allocate
-from cigri.metascheduler.metascheduler import schedule
+from cigri.metascheduler.metascheduler import gather, schedule
 
-__all__ = ["CampaignView", "ClusterView", "allocate", "schedule"]
+__all__ = ["gather", "schedule"]

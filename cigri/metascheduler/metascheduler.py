@@ -1,119 +1,238 @@
-"""Gather the grid's state into a scenario, allocate, and apply the shares.
+"""Gather the grid's state into a fair-share scenario, allocate, and apply the result.
 
-Applying a share means: run the prologue first where the JDL has one, then let the
-workqueue scheduler take tasks from the bag, and at a campaign's end queue its epilogues.
+Each cycle, in one transaction: queue the prologues and epilogues the JDLs ask for, read the
+scenario (:func:`gather`), run :func:`fairshare.allocate`, mark the youngest jobs of every
+campaign above its share for preemption (nikita kills them at the end of the cycle, and their
+tasks go back to the head of the bag), and let the workqueue scheduler take the started jobs'
+tasks from the bags, never letting more of a campaign's jobs wait on a cluster than its tap.
 """
 
 from __future__ import annotations
 
 import logging
+import re
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from cigri import db as database
+from cigri.backends import Capacity
+from cigri.config import Config
 from cigri.cycle_context import CycleContext
-from cigri.metascheduler.allocation import CampaignView, ClusterView, allocate
-from cigri.metascheduler.schedulers import finalize, test, workqueue
+from cigri.metascheduler import fairshare, windows
+from cigri.metascheduler.schedulers import test, workqueue
 from cigri.properties import campaign_properties
-from cigri.states import JOB_ACTIVE, CampaignState, JobState, TaskState, sql_in
+from cigri.states import JOB_ACTIVE, TASK_OPEN, CampaignState, JobState, KillReason, TaskState, sql_in
 
 log = logging.getLogger("cigri.metascheduler")
+_LEVELS = {"nodes", "host", "network_address", "cpu", "core", "resource_id"}
+_PART = re.compile(r"^\s*(\w+)\s*=\s*(\d+)\s*$")
 DEFAULT_MAX_WAITING = 100
 
 
+@dataclass(frozen=True)
+class Gathered:
+    """A scenario and the ids the metascheduler needs to apply its allocation."""
+
+    scenario: fairshare.Scenario
+    cluster_ids: Mapping[str, int]
+    names: Mapping[int, str]  # campaign names, for ``cigri shares``
+
+
 def schedule(ctx: CycleContext) -> dict[tuple[int, str], int]:
-    """One metascheduler pass; return the allocation it applied (for logs and tests)."""
-    db = ctx.grid.db
-    campaign_ids = [r[0] for r in db.execute("SELECT id FROM campaigns WHERE state = ? ORDER BY id",
-                                             [CampaignState.IN_TREATMENT])]
-    settings = campaign_properties(db, campaign_ids)
-    names = {cid: name for name, cid in ctx.grid.cluster_ids().items()}
-    active = _active_jobs(ctx, campaign_ids)
-    taps = {(c, k): rate for c, k, rate in db.execute("SELECT campaign_id, cluster_id, rate FROM taps")}
-    script_jobs = _script_jobs(ctx, campaign_ids)
-    clusters = [ClusterView(names[cid], cap.free_slots,
-                            int(ctx.cluster_options(cid).get("max_waiting", DEFAULT_MAX_WAITING)),
-                            sum(n for (_, k, state), n in active.items() if k == cid and state != JobState.RUNNING))
-                for cid, cap in ctx.capacities.items()]
-    views = []
-    with database.write(db) as conn:
-        for campaign_id in campaign_ids:
-            usable = []
-            open_tasks = _has_open_tasks(conn, campaign_id)
-            for cluster_id, values in settings[campaign_id].items():
-                if cluster_id not in ctx.capacities:
-                    continue
-                if not open_tasks:
-                    _queue_epilogue(conn, campaign_id, cluster_id, values, script_jobs)
-                elif _prologue_done(conn, campaign_id, cluster_id, values, script_jobs):
-                    usable.append(cluster_id)
-            if not usable:
+    """One metascheduler pass; return ``{(campaign, cluster): jobs started}``."""
+    config = ctx.grid.config
+    with database.write(ctx.grid.db) as conn:
+        _queue_scripts(conn, ctx)
+        gathered = gather(conn, config, ctx.capacities, database.now())
+        allocation = fairshare.allocate(gathered.scenario, config.metascheduler.preempt_fraction)
+        for share in allocation.campaigns:
+            for cluster, count in share.preempt.items():
+                marked = _preempt(conn, share.id, gathered.cluster_ids[cluster], count)
+                log.info("campaign %s: preempting %s job(s) on %s (%s)", share.id, marked, cluster, share.reason)
+        started = _start(conn, ctx, gathered, allocation)
+    return started
+
+
+def gather(conn: sqlite3.Connection, config: Config, capacities: Mapping[int, Capacity],
+           now: float) -> Gathered:
+    """Read the grid into a scenario; nothing is written.
+
+    A cluster offers cigri its free slots plus the cores of cigri's running jobs there. A
+    campaign holds its active jobs (queued ones included) not already marked for a kill, and
+    may use the clusters its JDL names where its prologue has run and its type may run now.
+    """
+    cluster_names = {cid: name for cid, name in conn.execute("SELECT id, name FROM clusters")}
+    rows = conn.execute("SELECT id, name, user, state, class, priority FROM campaigns WHERE state IN (?, ?) "
+                        "ORDER BY id", [CampaignState.IN_TREATMENT, CampaignState.PAUSED]).fetchall()
+    settings = campaign_properties_of(conn, [r[0] for r in rows])
+    held: dict[tuple[int, int], int] = {}
+    running_cores: dict[int, int] = {}
+    costs = {r[0]: _cores_per_task(settings[r[0]]) for r in rows}
+    for campaign_id, cluster_id, state, count in conn.execute(
+            f"SELECT campaign_id, cluster_id, state, count(*) FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} "
+            "AND kind = 'task' AND kill_reason IS NULL GROUP BY campaign_id, cluster_id, state"):
+        if cluster_id in capacities and campaign_id in costs:
+            held[(campaign_id, cluster_id)] = held.get((campaign_id, cluster_id), 0) + count
+            if state == JobState.RUNNING:
+                running_cores[cluster_id] = running_cores.get(cluster_id, 0) + count * costs[campaign_id]
+    clusters = tuple(fairshare.ClusterSpec(cluster_names[cid], cap.free_slots + running_cores.get(cid, 0))
+                     for cid, cap in sorted(capacities.items()))
+    limit = max(1, sum(c.cores for c in clusters))
+    night = windows.is_night(config.metascheduler, now)
+    ready = _ready_clusters(conn, settings)
+    classes = {c.name for c in config.classes} or {"default"}
+    campaigns = []
+    for campaign_id, _, user, state, class_name, priority in rows:
+        values = settings[campaign_id]
+        running = {cluster_names[k]: n for (c, k), n in held.items() if c == campaign_id}
+        usable = [k for k in values if k in capacities and state == CampaignState.IN_TREATMENT
+                  and k in ready.get(campaign_id, ()) and windows.job_type(values[k].get("type"), night) is not None]
+        pending = _pending(conn, campaign_id, limit) if usable else 0
+        if not running and not pending:
+            continue
+        campaigns.append(fairshare.CampaignSpec(
+            id=campaign_id, user=user, pending=pending, class_name=class_name if class_name in classes else None,
+            cores_per_task=costs[campaign_id], priority=priority, running=running,
+            test_mode=any(test.is_test_mode(values[k]) for k in usable),
+            max_jobs_per_cluster={cluster_names[k]: cap for k in usable if (cap := test.job_cap(values[k])) is not None},
+            clusters=tuple(cluster_names[k] for k in usable) if usable else tuple(running)))
+    known = {c.name for c in clusters}
+    scenario = fairshare.Scenario(
+        clusters=clusters, campaigns=tuple(campaigns),
+        classes=tuple(fairshare.ClassSpec(
+            name=c.name, priority=c.priority, weight=c.weight, policy=fairshare.Policy(c.policy),
+            users=None if c.users is None else frozenset(c.users),
+            clusters=None if c.clusters is None else tuple(n for n in c.clusters if n in known),
+            default=c.name == config.default_class()) for c in config.classes),
+        users=tuple(_user(config, name, known) for name in sorted({c.user for c in campaigns})))
+    return Gathered(scenario, {name: cid for cid, name in cluster_names.items()}, {r[0]: r[1] for r in rows})
+
+
+def campaign_properties_of(conn: sqlite3.Connection, campaign_ids: list[int]) -> dict[int, dict[int, dict[str, Any]]]:
+    """:func:`campaign_properties` on a bare connection (inside the cycle's transaction)."""
+    from sqlite_utils import Database
+
+    return campaign_properties(Database(conn), campaign_ids)
+
+
+def _user(config: Config, name: str, clusters: set[str]) -> fairshare.UserSpec:
+    user = config.users.of(name)
+    return fairshare.UserSpec(name, allotment_cores=user.allotment, allotment_memory_gb=user.allotment_memory_gb,
+                              affinity={k: v for k, v in user.affinity.items() if k in clusters})
+
+
+def _cores_per_task(values: Mapping[int, Mapping[str, Any]]) -> int:
+    """Cores one task asks for: the product of the levels of its OAR ``resources`` (the
+    largest over its clusters); a request cigri cannot read counts as one core."""
+    most = 1
+    for settings in values.values():
+        cores = 1
+        for part in re.split(r"[/,]", str(settings.get("resources", ""))):
+            match = _PART.match(part)
+            if match and match[1] in _LEVELS:
+                cores *= max(1, int(match[2]))
+        most = max(most, cores)
+    return most
+
+
+def _ready_clusters(conn: sqlite3.Connection, settings: dict[int, dict[int, dict[str, Any]]]) -> dict[int, set[int]]:
+    """Per campaign, the clusters where tasks may run: no prologue asked, or it terminated, and
+    colombo has not blacklisted the cluster for the campaign."""
+    ready: dict[int, set[int]] = {}
+    done = {(c, k) for c, k in conn.execute("SELECT campaign_id, cluster_id FROM jobs WHERE kind = 'prologue' "
+                                            "AND state = ?", [JobState.TERMINATED])}
+    blacklisted = {(c, k) for c, k in conn.execute(
+        "SELECT campaign_id, cluster_id FROM campaign_cluster_health WHERE blacklisted_at IS NOT NULL")}
+    for campaign_id, clusters in settings.items():
+        ready[campaign_id] = {k for k, values in clusters.items()
+                              if (not values.get("prologue") or (campaign_id, k) in done)
+                              and (campaign_id, k) not in blacklisted}
+    return ready
+
+
+def _queue_scripts(conn: sqlite3.Connection, ctx: CycleContext) -> None:
+    """Queue each prologue before a cluster's first task, and each epilogue after the last."""
+    ids = [r[0] for r in conn.execute("SELECT id FROM campaigns WHERE state = ?", [CampaignState.IN_TREATMENT])]
+    queued = {(c, k, kind) for c, k, kind in conn.execute(
+        "SELECT campaign_id, cluster_id, kind FROM jobs WHERE kind != 'task'")}
+    for campaign_id, clusters in campaign_properties_of(conn, ids).items():
+        open_tasks = _has_open_tasks(conn, campaign_id)
+        for cluster_id, values in clusters.items():
+            kind = "prologue" if open_tasks else "epilogue"
+            if cluster_id in ctx.capacities and values.get(kind) and (campaign_id, cluster_id, kind) not in queued:
+                workqueue.add_script_job(conn, campaign_id, cluster_id, kind)
+
+
+def _preempt(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, count: int) -> int:
+    """Mark the campaign's ``count`` youngest jobs on the cluster (queued ones first)."""
+    job_ids = [r[0] for r in conn.execute(
+        f"SELECT id FROM jobs WHERE campaign_id = ? AND cluster_id = ? AND kind = 'task' "
+        f"AND state IN {sql_in(JOB_ACTIVE)} AND kill_reason IS NULL "
+        f"ORDER BY state = ?, coalesce(started_at, created_at) DESC, id DESC LIMIT ?",
+        [campaign_id, cluster_id, JobState.RUNNING, count])]
+    conn.executemany(f"UPDATE jobs SET kill_reason = ? WHERE id = ? AND kill_reason IS NULL "
+                     f"AND state IN {sql_in(JOB_ACTIVE)}", [(KillReason.PREEMPT, j) for j in job_ids])
+    return len(job_ids)
+
+
+def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
+           allocation: fairshare.Allocation) -> dict[tuple[int, str], int]:
+    """Take each campaign's started jobs from its bag, then queue some ahead on the clusters.
+
+    No more of a campaign's jobs ever wait on a cluster than its tap. Beyond the free cores,
+    each cluster takes up to ``max_waiting`` queued cigri jobs (CiGri's queue depth: a slot
+    freed between two cycles finds a job ready), handed out in proportion to the campaigns'
+    targets there, so the queue follows the shares too.
+    """
+    taps = {(c, k): rate for c, k, rate in conn.execute("SELECT campaign_id, cluster_id, rate FROM taps")}
+    waiting = {(c, k): n for c, k, n in conn.execute(
+        "SELECT campaign_id, cluster_id, count(*) FROM jobs WHERE state IN (?, ?) AND kind = 'task' "
+        "GROUP BY campaign_id, cluster_id", [JobState.SUBMITTING, JobState.WAITING])}
+    specs = {c.id: c for c in gathered.scenario.campaigns}
+    tap_initial = ctx.grid.config.runner.tap_initial
+    started: dict[tuple[int, str], int] = {}
+
+    def take(campaign_id: int, cluster: str, count: int) -> int:
+        key = (campaign_id, gathered.cluster_ids[cluster])
+        count = min(count, taps.get(key, tap_initial) - waiting.get(key, 0))
+        taken = workqueue.take_tasks(conn, campaign_id, key[1], count) if count > 0 else 0
+        waiting[key] = waiting.get(key, 0) + taken
+        if taken:
+            started[(campaign_id, cluster)] = started.get((campaign_id, cluster), 0) + taken
+        return taken
+
+    for share in sorted(allocation.campaigns, key=lambda s: (not s.test_mode, s.id)):  # test mode first (CiGri)
+        for cluster, count in share.start.items():
+            take(share.id, cluster, count)
+    for cluster in gathered.scenario.clusters:
+        cluster_id = gathered.cluster_ids[cluster.name]
+        budget = int(ctx.cluster_options(cluster_id).get("max_waiting", DEFAULT_MAX_WAITING)) - sum(
+            n for (_, k), n in waiting.items() if k == cluster_id)
+        ahead = {s.id: 0 for s in allocation.campaigns if s.target.get(cluster.name) and not s.test_mode
+                 and specs[s.id].pending > started.get((s.id, cluster.name), 0)}
+        targets = {s.id: s.target[cluster.name] for s in allocation.campaigns if s.id in ahead}
+        while budget > 0 and ahead:
+            campaign_id = min(ahead, key=lambda c: (ahead[c] / targets[c], c))
+            cap = specs[campaign_id].max_jobs_per_cluster.get(cluster.name)
+            held = specs[campaign_id].running.get(cluster.name, 0) + started.get((campaign_id, cluster.name), 0)
+            if (cap is not None and held >= cap) or not take(campaign_id, cluster.name, 1):
+                del ahead[campaign_id]
                 continue
-            views.append(CampaignView(
-                id=campaign_id,
-                pending=_pending(conn, campaign_id, limit=sum(c.free_slots + c.max_waiting for c in clusters)),
-                clusters=tuple(names[k] for k in usable),
-                test_mode=any(test.is_test_mode(settings[campaign_id][k]) for k in usable),
-                max_jobs={names[k]: cap for k in usable
-                          if (cap := test.job_cap(settings[campaign_id][k])) is not None},
-                active={names[k]: _count(active, campaign_id, k, JOB_ACTIVE) for k in usable},
-                waiting={names[k]: _count(active, campaign_id, k, (JobState.SUBMITTING, JobState.WAITING))
-                         for k in usable},
-                tap={names[k]: taps.get((campaign_id, k), ctx.grid.config.runner.tap_initial) for k in usable},
-            ))
-        shares = allocate(clusters, views)
-        ids = {name: cid for cid, name in names.items()}
-        for (campaign_id, cluster), count in shares.items():
-            taken = workqueue.take_tasks(conn, campaign_id, ids[cluster], count)
-            log.info("campaign %s: %s new job(s) on %s", campaign_id, taken, cluster)
-        finalize.replicate(conn, ctx.capacities, settings)
-    return shares
+            ahead[campaign_id] += 1
+            budget -= 1
+    for (campaign_id, cluster), taken in started.items():
+        log.info("campaign %s: %s new job(s) on %s", campaign_id, taken, cluster)
+    return started
 
 
-def _active_jobs(ctx: CycleContext, campaign_ids: list[int]) -> dict[tuple[int, int, str], int]:
-    """``{(campaign, cluster, state): count}`` of task jobs not yet ended."""
-    return {(c, k, s): n for c, k, s, n in ctx.grid.db.execute(
-        f"SELECT campaign_id, cluster_id, state, count(*) FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} "
-        f"AND kind = 'task' GROUP BY campaign_id, cluster_id, state")}
-
-
-def _count(active: dict[tuple[int, int, str], int], campaign_id: int, cluster_id: int, states: tuple[Any, ...]) -> int:
-    return sum(active.get((campaign_id, cluster_id, s), 0) for s in states)
-
-
-def _script_jobs(ctx: CycleContext, campaign_ids: list[int]) -> dict[tuple[int, int, str], list[str]]:
-    """States of every prologue/epilogue job, keyed by (campaign, cluster, kind)."""
-    result: dict[tuple[int, int, str], list[str]] = {}
-    for c, k, kind, state in ctx.grid.db.execute(
-            "SELECT campaign_id, cluster_id, kind, state FROM jobs WHERE kind != 'task' ORDER BY id"):
-        result.setdefault((c, k, kind), []).append(state)
-    return result
-
-
-def _prologue_done(conn: Any, campaign_id: int, cluster_id: int, values: dict[str, Any],
-                   script_jobs: dict[tuple[int, int, str], list[str]]) -> bool:
-    """True when tasks may run on the cluster; queue the prologue job the first time."""
-    if not values.get("prologue"):
-        return True
-    states = script_jobs.get((campaign_id, cluster_id, "prologue"), [])
-    if JobState.TERMINATED in states:
-        return True
-    if not states:
-        workqueue.add_script_job(conn, campaign_id, cluster_id, "prologue")
-    return False
-
-
-def _queue_epilogue(conn: Any, campaign_id: int, cluster_id: int, values: dict[str, Any],
-                    script_jobs: dict[tuple[int, int, str], list[str]]) -> None:
-    if values.get("epilogue") and not script_jobs.get((campaign_id, cluster_id, "epilogue")):
-        workqueue.add_script_job(conn, campaign_id, cluster_id, "epilogue")
-
-
-def _has_open_tasks(conn: Any, campaign_id: int) -> bool:
-    return conn.execute("SELECT 1 FROM tasks WHERE campaign_id = ? AND state IN ('pending','waiting','running') "
+def _has_open_tasks(conn: sqlite3.Connection, campaign_id: int) -> bool:
+    return conn.execute(f"SELECT 1 FROM tasks WHERE campaign_id = ? AND state IN {sql_in(TASK_OPEN)} "
                         "LIMIT 1", [campaign_id]).fetchone() is not None
 
 
-def _pending(conn: Any, campaign_id: int, limit: int) -> int:
+def _pending(conn: sqlite3.Connection, campaign_id: int, limit: int) -> int:
     """Pending tasks, counted only up to what could be started (cheap on huge bags)."""
     return conn.execute("SELECT count(*) FROM (SELECT 1 FROM tasks WHERE campaign_id = ? AND state = ? LIMIT ?)",
                         [campaign_id, TaskState.PENDING, limit]).fetchone()[0]

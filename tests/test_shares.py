@@ -1,0 +1,292 @@
+"""Fair share wired in: configuration, JDL class and type, the scenario gathered from a real
+database, ``cigri shares``, and real cycles on the local pool (weighted split, preemption)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from harness import Cigri
+
+from cigri import api, config
+from cigri.backends import Capacity
+from cigri.config import MetaschedulerSettings
+from cigri.cycle import run_cycle
+from cigri.db import now
+from cigri.errors import ConfigError, InputError
+from cigri.grid import Grid, open_grid
+from cigri.metascheduler import gather
+from cigri.metascheduler.fairshare import Policy
+from cigri.metascheduler.windows import is_night, job_type
+from cigri.states import KillReason
+
+CLASSES = """
+[classes.gold]
+weight = 3
+users = ["alice"]
+[classes.silver]
+weight = 1
+default = true
+[users]
+allotment = 16
+[users.alice]
+affinity = {b = 2}
+"""
+
+
+@pytest.fixture
+def make_grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], Grid]]:
+    """Open a grid on a real database with the given configuration text."""
+    for name in [n for n in os.environ if n.startswith("CIGRI_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setattr(config, "SYSTEM_FILE", tmp_path / "absent.toml")
+    monkeypatch.setattr(config, "USER_FILE", tmp_path / "absent.toml")
+    monkeypatch.setenv("CIGRI_HOME", str(tmp_path / "home"))
+    grids: list[Grid] = []
+
+    def make(text: str) -> Grid:
+        path = tmp_path / "cigri.toml"
+        path.write_text(text)
+        monkeypatch.setenv("CIGRI_CONFIG", str(path))
+        grids.append(open_grid(config.load()))
+        return grids[-1]
+
+    yield make
+    for grid in grids:
+        grid.close()
+
+
+def _submit(grid: Grid, tmp_path: Path, user: str, tasks: int, **fields: object) -> int:
+    document = {"name": f"{user}-campaign", "exec_file": "/bin/sleep", "exec_directory": str(tmp_path),
+                "params": [str(60 + i) for i in range(tasks)], "clusters": {"a": {}}, **fields}
+    return api.submit(grid, json.dumps(document), base_dir=tmp_path, user=user)[0]
+
+
+TWO_CLUSTERS = '[clusters.a]\nbackend = "local"\n[clusters.b]\nbackend = "local"\n'
+
+
+# --- configuration ------------------------------------------------------------------------
+
+def test_classes_users_and_windows_are_read(make_grid: Callable[[str], Grid]) -> None:
+    cfg = make_grid(TWO_CLUSTERS + CLASSES + '[metascheduler]\npreempt_fraction = 0.2\nnight = "22:00-06:00"\n').config
+    assert [(c.name, c.weight, c.policy, c.users, c.default) for c in cfg.classes] == [
+        ("gold", 3.0, "fair_share", ("alice",), False), ("silver", 1.0, "fair_share", None, True)]
+    assert cfg.default_class() == "silver"
+    assert cfg.class_users() == {"gold": frozenset({"alice"}), "silver": None}
+    assert cfg.users.of("alice").allotment == 16 and cfg.users.of("alice").affinity == {"b": 2.0}
+    assert cfg.users.of("bob").allotment == 16 and cfg.users.of("bob").affinity == {}
+    assert (cfg.metascheduler.preempt_fraction, cfg.metascheduler.night) == (0.2, "22:00-06:00")
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ('[classes.x]\npolicy = "greedy"\ndefault = true\n', "classes.x.policy"),
+    ("[classes.x]\nweight = 0\ndefault = true\n", "classes.x.weight"),
+    ("[classes.x]\ndefault = true\n[classes.y]\ndefault = true\n", "classes.y.default"),
+    ("[classes.x]\nweight = 2\n", "classes.x.default"),
+    ('[classes.x]\nusers = "alice"\ndefault = true\n', "classes.x.users"),
+    ("[classes.x]\ncolour = 1\ndefault = true\n", "classes.x.colour"),
+    ("[users]\nallotment = -1\n", "users.allotment"),
+    ('[users.bob]\naffinity = {a = "high"}\n', "users.bob.affinity"),
+    ("[metascheduler]\npreempt_fraction = 1.5\n", "metascheduler.preempt_fraction"),
+    ('[metascheduler]\nnight = "7pm"\n', "metascheduler.night"),
+])
+def test_bad_share_configuration_names_the_key(make_grid: Callable[[str], Grid], text: str, key: str) -> None:
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        make_grid(TWO_CLUSTERS + text)
+
+
+def test_night_window_wraps_midnight_and_covers_the_weekend() -> None:
+    def at(day: int, hour: int) -> float:
+        return datetime(2026, 11, day, hour, 30).timestamp()  # 2026-11-23 is a Monday
+
+    settings = MetaschedulerSettings(night="19:00-07:00", weekend=True)
+    assert [is_night(settings, at(23, h)) for h in (6, 7, 12, 18, 19, 23)] == [True, False, False, False, True, True]
+    assert is_night(settings, at(28, 12)) and not is_night(MetaschedulerSettings(weekend=False), at(28, 12))
+    assert not is_night(MetaschedulerSettings(night="", weekend=False), at(23, 23))
+    assert [job_type(t, False) for t in ("best-effort", "normal", "semi-best-effort", "nightly")] == \
+        ["best-effort", "normal", "best-effort", None]
+    assert [job_type(t, True) for t in ("best-effort", "normal", "semi-best-effort", "nightly")] == \
+        ["best-effort", "normal", "normal", "normal"]
+
+
+# --- JDL class ----------------------------------------------------------------------------
+
+def test_class_and_priority_are_stored_default_class_applied(make_grid: Callable[[str], Grid], tmp_path: Path) -> None:
+    grid = make_grid(TWO_CLUSTERS + CLASSES)
+    gold = _submit(grid, tmp_path, "alice", 1, **{"class": "gold", "priority": 5})
+    plain = _submit(grid, tmp_path, "bob", 1)
+    rows = grid.db.execute("SELECT id, class, priority FROM campaigns ORDER BY id").fetchall()
+    assert rows == [(gold, "gold", 5), (plain, "silver", 0)]
+
+
+@pytest.mark.parametrize(("user", "klass", "message"), [
+    ("bob", "gold", "JDL: $.class: user bob is not allowed in class 'gold'"),
+    ("alice", "platinum", "JDL: $.class: unknown class 'platinum' (known: gold, silver)"),
+])
+def test_unknown_or_forbidden_class_is_one_line_and_writes_nothing(
+        make_grid: Callable[[str], Grid], tmp_path: Path, user: str, klass: str, message: str) -> None:
+    grid = make_grid(TWO_CLUSTERS + CLASSES)
+    with pytest.raises(InputError) as error:
+        _submit(grid, tmp_path, user, 3, **{"class": klass})
+    assert str(error.value) == message
+    assert grid.db.execute("SELECT count(*) FROM campaigns").fetchone()[0] == 0
+
+
+def test_gridsub_refuses_a_forbidden_class_with_exit_2(cigri: Cigri) -> None:
+    cigri.config.write_text(cigri.config.read_text() + CLASSES.replace("{b = 2}", "{local = 2}"))
+    cigri.env["CIGRI_USER"] = "bob"
+    result = cigri.run("gridsub", "-f", str(cigri.jdl("gold", exec_file="/bin/true", nb_jobs=2, **{"class": "gold"})),
+                       expect=2)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].endswith("$.class: user bob is not allowed in class 'gold'"), lines
+    assert cigri.json("gridstat", "-a") == []
+
+
+# --- the scenario gathered from the database ----------------------------------------------
+
+def test_gather_reads_capacity_holdings_classes_users_and_limits(make_grid: Callable[[str], Grid],
+                                                                  tmp_path: Path) -> None:
+    grid = make_grid(TWO_CLUSTERS + CLASSES + '[metascheduler]\nnight = ""\nweekend = false\n')
+    ids = grid.cluster_ids()
+    alice = _submit(grid, tmp_path, "alice", 50, resources="core=2", max_jobs=7,
+                    clusters={"a": {}, "b": {"test_mode": True}}, **{"class": "gold", "priority": 3})
+    bob = _submit(grid, tmp_path, "bob", 4, clusters={"a": {"prologue": "true"}, "b": {}})
+    nightly = _submit(grid, tmp_path, "carol", 4, type="nightly")
+    jobs = [(alice, ids["a"], "running", None), (alice, ids["a"], "waiting", None),
+            (alice, ids["a"], "running", KillReason.PREEMPT), (bob, ids["b"], "running", None)]
+    grid.db.conn.executemany("INSERT INTO jobs(campaign_id, cluster_id, kind, state, kill_reason, created_at) "
+                             "VALUES (?, ?, 'task', ?, ?, 0)", jobs)
+    scenario = gather(grid.db.conn, grid.config, {ids["a"]: Capacity(8, 3), ids["b"]: Capacity(4, 1)}, now()).scenario
+    # a offers its 3 free slots plus the 2 cores of alice's running job (the one being killed excluded)
+    assert [(c.name, c.cores) for c in scenario.clusters] == [("a", 5), ("b", 2)]
+    campaigns = {c.id: c for c in scenario.campaigns}
+    assert nightly not in campaigns  # by day a nightly campaign neither runs nor holds anything
+    a = campaigns[alice]
+    assert (a.user, a.class_name, a.priority, a.cores_per_task, a.test_mode) == ("alice", "gold", 3, 2, True)
+    assert (dict(a.running), a.clusters, dict(a.max_jobs_per_cluster)) == ({"a": 2}, ("a", "b"), {"a": 7, "b": 1})
+    assert a.pending == 7  # counted only up to the grid's cores: a huge bag costs nothing
+    b = campaigns[bob]
+    assert (b.class_name, b.clusters, dict(b.running), b.pending) == ("silver", ("b",), {"b": 1}, 4)  # prologue first
+    assert [(c.name, c.weight, c.policy, c.default) for c in scenario.classes] == [
+        ("gold", 3.0, Policy.FAIR_SHARE, False), ("silver", 1.0, Policy.FAIR_SHARE, True)]
+    assert [(u.name, u.allotment_cores, dict(u.affinity)) for u in scenario.users] == [
+        ("alice", 16, {"b": 2.0}), ("bob", 16, {})]
+
+
+def test_gather_lets_nightly_campaigns_run_at_night(make_grid: Callable[[str], Grid], tmp_path: Path) -> None:
+    grid = make_grid(TWO_CLUSTERS + '[metascheduler]\nnight = "00:00-23:59"\nweekend = true\n')
+    nightly = _submit(grid, tmp_path, "carol", 4, type="nightly")
+    ids = grid.cluster_ids()
+    scenario = gather(grid.db.conn, grid.config, {ids["a"]: Capacity(8, 8)},
+                      datetime(2026, 11, 23, 12).timestamp()).scenario
+    assert [(c.id, c.clusters, c.class_name) for c in scenario.campaigns] == [(nightly, ("a",), "default")]
+
+
+# --- cigri shares --scenario --------------------------------------------------------------
+
+def test_shares_of_a_scenario_file_without_a_database(cigri: Cigri) -> None:
+    scenario = {"clusters": [{"name": "c1", "cores": 64}],
+                "campaigns": [{"id": 1, "user": "a", "pending": 0, "running": {"c1": 40}},
+                              {"id": 2, "user": "b", "pending": 50}]}
+    path = cigri.tmp / "scenario.json"
+    path.write_text(json.dumps(scenario))
+    result = cigri.json("cigri", "shares", "--scenario", str(path))
+    assert [(c["id"], c["target"], c["preempt"]) for c in result["campaigns"]] == [
+        (1, {"c1": 32}, {"c1": 4}), (2, {"c1": 32}, {})]
+    assert result["preempt_cap"] == 4 and result["users"][0]["target"] == 32
+    assert "below share" in result["campaigns"][1]["reason"]
+    assert not cigri.home.exists()
+    path.write_text(json.dumps({**scenario, "clusters": [{"name": "c1", "cores": -1}]}))
+    bad = cigri.run("cigri", "shares", "--scenario", str(path), "--json", expect=2)
+    assert bad.stdout == "" and bad.stderr.strip() == f"cigri: {path}: clusters[0].cores: -1 is less than the minimum of 0"
+
+
+# --- real cycles on the local pool --------------------------------------------------------
+
+SPLIT = """[clusters.a]
+backend = "local"
+slots = 8
+max_waiting = 0
+[runner]
+tap_initial = 8
+tap_max = 8
+[metascheduler]
+preempt_fraction = 0.25
+night = ""
+weekend = false
+""" + CLASSES.replace("affinity = {b = 2}", "")
+
+
+def _held(grid: Grid, campaign_id: int) -> int:
+    return grid.db.execute("SELECT count(*) FROM jobs WHERE campaign_id = ? AND state IN ('submitting', 'waiting', "
+                           "'running') AND kill_reason IS NULL", [campaign_id]).fetchone()[0]
+
+
+def _running(grid: Grid, campaign_id: int) -> int:
+    return grid.db.execute("SELECT count(*) FROM jobs WHERE campaign_id = ? AND state = 'running'",
+                           [campaign_id]).fetchone()[0]
+
+
+def _cycles_until(grid: Grid, done: Callable[[], bool], what: str, each: Callable[[], None] = lambda: None,
+                  timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, what
+        run_cycle(grid)
+        each()
+        time.sleep(0.05)
+
+
+def _cancel_all(grid: Grid, *campaign_ids: int) -> None:
+    for campaign_id in campaign_ids:
+        api.cancel(grid, campaign_id, user="root")
+    run_cycle(grid)
+
+
+def test_two_users_in_two_classes_split_the_cluster_3_to_1(make_grid: Callable[[str], Grid], tmp_path: Path) -> None:
+    grid = make_grid(SPLIT)
+    alice = _submit(grid, tmp_path, "alice", 12, **{"class": "gold"})
+    bob = _submit(grid, tmp_path, "bob", 12)
+    try:
+        _cycles_until(grid, lambda: (_running(grid, alice), _running(grid, bob)) == (6, 2), "a 6:2 split")
+        run_cycle(grid)
+        assert (_held(grid, alice), _held(grid, bob)) == (6, 2)  # stable: nothing more started or killed
+        shares = api.shares(grid)
+        by_id = {c["id"]: c for c in shares["campaigns"]}
+        assert (by_id[alice]["target"], by_id[bob]["target"]) == ({"a": 6}, {"a": 2})
+        assert [(c["name"], c["running"], c["target"]) for c in shares["classes"]] == [("gold", 6, 6), ("silver", 2, 2)]
+        assert by_id[bob]["name"] == "bob-campaign" and "at fair share" in by_id[bob]["reason"]
+    finally:
+        _cancel_all(grid, alice, bob)
+
+
+def test_a_higher_share_arrival_preempts_at_most_the_fraction_per_cycle(make_grid: Callable[[str], Grid],
+                                                                         tmp_path: Path) -> None:
+    grid = make_grid(SPLIT)
+    bob = _submit(grid, tmp_path, "bob", 12)
+    try:
+        _cycles_until(grid, lambda: _running(grid, bob) == 8, "bob fills the cluster")
+        alice = _submit(grid, tmp_path, "alice", 12, **{"class": "gold"})
+        marked: list[int] = []
+
+        def count_kills() -> None:
+            marked.append(grid.db.execute("SELECT count(*) FROM jobs WHERE kill_reason = ?",
+                                          [KillReason.PREEMPT]).fetchone()[0])
+
+        count_kills()
+        _cycles_until(grid, lambda: (_running(grid, alice), _running(grid, bob)) == (6, 2),
+                      "alice takes her share by preemption", each=count_kills)
+        per_cycle = [b - a for a, b in zip(marked, marked[1:])]
+        assert marked[-1] == 6 and max(per_cycle) <= math.ceil(0.25 * 8), per_cycle
+        requeued = grid.db.execute("SELECT count(*) FROM jobs WHERE campaign_id = ? AND state = 'preempted'",
+                                   [bob]).fetchone()[0]
+        attempts = grid.db.execute("SELECT max(attempts) FROM tasks WHERE campaign_id = ?", [bob]).fetchone()[0]
+        assert requeued == 6 and attempts == 1  # the tasks went back to the bag, no attempt charged
+    finally:
+        _cancel_all(grid, bob, *([alice] if "alice" in locals() else []))
