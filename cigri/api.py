@@ -178,6 +178,9 @@ def campaign_summary(grid: Grid, campaign_id: int) -> dict[str, Any]:
                           / counts["total"], 1) if counts["total"] else 100.0,
         "open_events": grid.db.execute("SELECT count(*) FROM events WHERE campaign_id = ? AND state = 'open'",
                                        [campaign_id]).fetchone()[0],
+        "replicas": grid.db.execute(  # extra copies of running tasks (finalize scheduler)
+            f"SELECT count(*) - count(DISTINCT task_id) FROM jobs WHERE campaign_id = ? AND kind = 'task' "
+            f"AND state IN {sql_in(JOB_ACTIVE)}", [campaign_id]).fetchone()[0],
     }
 
 

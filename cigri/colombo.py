@@ -17,7 +17,7 @@ from typing import Any
 from cigri import db as database
 from cigri.cycle_context import CycleContext
 from cigri.events import open_event
-from cigri.states import EXIT_RESUBMIT_HEAD, CampaignState, JobState, KillReason, TaskState
+from cigri.states import EXIT_RESUBMIT_HEAD, JOB_ACTIVE, CampaignState, JobState, KillReason, TaskState, sql_in
 
 log = logging.getLogger("cigri.colombo")
 PRIORITY_HEAD, PRIORITY_TAIL = 20, 0
@@ -35,8 +35,11 @@ def analyse(ctx: CycleContext) -> int:
             "t.attempts, t.name FROM tasks t JOIN jobs j ON j.task_id = t.id "
             f"WHERE t.campaign_id = ? AND t.state IN (?, ?) AND j.state IN ({','.join('?' * len(UNDECIDED))}) "
             # Only the task's latest job: an earlier attempt's ending was decided when it ended,
-            # and deciding it again would re-queue the task while its current attempt runs.
-            "AND j.id = (SELECT max(id) FROM jobs WHERE task_id = t.id)",
+            # and deciding it again would re-queue the task while its current attempt runs. And
+            # only once no copy of the task is active: a replica (finalize scheduler) that ends
+            # badly decides nothing while another copy runs, since that copy may still win.
+            "AND j.id = (SELECT max(id) FROM jobs WHERE task_id = t.id) "
+            f"AND NOT EXISTS (SELECT 1 FROM jobs a WHERE a.task_id = t.id AND a.state IN {sql_in(JOB_ACTIVE)})",
             [campaign_id, TaskState.WAITING, TaskState.RUNNING, *UNDECIDED]))
         tails = {j["id"]: _stderr_tail(ctx, j) for j in jobs if j["state"] == JobState.FAILED}
         with database.write(ctx.grid.db) as conn:

@@ -65,7 +65,8 @@ def _campaign(grid, campaign_id: int, as_json: bool) -> None:
     common.print_table("Tasks", list(t), [list(t.values())])
     print(f"Progress: {detail['progress']}%   average duration: {common.duration(detail['average_duration'])}   "
           f"throughput: {f'{rate * 3600:.0f} tasks/h' if rate else '?'}   "
-          f"remaining: {common.duration(detail['remaining_seconds'])}   open events: {detail['open_events']}")
+          f"remaining: {common.duration(detail['remaining_seconds'])}   open events: {detail['open_events']}   "
+          f"replicas: {detail['replicas']}")
     if detail["clusters"]:
         states = sorted({s for c in detail["clusters"] for s in c["jobs"]})
         common.print_table("Jobs per cluster", ["cluster", *states],

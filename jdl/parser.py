@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # jsonschema is imported only when a JDL is parsed: status co
     import jsonschema
 
 GLOBAL_ONLY = ("name", "clusters", "param_file", "nb_jobs", "params", "jobs_type", "class", "priority")
-BOOLEAN_KEYS = ("test_mode", "temporal_grouping", "dimensional_grouping")
+BOOLEAN_KEYS = ("test_mode", "temporal_grouping", "dimensional_grouping", "finalize")
 WALLTIME_KEYS = ("walltime", "prologue_walltime", "epilogue_walltime", "temporal_grouping_batch_duration")
 SCRIPT_KEYS = ("prologue", "epilogue")
 PATH_KEYS = ("exec_file", "exec_directory")

@@ -21,7 +21,7 @@ from cigri.backends import Capacity
 from cigri.config import Config
 from cigri.cycle_context import CycleContext
 from cigri.metascheduler import fairshare, windows
-from cigri.metascheduler.schedulers import test, workqueue
+from cigri.metascheduler.schedulers import finalize, test, workqueue
 from cigri.properties import campaign_properties
 from cigri.states import JOB_ACTIVE, TASK_OPEN, CampaignState, JobState, KillReason, TaskState, sql_in
 
@@ -52,6 +52,7 @@ def schedule(ctx: CycleContext) -> dict[tuple[int, str], int]:
                 marked = _preempt(conn, share.id, gathered.cluster_ids[cluster], count)
                 log.info("campaign %s: preempting %s job(s) on %s (%s)", share.id, marked, cluster, share.reason)
         started = _start(conn, ctx, gathered, allocation)
+        finalize.replicate(conn, ctx.capacities, campaign_properties_of(conn, list(gathered.names)))
     return started
 
 

@@ -1,0 +1,101 @@
+"""The finalize scheduler: at a campaign's tail, run its stragglers twice and keep the first.
+
+A campaign's last tasks decide when it ends, and one slow node or a long task in the tail can
+double its makespan while the grid sits idle. When a campaign's bag is empty and its open
+tasks are fewer than the free slots of its clusters, each task still running with a single
+copy gets a replica on a free slot (another cluster first). The first copy to finish ends the
+task (the updator); every other copy still active is then marked ``kill_reason = 'replica'``
+and nikita cancels it at the end of the cycle, so the task counts once. Colombo judges a
+task's ending only once no copy of it is active, so a replica that fails decides nothing while
+another copy runs.
+
+A replica is a job of the same task: it is not an attempt (``attempts`` is untouched) and
+``gridstat`` counts it under ``replicas``. On by default only for best-effort campaigns (their
+slots cost nobody anything); the JDL's ``finalize`` turns it on or off per campaign and cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Mapping
+from typing import Any
+
+from cigri import db as database
+from cigri.backends import Capacity
+from cigri.states import JOB_ACTIVE, CampaignState, JobState, KillReason, TaskState, sql_in
+
+log = logging.getLogger("cigri.finalize")
+BEST_EFFORT = ("best-effort", "besteffort")
+
+
+def enabled(settings: Mapping[str, Any]) -> bool:
+    """Whether replicas of the campaign may run on a cluster with these JDL settings."""
+    if "finalize" in settings:
+        return bool(settings["finalize"])
+    return settings.get("type") in BEST_EFFORT and not settings.get("test_mode")
+
+
+def kill_losers(conn: sqlite3.Connection) -> int:
+    """Mark every still-active copy of an already terminated task for nikita."""
+    return conn.execute(
+        f"UPDATE jobs SET kill_reason = ? WHERE state IN {sql_in(JOB_ACTIVE)} AND kind = 'task' "
+        "AND kill_reason IS NULL AND EXISTS (SELECT 1 FROM tasks t WHERE t.id = jobs.task_id AND t.state = ?)",
+        [KillReason.REPLICA, TaskState.TERMINATED]).rowcount
+
+
+def free_slots(conn: sqlite3.Connection, capacities: Mapping[int, Capacity]) -> dict[int, int]:
+    """Slots nobody will take: free now, less cigri's jobs already queued or being sent there."""
+    queued = dict(conn.execute("SELECT cluster_id, count(*) FROM jobs WHERE state IN (?, ?) GROUP BY cluster_id",
+                               [JobState.SUBMITTING, JobState.WAITING]).fetchall())
+    return {cid: max(0, cap.free_slots - queued.get(cid, 0)) for cid, cap in capacities.items()}
+
+
+def replicate(conn: sqlite3.Connection, capacities: Mapping[int, Capacity],
+              settings: Mapping[int, Mapping[int, Mapping[str, Any]]]) -> int:
+    """Give each straggler of each campaign at its tail one replica on a free slot; return how many.
+
+    ``settings`` is :func:`cigri.properties.campaign_properties` of the active campaigns. Runs
+    after the allocation in the metascheduler's transaction, so it only uses slots no campaign
+    with tasks in its bag could take this cycle.
+    """
+    kill_losers(conn)
+    free = free_slots(conn, capacities)
+    made = 0
+    for (campaign_id,) in conn.execute("SELECT id FROM campaigns WHERE state = ? ORDER BY id",
+                                       [CampaignState.IN_TREATMENT]).fetchall():
+        clusters = [cid for cid, values in settings.get(campaign_id, {}).items() if cid in free and enabled(values)]
+        room = sum(free[cid] for cid in clusters)
+        if room == 0 or _tail_size(conn, campaign_id, room) >= room:
+            continue
+        for task_id, original in _stragglers(conn, campaign_id):
+            target = max((cid for cid in clusters if free[cid] > 0),
+                         key=lambda cid: (cid != original, free[cid], -cid), default=None)
+            if target is None:
+                break
+            conn.execute("INSERT INTO jobs(campaign_id, task_id, cluster_id, kind, state, created_at) "
+                         "VALUES (?, ?, ?, 'task', ?, ?)", [campaign_id, task_id, target, JobState.SUBMITTING,
+                                                            database.now()])
+            free[target] -= 1
+            made += 1
+    if made:
+        log.info("finalize: %s replica(s) started", made)
+    return made
+
+
+def _tail_size(conn: sqlite3.Connection, campaign_id: int, room: int) -> int:
+    """The campaign's open tasks, counted up to ``room``; a non-empty bag counts as no tail."""
+    if conn.execute("SELECT 1 FROM tasks WHERE campaign_id = ? AND state = ? LIMIT 1",
+                    [campaign_id, TaskState.PENDING]).fetchone():
+        return room
+    return conn.execute("SELECT count(*) FROM (SELECT 1 FROM tasks WHERE campaign_id = ? AND state IN (?, ?) LIMIT ?)",
+                        [campaign_id, TaskState.WAITING, TaskState.RUNNING, room]).fetchone()[0]
+
+
+def _stragglers(conn: sqlite3.Connection, campaign_id: int) -> list[tuple[int, int]]:
+    """Running tasks with a single active copy, longest running first, with that copy's cluster."""
+    return conn.execute(
+        f"SELECT task_id, min(cluster_id) FROM jobs WHERE campaign_id = ? AND kind = 'task' "
+        f"AND state IN {sql_in(JOB_ACTIVE)} AND kill_reason IS NULL GROUP BY task_id "
+        "HAVING count(*) = 1 AND max(state) = ? ORDER BY min(started_at), task_id",
+        [campaign_id, JobState.RUNNING]).fetchall()
