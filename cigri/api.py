@@ -181,6 +181,9 @@ def campaign_summary(grid: Grid, campaign_id: int) -> dict[str, Any]:
         "replicas": grid.db.execute(  # extra copies of running tasks (finalize scheduler)
             f"SELECT count(*) - count(DISTINCT task_id) FROM jobs WHERE campaign_id = ? AND kind = 'task' "
             f"AND state IN {sql_in(JOB_ACTIVE)}", [campaign_id]).fetchone()[0],
+        "replicas": grid.db.execute(  # extra copies of running tasks (finalize scheduler)
+            f"SELECT count(*) - count(DISTINCT task_id) FROM jobs WHERE campaign_id = ? AND kind = 'task' "
+            f"AND state IN {sql_in(JOB_ACTIVE)}", [campaign_id]).fetchone()[0],
     }
 
 

@@ -1,0 +1,121 @@
+"""One campaign over both Slurm clusters and OAR at once, driven by ``cigri cycle``.
+
+Real resource managers (``tests/clusters/up.sh``), real CLI subprocesses: every task must run
+exactly once (each run leaves a marker file in the shared exec directory), gridstat must show
+the campaign's progress per cluster, and each cycle must stay within its remote-call budget.
+Tasks on slurm-a are grouped (temporal grouping), the others run one per job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sqlite3
+import time
+import tomllib
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cigri import config as configuration
+from cigri.cycle import run_cycle
+from cigri.grid import open_grid
+
+from harness import Cigri
+
+CLUSTERS = ("slurm-a-ssh", "slurm-b-ssh", "oar-rest")
+TASKS = 48
+pytestmark = pytest.mark.slow
+
+
+def clusters_dir() -> Path:
+    named = os.environ.get("CIGRI_TEST_CLUSTERS", "/tmp/cigri-clusters")
+    path = Path(named)
+    path = path.parent if path.suffix == ".toml" else path
+    if not (path / "cigri.toml").is_file():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but no test clusters in {path}: run tests/clusters/up.sh")
+        pytest.skip(f"no test clusters in {path} (tests/clusters/up.sh)")
+    return path
+
+
+@pytest.fixture
+def grid_setup(cigri: Cigri) -> tuple[Cigri, Path]:
+    """The harness's installation pointed at three real clusters; a fresh world-writable exec dir."""
+    where = clusters_dir()
+    with (where / "cigri.toml").open("rb") as handle:
+        clusters = tomllib.load(handle)["clusters"]
+    lines = ["[runner]", "tap_initial = 50"]
+    for name in CLUSTERS:
+        lines.append(f"[clusters.{name}]")
+        # the first clusters are offered only their free slots, so the tasks spread over the three;
+        # slurm-a (last in the JDL) gets the rest at once: more tasks than slots, they are grouped
+        waiting = 40 if name == "slurm-a-ssh" else 0
+        lines += [f"{key} = {json.dumps(value)}" for key, value in {**clusters[name], "max_waiting": waiting}.items()]
+    cigri.config.write_text("\n".join(lines) + "\n")
+    exec_dir = where / "exec" / f"multi-{secrets.token_hex(3)}"
+    exec_dir.mkdir()
+    exec_dir.chmod(0o1777)
+    program = exec_dir / "task.sh"
+    program.write_text('#!/bin/sh\n: > "marker.$1.$(hostname).$$.$(date +%s%N)"\n')
+    program.chmod(0o755)
+    return cigri, exec_dir
+
+
+def submit(cigri: Cigri, exec_dir: Path) -> int:
+    jdl = cigri.jdl("multi", exec_file=str(exec_dir / "task.sh"), exec_directory=str(exec_dir), walltime="00:01:00",
+                    type="normal", params=[f"t{i:03d}" for i in range(TASKS)],
+                    clusters={"slurm-b-ssh": {}, "oar-rest": {}, "slurm-a-ssh": {"temporal_grouping": True}})
+    return cigri.submit(jdl)
+
+
+def run_once_each(exec_dir: Path) -> Counter[str]:
+    return Counter(path.name.split(".")[1] for path in exec_dir.glob("marker.*"))
+
+
+def test_one_campaign_over_two_slurm_clusters_and_oar(grid_setup: tuple[Cigri, Path]) -> None:
+    cigri, exec_dir = grid_setup
+    campaign_id = submit(cigri, exec_dir)
+    deadline = time.monotonic() + 300
+    seen_progress: dict[str, int] = {}
+    while (stat := cigri.stat(campaign_id))["state"] != "terminated":
+        assert time.monotonic() < deadline, f"campaign not over after 300 s: {stat}"
+        for cluster in stat["clusters"]:
+            seen_progress[cluster["cluster"]] = sum(cluster["jobs"].values())
+        cigri.cycle()
+        time.sleep(0.5)
+    assert stat["tasks"]["terminated"] == TASKS and stat["progress"] == 100
+    assert run_once_each(exec_dir) == Counter({f"t{i:03d}": 1 for i in range(TASKS)})
+    per_cluster = {c["cluster"]: c["jobs"] for c in stat["clusters"]}
+    assert set(per_cluster) == set(CLUSTERS) and all(jobs.get("terminated", 0) > 0 for jobs in per_cluster.values())
+    assert sum(jobs.get("terminated", 0) for jobs in per_cluster.values()) == TASKS
+    assert set(seen_progress) <= set(CLUSTERS) and seen_progress  # progress was visible while running
+    with sqlite3.connect(cigri.home / "cigri.db") as db:
+        grouped = db.execute("SELECT count(*) FROM jobs j JOIN clusters c ON c.id = j.cluster_id "
+                             "WHERE c.name = 'slurm-a-ssh' AND j.remote_id LIKE '%+%'").fetchone()[0]
+    assert grouped > 0  # several tasks ran inside one Slurm job
+
+
+def test_each_cycle_stays_within_its_remote_call_budget(grid_setup: tuple[Cigri, Path]) -> None:
+    """≤ 1 poll call per cluster per cycle and ≤ 1 submit call per campaign per cluster per cycle."""
+    cigri, exec_dir = grid_setup
+    campaign_id = submit(cigri, exec_dir)
+    grid = open_grid(configuration.load(environ=cigri.env))
+    try:
+        ids = grid.cluster_ids()
+        budgets: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 300
+        while grid.db.execute("SELECT state FROM campaigns WHERE id = ?", [campaign_id]).fetchone()[0] != "terminated":
+            assert time.monotonic() < deadline
+            before = {name: Counter(getattr(grid.backend(ids[name]), "calls")) for name in CLUSTERS}
+            run_cycle(grid)
+            budgets.append({name: getattr(grid.backend(ids[name]), "calls") - before[name] for name in CLUSTERS})
+            time.sleep(0.5)
+    finally:
+        grid.close()
+    assert all(calls["poll"] <= 1 and calls["submit"] <= 1 for cycle in budgets for calls in cycle.values()), budgets
+    assert sum(cycle[name]["submit"] for cycle in budgets for name in CLUSTERS) >= 3  # every cluster got work
+    assert run_once_each(exec_dir) == Counter({f"t{i:03d}": 1 for i in range(TASKS)})
