@@ -63,7 +63,7 @@ class MetaschedulerSettings:
 
 POLICIES = ("fair_share", "fixed_share", "reserve")
 CLASS_KEYS: dict[str, type] = {"priority": int, "weight": float, "policy": str, "users": list, "clusters": list,
-                               "default": bool}
+                               "default": bool, "finalize": bool}
 USER_KEYS: dict[str, type] = {"allotment": int, "allotment_memory_gb": float, "affinity": dict}
 
 
@@ -78,6 +78,7 @@ class ClassConfig:
     users: tuple[str, ...] | None = None  # None: every user
     clusters: tuple[str, ...] | None = None  # None: every cluster
     default: bool = False
+    finalize: bool | None = None  # replicate tail stragglers; None: only best-effort campaigns
 
 
 @dataclass(frozen=True)

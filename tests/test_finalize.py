@@ -8,6 +8,8 @@ from collections.abc import Callable
 import pytest
 from harness import Cigri, wait_for
 
+from cigri import config as configuration
+from cigri.errors import ConfigError
 from cigri.metascheduler.schedulers.finalize import enabled
 
 # The first copy of task "slow" takes the lock and sleeps a minute; any later copy finds the
@@ -28,6 +30,16 @@ def test_finalize_is_on_by_default_only_for_best_effort_campaigns() -> None:
     assert not enabled({"type": "normal"}) and not enabled({})
     assert not enabled({"type": "best-effort", "test_mode": True})
     assert enabled({"type": "normal", "finalize": True}) and not enabled({"type": "best-effort", "finalize": False})
+
+
+def test_a_class_turns_finalize_on_or_off_and_the_jdl_overrides_it() -> None:
+    config = configuration.load({"classes.gold": {"finalize": True, "default": True}, "classes.free": {"finalize": False}},
+                                environ={}, system_files=False)
+    by_class = {c.name: c.finalize for c in config.classes}
+    assert enabled({"type": "normal"}, by_class["gold"]) and not enabled({"type": "best-effort"}, by_class["free"])
+    assert enabled({"type": "best-effort", "finalize": True}, by_class["free"])
+    with pytest.raises(ConfigError, match="classes.gold.finalize"):
+        configuration.load({"classes.gold": {"finalize": "yes", "default": True}}, environ={}, system_files=False)
 
 
 @pytest.mark.slow

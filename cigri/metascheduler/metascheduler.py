@@ -52,7 +52,8 @@ def schedule(ctx: CycleContext) -> dict[tuple[int, str], int]:
                 marked = _preempt(conn, share.id, gathered.cluster_ids[cluster], count)
                 log.info("campaign %s: preempting %s job(s) on %s (%s)", share.id, marked, cluster, share.reason)
         started = _start(conn, ctx, gathered, allocation)
-        finalize.replicate(conn, ctx.capacities, campaign_properties_of(conn, list(gathered.names)))
+        finalize.replicate(conn, ctx.capacities, campaign_properties_of(conn, list(gathered.names)),
+                           {c.name: c.finalize for c in config.classes})
     return started
 
 

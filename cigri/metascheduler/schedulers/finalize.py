@@ -11,7 +11,8 @@ another copy runs.
 
 A replica is a job of the same task: it is not an attempt (``attempts`` is untouched) and
 ``gridstat`` counts it under ``replicas``. On by default only for best-effort campaigns (their
-slots cost nobody anything); the JDL's ``finalize`` turns it on or off per campaign and cluster.
+slots cost nobody anything); a class's ``finalize`` key turns it on or off for its campaigns,
+and the JDL's ``finalize`` per campaign and cluster, over the class.
 """
 
 from __future__ import annotations
@@ -29,11 +30,15 @@ log = logging.getLogger("cigri.finalize")
 BEST_EFFORT = ("best-effort", "besteffort")
 
 
-def enabled(settings: Mapping[str, Any]) -> bool:
-    """Whether replicas of the campaign may run on a cluster with these JDL settings."""
+def enabled(settings: Mapping[str, Any], by_class: bool | None = None) -> bool:
+    """Whether replicas may run on a cluster with these JDL settings, given the class's choice."""
+    if settings.get("test_mode"):
+        return False
     if "finalize" in settings:
         return bool(settings["finalize"])
-    return settings.get("type") in BEST_EFFORT and not settings.get("test_mode")
+    if by_class is not None:
+        return by_class
+    return settings.get("type") in BEST_EFFORT
 
 
 def kill_losers(conn: sqlite3.Connection) -> int:
@@ -52,19 +57,20 @@ def free_slots(conn: sqlite3.Connection, capacities: Mapping[int, Capacity]) -> 
 
 
 def replicate(conn: sqlite3.Connection, capacities: Mapping[int, Capacity],
-              settings: Mapping[int, Mapping[int, Mapping[str, Any]]]) -> int:
+              settings: Mapping[int, Mapping[int, Mapping[str, Any]]], classes: Mapping[str, bool | None]) -> int:
     """Give each straggler of each campaign at its tail one replica on a free slot; return how many.
 
-    ``settings`` is :func:`cigri.properties.campaign_properties` of the active campaigns. Runs
-    after the allocation in the metascheduler's transaction, so it only uses slots no campaign
-    with tasks in its bag could take this cycle.
+    ``settings`` is :func:`cigri.properties.campaign_properties` of the active campaigns and
+    ``classes`` each class's ``finalize``. Runs after the allocation in the metascheduler's
+    transaction, so it only uses slots no campaign with tasks in its bag could take this cycle.
     """
     kill_losers(conn)
     free = free_slots(conn, capacities)
     made = 0
-    for (campaign_id,) in conn.execute("SELECT id FROM campaigns WHERE state = ? ORDER BY id",
-                                       [CampaignState.IN_TREATMENT]).fetchall():
-        clusters = [cid for cid, values in settings.get(campaign_id, {}).items() if cid in free and enabled(values)]
+    for campaign_id, class_name in conn.execute("SELECT id, class FROM campaigns WHERE state = ? ORDER BY id",
+                                                [CampaignState.IN_TREATMENT]).fetchall():
+        clusters = [cid for cid, values in settings.get(campaign_id, {}).items()
+                    if cid in free and enabled(values, classes.get(class_name))]
         room = sum(free[cid] for cid in clusters)
         if room == 0 or _tail_size(conn, campaign_id, room) >= room:
             continue
