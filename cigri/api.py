@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import getpass
 import json
-import os
 import sqlite3
 from collections.abc import Iterator
 from itertools import islice
@@ -13,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from cigri import db as database
 from cigri.errors import InputError, NotFound, Refused
+from cigri.events import Severity, close, record
 from cigri.grid import Grid
+from cigri.users import acting_user, is_admin, require_admin
 from cigri.jdl import iter_params, parse_jdl
 from cigri.jdl.params import describe
 from cigri.jdl.parser import ParamSource, cluster_keys
@@ -26,7 +26,8 @@ INSERT_CHUNK = 10_000
 
 
 def current_user() -> str:
-    return os.environ.get("CIGRI_USER") or getpass.getuser()
+    """The Unix user running the command (never an environment variable: see :mod:`cigri.users`)."""
+    return acting_user()
 
 
 # --- submission -------------------------------------------------------------------------
@@ -65,12 +66,12 @@ def submit(grid: Grid, jdl_text: str, *, base_dir: Path, user: str, source: str 
 def extend(grid: Grid, campaign_id: int, param_file: Path, *, user: str) -> int:
     """Add a parameter file's tasks to an existing campaign (``gridsub -c N -F FILE``)."""
     with database.write(grid.db) as conn:
-        campaign = _owned_campaign(conn, campaign_id, user)
+        campaign = _owned_campaign(grid, conn, campaign_id, user)
         if campaign["state"] == CampaignState.CANCELLED:
             raise Refused(f"campaign {campaign_id} is cancelled")
         count = _insert_tasks(conn, campaign_id, ParamSource(file=param_file))
-        conn.execute("UPDATE campaigns SET state = ?, finished_at = NULL WHERE id = ? AND state = ?",
-                     [CampaignState.IN_TREATMENT, campaign_id, CampaignState.TERMINATED])
+        conn.execute("UPDATE campaigns SET state = ?, finished_at = NULL WHERE id = ? AND state IN (?, ?)",
+                     [CampaignState.IN_TREATMENT, campaign_id, CampaignState.TERMINATED, CampaignState.FAILED])
     return count
 
 
@@ -94,11 +95,12 @@ def _insert_tasks(conn: sqlite3.Connection, campaign_id: int, source: ParamSourc
 
 # --- control ------------------------------------------------------------------------------
 
-def _owned_campaign(conn: sqlite3.Connection, campaign_id: int, user: str) -> dict[str, Any]:
+def _owned_campaign(grid: Grid, conn: sqlite3.Connection, campaign_id: int, user: str) -> dict[str, Any]:
+    """The campaign, if ``user`` may act on it: its owner or an admin; otherwise Refused (exit 1)."""
     row = conn.execute("SELECT id, user, state FROM campaigns WHERE id = ?", [campaign_id]).fetchone()
     if row is None:
         raise NotFound(f"campaign {campaign_id}: no such campaign")
-    if row[1] != user and user != "root":
+    if row[1] != user and not is_admin(grid.config, user):
         raise Refused(f"campaign {campaign_id}: belongs to {row[1]}, not to {user}")
     return {"id": row[0], "user": row[1], "state": row[2]}
 
@@ -106,7 +108,7 @@ def _owned_campaign(conn: sqlite3.Connection, campaign_id: int, user: str) -> di
 def cancel(grid: Grid, campaign_id: int, *, user: str) -> None:
     """Cancel a campaign: its open tasks are cancelled now; nikita kills its jobs next cycle."""
     with database.write(grid.db) as conn:
-        campaign = _owned_campaign(conn, campaign_id, user)
+        campaign = _owned_campaign(grid, conn, campaign_id, user)
         if campaign["state"] not in CAMPAIGN_ACTIVE:
             raise Refused(f"campaign {campaign_id} is already {campaign['state']}")
         conn.execute("UPDATE campaigns SET state = ?, finished_at = ? WHERE id = ?",
@@ -115,6 +117,7 @@ def cancel(grid: Grid, campaign_id: int, *, user: str) -> None:
                      [TaskState.CANCELLED, campaign_id])
         conn.execute(f"UPDATE jobs SET kill_reason = ? WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)}",
                      [KillReason.USER, campaign_id])
+        record(conn, "USER_CANCEL", f"campaign cancelled by {user}", campaign_id=campaign_id)
 
 
 def pause(grid: Grid, campaign_id: int, *, user: str) -> None:
@@ -127,7 +130,7 @@ def resume(grid: Grid, campaign_id: int, *, user: str) -> None:
 
 def _move_campaign(grid: Grid, campaign_id: int, user: str, before: CampaignState, after: CampaignState) -> None:
     with database.write(grid.db) as conn:
-        campaign = _owned_campaign(conn, campaign_id, user)
+        campaign = _owned_campaign(grid, conn, campaign_id, user)
         if campaign["state"] != before:
             raise Refused(f"campaign {campaign_id} is {campaign['state']}, not {before}")
         conn.execute("UPDATE campaigns SET state = ? WHERE id = ? AND state = ?", [after, campaign_id, before])
@@ -139,10 +142,11 @@ def cancel_job(grid: Grid, job_id: int, *, user: str) -> None:
         row = conn.execute("SELECT campaign_id, state FROM jobs WHERE id = ?", [job_id]).fetchone()
         if row is None:
             raise NotFound(f"job {job_id}: no such job")
-        _owned_campaign(conn, row[0], user)
+        _owned_campaign(grid, conn, row[0], user)
         if row[1] not in JOB_ACTIVE:
             raise Refused(f"job {job_id} is already {row[1]}")
         conn.execute("UPDATE jobs SET kill_reason = ? WHERE id = ?", [KillReason.USER, job_id])
+        record(conn, "USER_CANCEL", f"job cancelled by {user}", campaign_id=row[0], job_id=job_id, kind="job")
 
 
 # --- status -------------------------------------------------------------------------------
@@ -266,26 +270,162 @@ def job_output(grid: Grid, job_id: int, stream: str, *, user: str, lines: int = 
     """The tail of a job's stdout or stderr; only its owner may read it."""
     job = job_info(grid, job_id)
     campaign = _campaign_row(grid, job["campaign_id"])
-    if campaign["user"] != user and user != "root":
+    if campaign["user"] != user and not is_admin(grid.config, user):
         raise Refused(f"job {job_id}: belongs to {campaign['user']}, not to {user}")
     if not job["remote_id"]:
         raise Refused(f"job {job_id} has not reached its cluster yet")
     return grid.backend(job["cluster_id"]).output_tail(job["remote_id"], stream, lines)
 
 
-def events(grid: Grid, *, campaign_id: int | None, include_closed: bool) -> list[dict[str, Any]]:
-    where, args = [], []
+# --- events and notifications ---------------------------------------------------------
+
+_EVENT_COLUMNS = ("e.id, e.class, e.code, e.severity, e.state, e.campaign_id, c.name AS cluster, e.job_id, e.task_id, "
+                  "e.count, e.examples, e.message, e.stderr_tail, e.created_at, e.updated_at, e.closed_at")
+
+
+def _event_rows(grid: Grid, where: str, args: list[Any]) -> list[dict[str, Any]]:
+    rows = list(grid.db.query(f"SELECT {_EVENT_COLUMNS} FROM events e LEFT JOIN clusters c ON c.id = e.cluster_id "
+                              f"LEFT JOIN campaigns p ON p.id = e.campaign_id WHERE {where} ORDER BY e.id", args))
+    for row in rows:
+        row["examples"] = json.loads(row["examples"])
+    return rows
+
+
+def events(grid: Grid, *, user: str, campaign_id: int | None = None, global_only: bool = False,
+           include_closed: bool = False) -> list[dict[str, Any]]:
+    """Events ``user`` may read, oldest first: a campaign's (its owner's or an admin's), the
+    clusters' own (``global_only``; anyone), or by default every event of the user's campaigns
+    plus the clusters' (an admin: every event)."""
+    where, args = ["1"], []
     if campaign_id is not None:
-        _campaign_row(grid, campaign_id)
+        _owned_campaign(grid, grid.db.conn, campaign_id, user)
         where.append("e.campaign_id = ?")
         args.append(campaign_id)
+    elif global_only:
+        where.append("e.class = 'cluster' AND e.campaign_id IS NULL")
+    elif not is_admin(grid.config, user):
+        where.append("(p.user = ? OR e.campaign_id IS NULL)")
+        args.append(user)
     if not include_closed:
         where.append("e.state = 'open'")
-    clause = ("WHERE " + " AND ".join(where)) if where else ""
+    return _event_rows(grid, " AND ".join(where), args)
+
+
+def event(grid: Grid, event_id: int, *, user: str) -> dict[str, Any]:
+    """One event with every detail; a campaign's event only for its owner or an admin."""
+    rows = _event_rows(grid, "e.id = ?", [event_id])
+    if not rows:
+        raise NotFound(f"event {event_id}: no such event")
+    _may_fix_or_read(grid, rows[0], user, fixing=False)
+    return rows[0]
+
+
+def _may_fix_or_read(grid: Grid, row: dict[str, Any], user: str, *, fixing: bool) -> None:
+    if row["campaign_id"] is not None:
+        owner = grid.db.execute("SELECT user FROM campaigns WHERE id = ?", [row["campaign_id"]]).fetchone()[0]
+        if owner != user and not is_admin(grid.config, user):
+            raise Refused(f"event {row['id']}: belongs to {owner}'s campaign {row['campaign_id']}, not to {user}")
+    elif fixing:
+        require_admin(grid.config, user, f"fixing cluster event {row['id']}")
+
+
+def fix_events(grid: Grid, *, user: str, event_id: int | None = None, campaign_id: int | None = None,
+               global_only: bool = False, resubmit: bool = False) -> dict[str, int]:
+    """Close open events (lifting the blacklists they hold) and, with ``resubmit``, put the
+    failed tasks they cover back at the head of the bag; one transaction. Nothing to close is
+    refused (exit 1)."""
+    if sum([event_id is not None, campaign_id is not None, global_only]) != 1:
+        raise InputError("--fix needs exactly one of -e EVENT, -c CAMPAIGN or -g")
+    if event_id is not None:
+        row = event(grid, event_id, user=user)
+        _may_fix_or_read(grid, row, user, fixing=True)
+        where, args = "id = ?", [event_id]
+    elif campaign_id is not None:
+        where, args = "campaign_id = ?", [campaign_id]
+    else:
+        require_admin(grid.config, user, "fixing the clusters' events")
+        where, args = "class = 'cluster' AND campaign_id IS NULL", []
+    with database.write(grid.db) as conn:
+        if campaign_id is not None:
+            _owned_campaign(grid, conn, campaign_id, user)
+        ids = [r[0] for r in conn.execute(f"SELECT id FROM events WHERE state = 'open' AND {where}", args)]
+        if not ids:
+            raise Refused("nothing to fix: " + (f"event {event_id} is not open" if event_id is not None else
+                                                "no open event"))
+        close(conn, f"id IN ({','.join('?' * len(ids))})", ids)
+        resubmitted = _resubmit_failed(conn, ids) if resubmit else 0
+    return {"closed": len(ids), "resubmitted": resubmitted}
+
+
+def _resubmit_failed(conn: sqlite3.Connection, event_ids: list[int]) -> int:
+    """The failed tasks of these events go back to the head of the bag with fresh counters; their
+    ended campaigns (not cancelled ones) are in treatment again."""
+    marks = ",".join("?" * len(event_ids))
+    tasks = f"SELECT ej.task_id FROM event_jobs ej WHERE ej.event_id IN ({marks}) AND ej.task_id IS NOT NULL"
+    conn.execute(f"UPDATE campaigns SET state = ?, finished_at = NULL WHERE state IN (?, ?) AND id IN "
+                 f"(SELECT campaign_id FROM tasks WHERE state = ? AND id IN ({tasks}))",
+                 [CampaignState.IN_TREATMENT, CampaignState.TERMINATED, CampaignState.FAILED, TaskState.FAILED,
+                  *event_ids])
+    return conn.execute(
+        f"UPDATE tasks SET state = ?, priority = 20, resubmits = 0, walltime_kills = 0 WHERE state = ? "
+        f"AND id IN ({tasks}) AND campaign_id IN (SELECT id FROM campaigns WHERE state IN (?, ?))",
+        [TaskState.PENDING, TaskState.FAILED, *event_ids, *CAMPAIGN_ACTIVE]).rowcount
+
+
+NOTIFY_KINDS = ("mail", "webhook")
+
+
+def subscribe(grid: Grid, *, user: str, kind: str, target: str, severity: str) -> int:
+    """Subscribe ``user`` to notifications of at least ``severity``; an existing subscription
+    to the same target gets the new severity. Return its id."""
+    import httpx
+
+    if severity not in {s.value for s in Severity}:
+        raise InputError(f"severity: expected low, medium or high, got {severity!r}")
+    if kind == "mail":
+        local, at, domain = target.partition("@")
+        if not (local and at and domain) or any(ch.isspace() or ord(ch) < 32 for ch in target) or "@" in domain:
+            raise InputError(f"mail address: {target!r} is not an address")
+    elif kind == "webhook":
+        try:
+            url = httpx.URL(target)
+        except httpx.InvalidURL:
+            url = None
+        if url is None or url.scheme not in ("http", "https") or not url.host:
+            raise InputError("webhook URL: expected http://HOST/... or https://HOST/...")
+    else:
+        raise InputError(f"kind: expected one of {', '.join(NOTIFY_KINDS)}, got {kind!r}")
+    with database.write(grid.db) as conn:
+        return conn.execute(
+            "INSERT INTO subscriptions(user, kind, target, severity, created_at) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(user, kind, target) DO UPDATE SET severity = excluded.severity RETURNING id",
+            [user, kind, target, severity, database.now()]).fetchone()[0]
+
+
+def unsubscribe(grid: Grid, subscription_id: int, *, user: str) -> None:
+    """Remove a subscription (its unsent messages go with it): its owner's or, for an admin, any."""
+    with database.write(grid.db) as conn:
+        row = conn.execute("SELECT user FROM subscriptions WHERE id = ?", [subscription_id]).fetchone()
+        if row is None:
+            raise NotFound(f"subscription {subscription_id}: no such subscription")
+        if row[0] != user and not is_admin(grid.config, user):
+            raise Refused(f"subscription {subscription_id}: belongs to {row[0]}, not to {user}")
+        conn.execute("DELETE FROM subscriptions WHERE id = ?", [subscription_id])
+
+
+def subscriptions(grid: Grid, *, user: str, all_users: bool = False) -> list[dict[str, Any]]:
+    """``user``'s subscriptions (an admin may ask for everyone's) with their messages' fate."""
+    if all_users:
+        require_admin(grid.config, user, "listing everyone's subscriptions")
     return list(grid.db.query(
-        f"SELECT e.id, e.class, e.code, e.state, e.campaign_id, c.name AS cluster, e.job_id, e.task_id, "
-        f"e.message, e.stderr_tail, e.created_at, e.closed_at FROM events e "
-        f"LEFT JOIN clusters c ON c.id = e.cluster_id {clause} ORDER BY e.id", args))
+        "SELECT s.id, s.user, s.kind, s.target, s.severity, s.created_at, "
+        "count(o.id) FILTER (WHERE o.state = 'sent') AS sent, "
+        "count(o.id) FILTER (WHERE o.state = 'pending') AS pending, "
+        "count(o.id) FILTER (WHERE o.state = 'dead') AS failed, "
+        "(SELECT last_error FROM outbox WHERE subscription_id = s.id AND last_error IS NOT NULL "
+        " ORDER BY id DESC LIMIT 1) AS last_error "
+        "FROM subscriptions s LEFT JOIN outbox o ON o.subscription_id = s.id "
+        f"{'' if all_users else 'WHERE s.user = ?'} GROUP BY s.id ORDER BY s.id", [] if all_users else [user]))
 
 
 def clusters(grid: Grid) -> list[dict[str, Any]]:
@@ -337,11 +477,13 @@ def remove_cluster(grid: Grid, name: str) -> None:
 def set_blacklist(grid: Grid, name: str, reason: str | None) -> None:
     """Blacklist (reason given) or unblacklist (reason None) a whole cluster."""
     with database.write(grid.db) as conn:
-        cursor = conn.execute(
-            "UPDATE clusters SET blacklisted = ?, blacklist_reason = ?, blacklisted_at = ? WHERE name = ?",
-            [reason is not None, reason, database.now() if reason else None, name])
-        if cursor.rowcount == 0:
+        row = conn.execute("SELECT id, blacklist_event_id FROM clusters WHERE name = ?", [name]).fetchone()
+        if row is None:
             raise NotFound(f"cluster {name}: no such cluster")
+        if row[1] is not None:  # an automatic blacklist: an admin's decision replaces it
+            close(conn, "id = ?", [row[1]])
+        conn.execute("UPDATE clusters SET blacklisted = ?, blacklist_reason = ?, blacklisted_at = ?, failures = 0 "
+                     "WHERE id = ?", [reason is not None, reason, database.now() if reason else None, row[0]])
 
 
 def test_cluster(grid: Grid, name: str, directory: str, timeout: float) -> dict[str, Any]:

@@ -1,38 +1,51 @@
 """Colombo: look at every job that ended badly, decide what happens to its task, raise events.
 
-Decisions: a best-effort job preempted by the cluster goes back to the head of the bag
-without counting as an attempt; exit 66/67 puts the task back at the head/tail; a lost job or one
-cancelled by someone other than cigri is retried; all of these stop at ``max_attempts``
-(``TOO_MANY_ATTEMPTS``). A non-zero exit or a walltime kill fails the task and records an
-event with the stderr tail. A failed prologue closes the cluster to the campaign; when no
-cluster is left, the campaign's remaining tasks fail so that it still terminates.
-Decisions are read from states, not from memory, so a crash just means the next cycle decides.
+Decisions, by the reason a job ended (README "Events" has the catalogue):
+
+- preempted by the cluster for its own users (best effort) or by cigri: back to the head of
+  the bag, without limit; counted in the task's ``preemptions``, not its attempts;
+- killed at its walltime: back to the tail, JDL ``walltime_resubmit`` times (default 3), then
+  the task fails (``WALLTIME``);
+- exit status 66 / 67: back to the head / tail (CiGri's convention); a lost job or one
+  cancelled outside cigri: back to the head;
+- every resubmission but a preemption counts in ``resubmits``: beyond ``max_resubmit`` the task
+  fails with ``TOO_MANY_RESUBMIT`` instead of looping;
+- any other non-zero exit fails the task (``EXIT_ERROR`` with the stderr tail); when too many of a
+  campaign's jobs fail on one cluster (``failure_rate``), the cluster is blacklisted for it.
+
+A failed prologue closes the cluster to the campaign; with no cluster left, the campaign's
+remaining tasks fail so that it still terminates. Decisions are read from states, not from
+memory, so a crash just means the next cycle decides.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from typing import Any
 
 from cigri import db as database
 from cigri.cycle_context import CycleContext
-from cigri.events import open_event
+from cigri.events import blacklist_pair, close, first_line, record
+from cigri.properties import campaign_properties
 from cigri.states import EXIT_RESUBMIT_HEAD, JOB_ACTIVE, CampaignState, JobState, KillReason, TaskState, sql_in
 
 log = logging.getLogger("cigri.colombo")
 PRIORITY_HEAD, PRIORITY_TAIL = 20, 0
+DEFAULT_WALLTIME_RESUBMIT = 3
 UNDECIDED = (JobState.FAILED, JobState.TIMEOUT, JobState.LOST, JobState.RESUBMIT, JobState.CANCELLED,
              JobState.PREEMPTED)
 
 
 def analyse(ctx: CycleContext) -> int:
     """Decide every undecided ending; return how many tasks were decided."""
+    _autofix_pairs(ctx)
     decided = 0
     for (campaign_id,) in ctx.grid.db.execute("SELECT id FROM campaigns WHERE state IN (?, ?)",
                                               [CampaignState.IN_TREATMENT, CampaignState.PAUSED]).fetchall():
         jobs = list(ctx.grid.db.query(
             "SELECT j.id, j.task_id, j.cluster_id, j.remote_id, j.state, j.exit_code, j.kill_reason, "
-            "t.attempts, t.name FROM tasks t JOIN jobs j ON j.task_id = t.id "
+            "t.name, t.resubmits, t.walltime_kills FROM tasks t JOIN jobs j ON j.task_id = t.id "
             f"WHERE t.campaign_id = ? AND t.state IN (?, ?) AND j.state IN ({','.join('?' * len(UNDECIDED))}) "
             # Only the task's latest job: an earlier attempt's ending was decided when it ended,
             # and deciding it again would re-queue the task while its current attempt runs. And
@@ -41,11 +54,20 @@ def analyse(ctx: CycleContext) -> int:
             "AND j.id = (SELECT max(id) FROM jobs WHERE task_id = t.id) "
             f"AND NOT EXISTS (SELECT 1 FROM jobs a WHERE a.task_id = t.id AND a.state IN {sql_in(JOB_ACTIVE)})",
             [campaign_id, TaskState.WAITING, TaskState.RUNNING, *UNDECIDED]))
+        if not jobs:
+            continue
         tails = {j["id"]: _stderr_tail(ctx, j) for j in jobs if j["state"] == JobState.FAILED}
+        settings = campaign_properties(ctx.grid.db, [campaign_id])[campaign_id]
         with database.write(ctx.grid.db) as conn:
+            exit_errors: Counter[int] = Counter()
             for job in jobs:
-                _decide(ctx, conn, campaign_id, job, tails.get(job["id"]))
+                limit = settings.get(job["cluster_id"], {}).get("walltime_resubmit", DEFAULT_WALLTIME_RESUBMIT)
+                if _decide(ctx, conn, campaign_id, job, tails.get(job["id"]), limit):
+                    exit_errors[job["cluster_id"]] += 1
                 decided += 1
+            for cluster_id, count in exit_errors.items():
+                _judge_pair(ctx, conn, campaign_id, cluster_id, count)
+    _stuck_launching(ctx)
     _script_failures(ctx)
     return decided
 
@@ -58,35 +80,56 @@ def _stderr_tail(ctx: CycleContext, job: dict[str, Any]) -> str | None:
         return f"(stderr unavailable: {error})"
 
 
-def _decide(ctx: CycleContext, conn: Any, campaign_id: int, job: dict[str, Any], tail: str | None) -> None:
-    task_id, state = job["task_id"], job["state"]
+def _decide(ctx: CycleContext, conn: Any, campaign_id: int, job: dict[str, Any], tail: str | None,
+            walltime_resubmit: int) -> bool:
+    """Move the task on from its job's ending; True when it counts as an exit error."""
+    task_id, state, name = job["task_id"], job["state"], job["name"]
     where = dict(campaign_id=campaign_id, cluster_id=job["cluster_id"], job_id=job["id"], task_id=task_id)
     if state == JobState.CANCELLED and job["kill_reason"] == KillReason.USER:
         _set_task(conn, task_id, TaskState.CANCELLED)
-    elif state == JobState.PREEMPTED:  # the cluster's own users came first: not the task's fault
-        conn.execute("UPDATE tasks SET state = ?, priority = ?, attempts = attempts - 1 WHERE id = ? "
-                     "AND state IN (?, ?)", [TaskState.PENDING, PRIORITY_HEAD, task_id, TaskState.WAITING,
-                                             TaskState.RUNNING])
+    elif state == JobState.PREEMPTED:  # the cluster's own users (or fair share) came first: not the task's fault
+        conn.execute("UPDATE tasks SET state = ?, priority = ?, attempts = attempts - 1, preemptions = preemptions + 1 "
+                     "WHERE id = ? AND state IN (?, ?)",
+                     [TaskState.PENDING, PRIORITY_HEAD, task_id, TaskState.WAITING, TaskState.RUNNING])
+        record(conn, "BEST_EFFORT_KILL", "best-effort job killed for the cluster's own users; task resubmitted",
+               **where)
     elif state == JobState.FAILED:
         _set_task(conn, task_id, TaskState.FAILED)
-        open_event(conn, "job", "EXIT_ERROR", f"task {job['name']} exited with status {job['exit_code']}",
-                   stderr_tail=tail, **where)
+        record(conn, "EXIT_ERROR", f"task {name} exited with status {job['exit_code']}", stderr_tail=tail,
+               signature=first_line(tail), **where)
+        return True
+    elif state == JobState.TIMEOUT and job["walltime_kills"] >= walltime_resubmit:
+        conn.execute("UPDATE tasks SET state = ?, walltime_kills = walltime_kills + 1 WHERE id = ? AND state IN (?, ?)",
+                     [TaskState.FAILED, task_id, TaskState.WAITING, TaskState.RUNNING])
+        record(conn, "WALLTIME", f"task {name} was killed at its walltime {job['walltime_kills'] + 1} time(s) "
+                                 f"(walltime_resubmit = {walltime_resubmit}); task failed", **where)
     elif state == JobState.TIMEOUT:
-        _set_task(conn, task_id, TaskState.FAILED)
-        open_event(conn, "job", "WALLTIME", f"task {job['name']} was killed at its walltime", **where)
-    elif job["attempts"] >= ctx.grid.config.settings.max_attempts:
-        _set_task(conn, task_id, TaskState.FAILED)
-        open_event(conn, "job", "TOO_MANY_ATTEMPTS",
-                   f"task {job['name']} ended as {state} after {job['attempts']} attempts; giving up", **where)
+        _resubmit(ctx, conn, job, PRIORITY_TAIL, "WALLTIME_RESUBMIT",
+                  "task killed at its walltime; resubmitted at the tail of the bag", where, walltime=True)
+    elif state == JobState.RESUBMIT:
+        head = job["exit_code"] == EXIT_RESUBMIT_HEAD
+        _resubmit(ctx, conn, job, PRIORITY_HEAD if head else PRIORITY_TAIL, "RESUBMIT",
+                  f"exit status {job['exit_code']}: resubmitted at the {'head' if head else 'tail'} of the bag",
+                  where, signature=str(job["exit_code"]))
     else:
-        if state == JobState.RESUBMIT:
-            priority = PRIORITY_HEAD if job["exit_code"] == EXIT_RESUBMIT_HEAD else PRIORITY_TAIL
-        else:
-            priority = PRIORITY_HEAD
-            open_event(conn, "job", "LOST_JOB", f"task {job['name']}: job {state} on the cluster; resubmitted",
-                       **where)
-        conn.execute("UPDATE tasks SET state = ?, priority = ? WHERE id = ? AND state IN (?, ?)",
-                     [TaskState.PENDING, priority, task_id, TaskState.WAITING, TaskState.RUNNING])
+        _resubmit(ctx, conn, job, PRIORITY_HEAD, "LOST_JOB",
+                  f"job {state} on the cluster (not by cigri); resubmitted", where, signature=state)
+    return False
+
+
+def _resubmit(ctx: CycleContext, conn: Any, job: dict[str, Any], priority: int, code: str, message: str,
+              where: dict[str, Any], *, walltime: bool = False, signature: str = "") -> None:
+    """Put the task back in the bag, unless it has been resubmitted too many times in a row."""
+    limit = ctx.grid.config.settings.max_resubmit
+    if job["resubmits"] >= limit:
+        _set_task(conn, job["task_id"], TaskState.FAILED)
+        record(conn, "TOO_MANY_RESUBMIT", f"task {job['name']} resubmitted {job['resubmits']} times in a row "
+                                          f"(max_resubmit); its last job ended {job['state']}; task failed", **where)
+        return
+    conn.execute("UPDATE tasks SET state = ?, priority = ?, resubmits = resubmits + 1, "
+                 "walltime_kills = walltime_kills + ? WHERE id = ? AND state IN (?, ?)",
+                 [TaskState.PENDING, priority, int(walltime), job["task_id"], TaskState.WAITING, TaskState.RUNNING])
+    record(conn, code, message, signature=signature, **where)
 
 
 def _set_task(conn: Any, task_id: int, state: TaskState) -> None:
@@ -94,22 +137,67 @@ def _set_task(conn: Any, task_id: int, state: TaskState) -> None:
                  [state, task_id, TaskState.WAITING, TaskState.RUNNING])
 
 
+def _judge_pair(ctx: CycleContext, conn: Any, campaign_id: int, cluster_id: int, new_errors: int) -> None:
+    """Blacklist the cluster for the campaign once its exit errors there reach ``failure_rate``
+    of its ended jobs (and at least ``failure_rate_min`` errors) since the last reset."""
+    settings = ctx.grid.config.settings
+    errors, base, blacklisted = conn.execute(
+        "INSERT INTO campaign_cluster_health(campaign_id, cluster_id, exit_errors) VALUES (?, ?, ?) "
+        "ON CONFLICT(campaign_id, cluster_id) DO UPDATE SET exit_errors = exit_errors + excluded.exit_errors "
+        "RETURNING exit_errors, terminated_base, blacklisted_at", [campaign_id, cluster_id, new_errors]).fetchone()
+    terminated = (conn.execute("SELECT terminated FROM campaign_stats WHERE campaign_id = ? AND cluster_id = ?",
+                               [campaign_id, cluster_id]).fetchone() or (0,))[0] - base
+    if blacklisted is None and errors >= max(settings.failure_rate_min, 1) \
+            and errors / (errors + terminated) >= settings.failure_rate:
+        blacklist_pair(conn, campaign_id, cluster_id,
+                       f"{errors} exit errors against {terminated} successes (failure_rate {settings.failure_rate})")
+        log.warning("campaign %s: cluster %s blacklisted for it (%s exit errors)", campaign_id, cluster_id, errors)
+
+
+def _autofix_pairs(ctx: CycleContext) -> None:
+    """Lift a campaign's blacklist on a cluster once its delay (``autofix_delay``, doubled at each
+    new blacklisting) has passed and the cluster answered this cycle's capacity call."""
+    now, delay = database.now(), ctx.grid.config.settings.autofix_delay
+    due = [event_id for event_id, cluster_id, checked_at, strikes in ctx.grid.db.execute(
+        "SELECT event_id, cluster_id, checked_at, strikes FROM campaign_cluster_health WHERE blacklisted_at IS NOT NULL")
+        if cluster_id in ctx.capacities and now - checked_at >= delay * 2 ** max(strikes - 1, 0)]
+    if not due:
+        return
+    with database.write(ctx.grid.db) as conn:
+        for event_id in due:
+            close(conn, "id = ?", [event_id])
+
+
+def _stuck_launching(ctx: CycleContext) -> None:
+    """Report jobs still ``submitting`` after ``stuck_delay``; close the reports once they are sent."""
+    stuck = ctx.grid.db.execute(
+        "SELECT id, campaign_id, cluster_id, task_id FROM jobs WHERE state = ? AND created_at < ?",
+        [JobState.SUBMITTING, database.now() - ctx.grid.config.settings.stuck_delay]).fetchall()
+    with database.write(ctx.grid.db) as conn:
+        for job_id, campaign_id, cluster_id, task_id in stuck:
+            record(conn, "STUCK_LAUNCHING", f"jobs not accepted by the cluster after "
+                                            f"{ctx.grid.config.settings.stuck_delay:.0f}s; re-sent each cycle",
+                   campaign_id=campaign_id, cluster_id=cluster_id, job_id=job_id, task_id=task_id)
+        close(conn, "code = 'STUCK_LAUNCHING' AND NOT EXISTS (SELECT 1 FROM event_jobs ej JOIN jobs j ON "
+                    "j.id = ej.job_id WHERE ej.event_id = events.id AND j.state = ?)", [JobState.SUBMITTING])
+
+
 def _script_failures(ctx: CycleContext) -> None:
     """Prologue/epilogue jobs that ended badly get one event; a campaign with no cluster left fails its bag."""
     failed = ctx.grid.db.execute(
         "SELECT j.id, j.campaign_id, j.cluster_id, j.kind, j.state, j.exit_code FROM jobs j "
         "WHERE j.kind != 'task' AND j.state NOT IN (?, ?, ?, ?) "
-        "AND NOT EXISTS (SELECT 1 FROM events e WHERE e.job_id = j.id)",
+        "AND NOT EXISTS (SELECT 1 FROM event_jobs e WHERE e.job_id = j.id)",
         [JobState.SUBMITTING, JobState.WAITING, JobState.RUNNING, JobState.TERMINATED]).fetchall()
     if not failed:
         return
     with database.write(ctx.grid.db) as conn:
         for job_id, campaign_id, cluster_id, kind, state, exit_code in failed:
-            open_event(conn, "campaign", f"{kind.upper()}_FAILED",
-                       f"{kind} ended as {state} (exit status {exit_code}); "
-                       + ("no task of this campaign will run on this cluster" if kind == "prologue" else
-                          "the campaign is over anyway"),
-                       campaign_id=campaign_id, cluster_id=cluster_id, job_id=job_id)
+            record(conn, f"{kind.upper()}_FAILED",
+                   f"{kind} ended as {state} (exit status {exit_code}); "
+                   + ("no task of this campaign will run on this cluster" if kind == "prologue" else
+                      "the campaign is over anyway"),
+                   campaign_id=campaign_id, cluster_id=cluster_id, job_id=job_id)
             clusters_left = conn.execute(
                 "SELECT count(*) FROM campaign_properties p WHERE p.campaign_id = ? AND p.name = 'exec_file' "
                 "AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.campaign_id = p.campaign_id AND "

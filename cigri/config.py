@@ -38,7 +38,14 @@ class Settings:
     default_walltime: str = "01:00:00"
     default_resources: str = "core=1"
     stderr_tail_lines: int = 5
-    max_attempts: int = 5
+    max_resubmit: int = 4
+    blacklist_after: int = 3
+    autofix_delay: float = 30.0
+    failure_rate: float = 0.5
+    failure_rate_min: int = 10
+    stuck_delay: float = 600.0
+    admins: str = ""
+    admin_group: str = ""
     log_level: str = "info"
     log_format: str = "text"
 
@@ -100,6 +107,22 @@ class Users:
 
 
 @dataclass(frozen=True)
+class NotifySettings:
+    """The ``[notify]`` section: how notifications are sent and retried."""
+
+    smtp_host: str = ""
+    smtp_port: int = 25
+    smtp_starttls: bool = False
+    smtp_user: str = ""
+    smtp_password_file: str = ""
+    mail_from: str = "cigri@localhost"
+    subject_tag: str = "[cigri]"
+    timeout: float = 10.0
+    max_tries: int = 8
+    retry_delay: float = 30.0
+
+
+@dataclass(frozen=True)
 class ClusterConfig:
     """One ``[clusters.NAME]`` table: which backend and its options."""
 
@@ -129,6 +152,7 @@ class Config:
     settings: Settings
     runner: RunnerSettings
     clusters: tuple[ClusterConfig, ...]
+    notify: NotifySettings = NotifySettings()
     metascheduler: MetaschedulerSettings = MetaschedulerSettings()
     classes: tuple[ClassConfig, ...] = ()  # empty: one fair-share class named "default"
     users: Users = Users()
@@ -160,7 +184,7 @@ class Config:
         return Path(self.settings.log_dir)
 
 
-SECTIONS: dict[str, type] = {"cigri": Settings, "runner": RunnerSettings,
+SECTIONS: dict[str, type] = {"cigri": Settings, "runner": RunnerSettings, "notify": NotifySettings,
                              "metascheduler": MetaschedulerSettings}
 
 
@@ -341,12 +365,14 @@ def load(overrides: dict[str, Any] | None = None, environ: dict[str, str] | None
     _merge_layer(values, clusters, layer, "overrides", shares)
     settings = _with_paths(Settings(**values["cigri"]))
     runner = RunnerSettings(**values["runner"])
+    notify = NotifySettings(**values["notify"])
     _check(settings, runner)
+    _check_notify(notify)
     if not clusters:
         clusters = {"local": {"backend": "local"}}
     metascheduler = MetaschedulerSettings(**values["metascheduler"])
     _check_metascheduler(metascheduler)
-    return Config(settings, runner, _cluster_configs(clusters), metascheduler=metascheduler,
+    return Config(settings, runner, _cluster_configs(clusters), notify, metascheduler=metascheduler,
                   classes=_class_configs(shares["classes"]), users=_users(shares["users"]))
 
 
@@ -371,9 +397,13 @@ def _check(settings: Settings, runner: RunnerSettings) -> None:
         raise ConfigError(f"cigri.default_walltime: {error}") from None
     if not settings.cycle_period > 0:  # also rejects nan
         raise ConfigError("cigri.cycle_period: must be > 0")
-    if settings.stderr_tail_lines < 0 or settings.max_attempts < 1:
-        raise ConfigError("cigri.max_attempts: must be >= 1" if settings.max_attempts < 1
-                          else "cigri.stderr_tail_lines: must be >= 0")
+    for key in ("stderr_tail_lines", "max_resubmit", "autofix_delay", "failure_rate_min", "stuck_delay"):
+        if not getattr(settings, key) >= 0:
+            raise ConfigError(f"cigri.{key}: must be >= 0")
+    if settings.blacklist_after < 1:
+        raise ConfigError("cigri.blacklist_after: must be >= 1")
+    if not 0 < settings.failure_rate <= 1:
+        raise ConfigError("cigri.failure_rate: must be > 0 and <= 1")
     if settings.log_level not in LOG_LEVELS:
         raise ConfigError(f"cigri.log_level: expected one of {', '.join(LOG_LEVELS)}, got {settings.log_level!r}")
     if settings.log_format not in ("text", "json"):
@@ -382,6 +412,14 @@ def _check(settings: Settings, runner: RunnerSettings) -> None:
         raise ConfigError("runner.tap_initial: must be >= 1 and <= runner.tap_max")
     if runner.tap_factor < 1:
         raise ConfigError("runner.tap_factor: must be >= 1")
+
+def _check_notify(notify: NotifySettings) -> None:
+    if not 0 < notify.smtp_port < 65536:
+        raise ConfigError("notify.smtp_port: must be between 1 and 65535")
+    if notify.max_tries < 1:
+        raise ConfigError("notify.max_tries: must be >= 1")
+    if not (notify.timeout > 0 and notify.retry_delay >= 0):
+        raise ConfigError("notify.timeout: must be > 0" if not notify.timeout > 0 else "notify.retry_delay: must be >= 0")
 
 
 _WINDOW = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)-([01]?\d|2[0-3]):([0-5]\d)$")

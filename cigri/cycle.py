@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from cigri import colombo, nikita, runner, updator
+from cigri import colombo, nikita, notify, runner, updator
 from cigri.cycle_context import gather
 from cigri.errors import Busy
 from cigri.grid import Grid
@@ -73,6 +73,8 @@ def _cycle(grid: Grid) -> CycleReport:
     shares = schedule(ctx)
     submitted = runner.run(ctx)
     killed = nikita.kill(ctx)
+    ctx.settle()
+    notify.notify(grid)
     updator.record_counts(ctx)
     report = CycleReport(updated, decided, sum(shares.values()), submitted, killed, finished,
                          time.monotonic() - started)

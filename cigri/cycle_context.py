@@ -1,4 +1,10 @@
-"""What one scheduling cycle knows about the clusters, gathered once at its start."""
+"""What one scheduling cycle knows about the clusters, gathered once at its start.
+
+Cluster health lives here too: every failed call to a cluster raises an event named by the
+error (CLUSTER_TIMEOUT, CLUSTER_AUTH_FAILURE...); a cluster with a failed call in
+``blacklist_after`` cycles in a row is blacklisted, and an automatic blacklist is re-checked
+with a real capacity call every ``autofix_delay`` seconds and lifted when the cluster answers.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,8 @@ from typing import Any
 
 from cigri import db as database
 from cigri.backends import Capacity
-from cigri.events import close_cluster_events, open_event
+from cigri.errors import BackendError
+from cigri.events import blacklist_cluster, close, close_cluster_problems, record
 from cigri.grid import Grid
 
 log = logging.getLogger("cigri.cycle")
@@ -20,30 +27,60 @@ class CycleContext:
     grid: Grid
     capacities: dict[int, Capacity] = field(default_factory=dict)  # usable clusters only
     options: dict[int, dict[str, Any]] = field(default_factory=dict)
+    failed: set[int] = field(default_factory=set)  # clusters with a failed call this cycle
 
     def cluster_options(self, cluster_id: int) -> dict[str, Any]:
         return self.options.get(cluster_id, {})
 
-    def cluster_failed(self, cluster_id: int, what: str, error: Exception) -> None:
-        """A cluster call failed: the cluster is left out of this cycle and an event says why."""
+    def cluster_failed(self, cluster_id: int, what: str, error: Exception, campaign_id: int | None = None) -> None:
+        """A cluster call failed: the cluster is left out of this cycle, an event says why, and
+        the first failure of the cycle counts toward blacklisting it."""
         log.warning("cluster %s: %s failed: %s", cluster_id, what, error)
         self.capacities.pop(cluster_id, None)
+        code = error.code if isinstance(error, BackendError) else "CLUSTER_UNREACHABLE"
+        first = cluster_id not in self.failed
+        self.failed.add(cluster_id)
+        limit = self.grid.config.settings.blacklist_after
         with database.write(self.grid.db) as conn:
-            open_event(conn, "cluster", "CLUSTER_UNREACHABLE", f"{what} failed: {error}", cluster_id=cluster_id)
+            record(conn, code, f"{what} failed: {error}", cluster_id=cluster_id, campaign_id=campaign_id,
+                   signature=what)
+            if first and conn.execute("UPDATE clusters SET failures = failures + 1 WHERE id = ? RETURNING failures",
+                                      [cluster_id]).fetchone()[0] >= limit:
+                blacklist_cluster(conn, cluster_id, f"{limit} cycle(s) in a row with a failed call; last: "
+                                                    f"{what} ({code})")
+                log.warning("cluster %s blacklisted after %s failing cycle(s)", cluster_id, limit)
+
+    def settle(self) -> None:
+        """End of cycle: a cluster used without any failure starts its failure count again."""
+        healthy = [cid for cid in self.capacities if cid not in self.failed]
+        if healthy:
+            with database.write(self.grid.db) as conn:
+                conn.execute(f"UPDATE clusters SET failures = 0 WHERE failures > 0 AND id IN "
+                             f"({','.join('?' * len(healthy))})", healthy)
 
 
 def gather(grid: Grid) -> CycleContext:
-    """Ask every non-blacklisted cluster for its capacity."""
+    """Ask every usable cluster for its capacity, and re-check automatic blacklists that are due."""
     ctx = CycleContext(grid)
-    for cluster_id, options, blacklisted in grid.db.execute("SELECT id, options, blacklisted FROM clusters"):
+    now = database.now()
+    for cluster_id, options, blacklisted, event_id, checked_at in grid.db.execute(
+            "SELECT id, options, blacklisted, blacklist_event_id, checked_at FROM clusters").fetchall():
         ctx.options[cluster_id] = json.loads(options)
-        if blacklisted:
-            continue
+        if blacklisted and (event_id is None or now - (checked_at or 0) < grid.config.settings.autofix_delay):
+            continue  # an admin's blacklist is lifted by an admin only
         try:
-            ctx.capacities[cluster_id] = grid.backend(cluster_id).capacity()
+            capacity = grid.backend(cluster_id).capacity()
         except Exception as error:  # any backend failure must not stop the other clusters
-            ctx.cluster_failed(cluster_id, "capacity", error)
+            if blacklisted:
+                with database.write(grid.db) as conn:
+                    conn.execute("UPDATE clusters SET checked_at = ? WHERE id = ?", [now, cluster_id])
+            else:
+                ctx.cluster_failed(cluster_id, "capacity", error)
             continue
         with database.write(grid.db) as conn:
-            close_cluster_events(conn, cluster_id, "CLUSTER_UNREACHABLE")
+            if blacklisted:
+                close(conn, "id = ?", [event_id])
+                log.warning("cluster %s answers again: blacklist lifted", cluster_id)
+            close_cluster_problems(conn, cluster_id)
+        ctx.capacities[cluster_id] = capacity
     return ctx

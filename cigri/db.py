@@ -151,6 +151,69 @@ def m002_kill_reason(db: Database) -> None:
 
 
 @migrations()
+def m006_events_notify(db: Database) -> None:
+    """Aggregated events (a count, examples and the jobs they cover), per-reason resubmission
+    counters, blacklist bookkeeping with automatic recovery, and notification subscriptions
+    with a persisted outbox so that a crash neither loses nor repeats a message."""
+    db.executescript("""
+    ALTER TABLE events ADD COLUMN severity TEXT NOT NULL DEFAULT 'high';
+    ALTER TABLE events ADD COLUMN count INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE events ADD COLUMN examples TEXT NOT NULL DEFAULT '[]';   -- JSON [{task_id, job_id}]
+    ALTER TABLE events ADD COLUMN signature TEXT NOT NULL DEFAULT '';    -- e.g. the first stderr line
+    ALTER TABLE events ADD COLUMN updated_at REAL;
+    ALTER TABLE events ADD COLUMN notified_count INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX events_aggregate ON events(code, campaign_id, cluster_id, signature, state);
+    CREATE INDEX events_unnotified ON events(id) WHERE count > notified_count;
+    CREATE TABLE event_jobs (                         -- every job an open event covers
+        event_id INTEGER NOT NULL REFERENCES events(id),
+        job_id INTEGER NOT NULL REFERENCES jobs(id),
+        task_id INTEGER REFERENCES tasks(id),
+        PRIMARY KEY (event_id, job_id)
+    );
+    ALTER TABLE tasks ADD COLUMN resubmits INTEGER NOT NULL DEFAULT 0;      -- in a row, best-effort kills aside
+    ALTER TABLE tasks ADD COLUMN walltime_kills INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE tasks ADD COLUMN preemptions INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE clusters ADD COLUMN failures INTEGER NOT NULL DEFAULT 0;    -- consecutive failing cycles
+    ALTER TABLE clusters ADD COLUMN blacklist_event_id INTEGER REFERENCES events(id);  -- NULL: by an admin
+    ALTER TABLE clusters ADD COLUMN checked_at REAL;
+    CREATE TABLE campaign_cluster_health (
+        campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
+        cluster_id INTEGER NOT NULL REFERENCES clusters(id),
+        exit_errors INTEGER NOT NULL DEFAULT 0,       -- since the last reset
+        terminated_base INTEGER NOT NULL DEFAULT 0,   -- campaign_stats.terminated at the last reset
+        strikes INTEGER NOT NULL DEFAULT 0,           -- times blacklisted: doubles the autofix delay
+        blacklisted_at REAL,
+        checked_at REAL,
+        event_id INTEGER REFERENCES events(id),
+        PRIMARY KEY (campaign_id, cluster_id)
+    );
+    CREATE TABLE subscriptions (
+        id INTEGER PRIMARY KEY,
+        user TEXT NOT NULL,
+        kind TEXT NOT NULL,                           -- mail, webhook
+        target TEXT NOT NULL,
+        severity TEXT NOT NULL,                       -- low, medium, high: the least it receives
+        created_at REAL NOT NULL,
+        UNIQUE (user, kind, target)
+    );
+    CREATE TABLE outbox (
+        id INTEGER PRIMARY KEY,
+        subscription_id INTEGER NOT NULL REFERENCES subscriptions(id) ON DELETE CASCADE,
+        severity TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        document TEXT NOT NULL,                       -- JSON: what a webhook receives, what a mail says
+        state TEXT NOT NULL DEFAULT 'pending',        -- pending, sent, dead
+        tries INTEGER NOT NULL DEFAULT 0,
+        next_try_at REAL NOT NULL,
+        last_error TEXT,
+        created_at REAL NOT NULL,
+        sent_at REAL
+    );
+    CREATE INDEX outbox_due ON outbox(next_try_at) WHERE state = 'pending';
+    """)
+
+
+@migrations()
 def m007_grouping(db: Database) -> None:
     """Temporal grouping: the jobs run one after another inside one remote job share a group
     (the id of its first job), fixed before the submit call so that a re-sent batch is the same."""

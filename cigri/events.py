@@ -1,34 +1,171 @@
-"""Events: what went wrong, recorded for users (gridevents) and admins.
+"""Events: what went wrong (or what cigri did about it), for users (gridevents) and admins.
 
-Codes used so far (the catalogue lives in README, "Events"):
-``EXIT_ERROR`` (a task ended with a non-zero status; the stderr tail is kept),
-``WALLTIME`` (killed at its walltime), ``LOST_JOB`` (the cluster forgot the job),
-``PROLOGUE_FAILED`` / ``EPILOGUE_FAILED``, ``TOO_MANY_ATTEMPTS``,
-``CLUSTER_UNREACHABLE`` (capacity, poll or cancel failed), ``SUBMISSION_ERROR``.
+The catalogue below is the one place where codes, their severity and whether they stay open
+live; README "Events" shows it as a table. Identical occurrences (same code, campaign,
+cluster and signature, e.g. the first stderr line) add to one event's ``count`` with a few
+examples, so a thousand identical failures are one row, one line in gridevents and one
+notification. An *opening* event waits for someone to look at it (``gridevents --fix``) and
+remembers every job it covers, so ``--fix --resubmit`` can put their tasks back; the others
+are recorded closed, as a counted log of what cigri did on its own.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from dataclasses import dataclass
+from enum import StrEnum
 
 from cigri import db as database
 
 
-def open_event(conn: sqlite3.Connection, kind: str, code: str, message: str, *,
-               campaign_id: int | None = None, cluster_id: int | None = None, job_id: int | None = None,
-               task_id: int | None = None, stderr_tail: str | None = None) -> None:
-    """Record an event; a cluster problem already open is not recorded twice."""
-    if kind == "cluster" and conn.execute(
-            "SELECT 1 FROM events WHERE class = 'cluster' AND code = ? AND cluster_id IS ? AND state = 'open'",
-            [code, cluster_id]).fetchone():
-        return
-    conn.execute(
-        "INSERT INTO events(class, code, campaign_id, cluster_id, job_id, task_id, message, stderr_tail, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [kind, code, campaign_id, cluster_id, job_id, task_id, message, stderr_tail, database.now()])
+class Severity(StrEnum):
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+    @property
+    def rank(self) -> int:
+        return ("low", "medium", "high").index(self.value)
 
 
-def close_cluster_events(conn: sqlite3.Connection, cluster_id: int, code: str) -> None:
-    """A cluster problem that went away closes its open event."""
-    conn.execute("UPDATE events SET state = 'closed', closed_at = ? WHERE class = 'cluster' AND cluster_id = ? "
-                 "AND code = ? AND state = 'open'", [database.now(), cluster_id, code])
+@dataclass(frozen=True)
+class Code:
+    kind: str  # job, campaign or cluster: who the event is about
+    severity: Severity
+    opens: bool  # stays open until fixed; otherwise recorded closed
+    action: str  # what cigri does about it (README's catalogue)
+
+
+LOW, MEDIUM, HIGH = Severity.LOW, Severity.MEDIUM, Severity.HIGH
+CONNECTION_CODES = ("CLUSTER_UNREACHABLE", "CLUSTER_TIMEOUT", "CLUSTER_AUTH_FAILURE", "CLUSTER_BAD_ANSWER")
+EXAMPLES = 5
+
+CATALOGUE: dict[str, Code] = {
+    "EXIT_ERROR": Code("job", HIGH, True, "task failed, stderr tail kept; counts toward the campaign's "
+                                          "failure rate on the cluster (`failure_rate`)"),
+    "BEST_EFFORT_KILL": Code("job", LOW, False, "task back at the head of the bag, without limit; counted in "
+                                                "the task's preemptions, not its attempts"),
+    "WALLTIME_RESUBMIT": Code("job", LOW, False, "task back at the tail of the bag (JDL `walltime_resubmit` "
+                                                 "times, default 3)"),
+    "WALLTIME": Code("job", MEDIUM, True, "task failed: killed at its walltime once more than "
+                                          "`walltime_resubmit` allows"),
+    "RESUBMIT": Code("job", LOW, False, "exit status 66: task back at the head of the bag; 67: at the tail"),
+    "LOST_JOB": Code("job", MEDIUM, False, "the cluster forgot the job or it was cancelled outside cigri: "
+                                           "task back at the head of the bag"),
+    "TOO_MANY_RESUBMIT": Code("job", HIGH, True, "task failed after `max_resubmit` resubmissions in a row "
+                                                 "(best-effort kills aside)"),
+    "STUCK_LAUNCHING": Code("job", MEDIUM, True, "a job stayed `submitting` longer than `stuck_delay`: re-sent "
+                                                 "each cycle (idempotently); closed once sent"),
+    "USER_CANCEL": Code("campaign", LOW, False, "griddel: open tasks cancelled, jobs killed by nikita"),
+    "PROLOGUE_FAILED": Code("campaign", HIGH, True, "no task of the campaign runs on that cluster; with no "
+                                                    "cluster left, its remaining tasks fail"),
+    "EPILOGUE_FAILED": Code("campaign", MEDIUM, True, "none: the campaign ends anyway"),
+    "CAMPAIGN_FINISHED": Code("campaign", LOW, False, "none (notified)"),
+    "CAMPAIGN_FAILED": Code("campaign", HIGH, False, "none (notified): every task ended, some failed"),
+    "SUBMISSION_ERROR": Code("cluster", MEDIUM, True, "jobs stay `submitting` and are re-sent next cycle; "
+                                                      "counts toward `blacklist_after`"),
+    "CLUSTER_UNREACHABLE": Code("cluster", MEDIUM, True, "cluster skipped this cycle; counts toward "
+                                                         "`blacklist_after`; closed when it answers again"),
+    "CLUSTER_TIMEOUT": Code("cluster", MEDIUM, True, "as CLUSTER_UNREACHABLE"),
+    "CLUSTER_AUTH_FAILURE": Code("cluster", HIGH, True, "as CLUSTER_UNREACHABLE"),
+    "CLUSTER_BAD_ANSWER": Code("cluster", MEDIUM, True, "as CLUSTER_UNREACHABLE"),
+    "CLUSTER_STRESSED": Code("cluster", MEDIUM, True, "no new job on the cluster (taps 0; waiting jobs "
+                                                      "flood-killed after `flood_grace`) until its stress falls "
+                                                      "to half its `stress_factor`; closed then"),
+    "BLACKLISTED": Code("cluster", HIGH, True, "no new job on the cluster (class cluster) or for the campaign "
+                                               "there (class campaign); re-checked after `autofix_delay` and "
+                                               "lifted when healthy, or by `gridevents --fix`"),
+}
+
+
+def record(conn: sqlite3.Connection, code: str, message: str, *, campaign_id: int | None = None,
+           cluster_id: int | None = None, job_id: int | None = None, task_id: int | None = None,
+           stderr_tail: str | None = None, signature: str = "", kind: str | None = None) -> int:
+    """Count one occurrence of ``code`` in its aggregate event (created if needed); return its id.
+
+    A job already covered by the open event is not counted twice (a stuck job seen each cycle).
+    """
+    entry = CATALOGUE[code]
+    now = database.now()
+    row = conn.execute(
+        "SELECT id, examples FROM events WHERE code = ? AND campaign_id IS ? AND cluster_id IS ? "
+        "AND signature = ? AND state = ? ORDER BY id DESC LIMIT 1",
+        [code, campaign_id, cluster_id, signature, "open" if entry.opens else "closed"]).fetchone()
+    if row is None:
+        event_id = conn.execute(
+            "INSERT INTO events(class, code, severity, state, campaign_id, cluster_id, job_id, task_id, message, "
+            "stderr_tail, signature, examples, created_at, updated_at, closed_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [kind or entry.kind, code, entry.severity, "open" if entry.opens else "closed", campaign_id, cluster_id,
+             job_id, task_id, message, stderr_tail, signature,
+             json.dumps([{"task_id": task_id, "job_id": job_id}] if job_id or task_id else []),
+             now, now, None if entry.opens else now]).lastrowid
+        assert event_id is not None
+        if entry.opens and job_id is not None:
+            conn.execute("INSERT INTO event_jobs(event_id, job_id, task_id) VALUES (?, ?, ?)",
+                         [event_id, job_id, task_id])
+        return event_id
+    event_id, examples = row[0], json.loads(row[1])
+    if entry.opens and job_id is not None and conn.execute(
+            "INSERT OR IGNORE INTO event_jobs(event_id, job_id, task_id) VALUES (?, ?, ?)",
+            [event_id, job_id, task_id]).rowcount == 0:
+        return event_id
+    if (job_id or task_id) and len(examples) < EXAMPLES:
+        examples.append({"task_id": task_id, "job_id": job_id})
+    conn.execute("UPDATE events SET count = count + 1, updated_at = ?, examples = ? WHERE id = ?",
+                 [now, json.dumps(examples), event_id])
+    return event_id
+
+
+def open_event(conn: sqlite3.Connection, kind: str, code: str, message: str, **where: int | str | None) -> int:
+    """:func:`record` with the event's class given first (the runner's calls)."""
+    return record(conn, code, message, kind=kind, **where)  # type: ignore[arg-type]
+
+
+def first_line(text: str | None) -> str:
+    """The first non-blank line of a stderr tail: what identical failures have in common."""
+    for line in (text or "").splitlines():
+        if line.strip():
+            return line.strip()[:200]
+    return ""
+
+
+def close(conn: sqlite3.Connection, where: str, args: list[object]) -> int:
+    """Close the open events matching ``where`` (a fixed SQL condition) and lift the blacklists
+    they hold; return how many were closed."""
+    ids = [r[0] for r in conn.execute(f"SELECT id FROM events WHERE state = 'open' AND ({where})", args)]
+    now = database.now()
+    for event_id in ids:
+        conn.execute("UPDATE events SET state = 'closed', closed_at = ? WHERE id = ? AND state = 'open'",
+                     [now, event_id])
+        conn.execute("UPDATE clusters SET blacklisted = 0, blacklist_reason = NULL, blacklisted_at = NULL, "
+                     "blacklist_event_id = NULL, failures = 0 WHERE blacklist_event_id = ?", [event_id])
+        conn.execute("UPDATE campaign_cluster_health SET blacklisted_at = NULL, event_id = NULL, exit_errors = 0, "
+                     "terminated_base = coalesce((SELECT terminated FROM campaign_stats s WHERE "
+                     "s.campaign_id = campaign_cluster_health.campaign_id AND "
+                     "s.cluster_id = campaign_cluster_health.cluster_id), 0) WHERE event_id = ?", [event_id])
+    return len(ids)
+
+
+def close_cluster_problems(conn: sqlite3.Connection, cluster_id: int) -> None:
+    """The cluster answered: its connection problems are over."""
+    close(conn, f"class = 'cluster' AND cluster_id = ? AND code IN ({','.join('?' * len(CONNECTION_CODES))})",
+          [cluster_id, *CONNECTION_CODES])
+
+
+def blacklist_cluster(conn: sqlite3.Connection, cluster_id: int, reason: str) -> None:
+    """Blacklist a whole cluster automatically: a BLACKLISTED event holds it (autofix re-checks)."""
+    event_id = record(conn, "BLACKLISTED", f"cluster blacklisted: {reason}", cluster_id=cluster_id)
+    conn.execute("UPDATE clusters SET blacklisted = 1, blacklist_reason = ?, blacklisted_at = ?, checked_at = ?, "
+                 "blacklist_event_id = ? WHERE id = ? AND blacklisted = 0",
+                 [reason, database.now(), database.now(), event_id, cluster_id])
+
+
+def blacklist_pair(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, reason: str) -> None:
+    """Stop sending the campaign's tasks to the cluster; other campaigns and clusters go on."""
+    event_id = record(conn, "BLACKLISTED", f"cluster blacklisted for this campaign: {reason}",
+                      campaign_id=campaign_id, cluster_id=cluster_id, kind="campaign")
+    conn.execute("UPDATE campaign_cluster_health SET blacklisted_at = ?, checked_at = ?, event_id = ?, "
+                 "strikes = strikes + 1 WHERE campaign_id = ? AND cluster_id = ? AND blacklisted_at IS NULL",
+                 [database.now(), database.now(), event_id, campaign_id, cluster_id])

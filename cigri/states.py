@@ -12,6 +12,7 @@ class CampaignState(StrEnum):
     IN_TREATMENT = "in_treatment"
     PAUSED = "paused"
     TERMINATED = "terminated"
+    FAILED = "failed"  # every task ended and some failed
     CANCELLED = "cancelled"
 
 

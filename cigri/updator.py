@@ -14,6 +14,7 @@ from collections import defaultdict
 from cigri import db as database
 from cigri.backends import RemoteJob, RemoteState
 from cigri.cycle_context import CycleContext
+from cigri.events import record
 from cigri.states import (EXIT_RESUBMIT_HEAD, EXIT_RESUBMIT_TAIL, JOB_ACTIVE, JOB_ENDED, TASK_OPEN, CampaignState, JobState,
                           TaskState, sql_in)
 
@@ -122,7 +123,8 @@ def record_counts(ctx: CycleContext) -> None:
 
 
 def finish_campaigns(ctx: CycleContext) -> list[int]:
-    """Terminate campaigns with no open task, no active job and every epilogue run."""
+    """End campaigns with no open task, no active job and every epilogue run: ``terminated``, or
+    ``failed`` when some task failed. Open events never hold a campaign back."""
     finished = []
     with database.write(ctx.grid.db) as conn:
         candidates = [r[0] for r in conn.execute(
@@ -139,9 +141,14 @@ def finish_campaigns(ctx: CycleContext) -> list[int]:
                     "AND p.value != '\"\"' AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.campaign_id = p.campaign_id "
                     "AND j.cluster_id = p.cluster_id AND j.kind = 'epilogue')", [campaign_id]).fetchone():
                 continue
+            failed = conn.execute("SELECT count(*) FROM tasks WHERE campaign_id = ? AND state = ?",
+                                  [campaign_id, TaskState.FAILED]).fetchone()[0]
+            end = CampaignState.FAILED if failed else CampaignState.TERMINATED
             conn.execute("UPDATE campaigns SET state = ?, finished_at = ? WHERE id = ? AND state IN (?, ?)",
-                         [CampaignState.TERMINATED, database.now(), campaign_id,
-                          CampaignState.IN_TREATMENT, CampaignState.PAUSED])
+                         [end, database.now(), campaign_id, CampaignState.IN_TREATMENT, CampaignState.PAUSED])
+            record(conn, "CAMPAIGN_FAILED" if failed else "CAMPAIGN_FINISHED",
+                   f"campaign {campaign_id} {end}" + (f": {failed} task(s) failed" if failed else ""),
+                   campaign_id=campaign_id)
             finished.append(campaign_id)
-            log.info("campaign %s terminated", campaign_id)
+            log.info("campaign %s %s", campaign_id, end)
     return finished

@@ -15,6 +15,7 @@ from cigri.cli import common
 from cigri.cycle import run_cycle
 from cigri.daemon import run_daemon
 from cigri.errors import InputError
+from cigri.users import require_admin
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, help="Administer the cigri grid.")
 db_app = typer.Typer(no_args_is_help=True, help="The database.")
@@ -36,6 +37,9 @@ def options(
 
 
 def _grid():
+    """The grid, for admins only (README, "Ownership"): these commands change its state."""
+    config = configuration.load(overrides)
+    require_admin(config, api.current_user(), "this cigri command")
     return common.grid(overrides)
 
 
@@ -126,7 +130,8 @@ def db_path() -> None:
 @common.errors_to_exit
 def cluster_list(as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
     """Clusters with their backend, options and blacklist state."""
-    rows = list(_grid().db.query("SELECT name, backend, options, source, blacklisted, blacklist_reason FROM clusters ORDER BY name"))
+    rows = list(common.grid(overrides).db.query(
+        "SELECT name, backend, options, source, blacklisted, blacklist_reason FROM clusters ORDER BY name"))
     for row in rows:
         row["options"] = json.loads(row["options"])
     if as_json:

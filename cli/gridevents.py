@@ -1,32 +1,79 @@
-"""gridevents: what went wrong (failed tasks with their stderr tail, cluster problems)."""
+"""gridevents: what went wrong (failed tasks with their stderr tail, cluster problems), and fixing it."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
 from cigri import api
 from cigri.cli import common
+from cigri.errors import InputError
 
-app = typer.Typer(add_completion=True, help="List events.")
+app = typer.Typer(add_completion=True, help="List and fix events.")
 
 
 @app.command()
 @common.errors_to_exit
 def gridevents(
     campaign: Optional[int] = typer.Option(None, "-c", "--campaign", help="Only this campaign's events."),
+    global_only: bool = typer.Option(False, "-g", "--global", help="Only the clusters' own events."),
+    event_id: Optional[int] = typer.Option(None, "-e", "--event", help="This event only, in full."),
     all_events: bool = typer.Option(False, "-a", "--all", help="Closed events too."),
+    fix: bool = typer.Option(False, "-f", "--fix", help="Close the events chosen by -e, -c or -g (lifting "
+                                                        "the blacklists they hold)."),
+    resubmit: bool = typer.Option(False, "-r", "--resubmit", help="With --fix: put their failed tasks back "
+                                                                  "in the bag."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON value."),
     version: bool = common.VersionOption,
 ) -> None:
-    """List open events, newest last."""
-    events = api.events(common.grid(), campaign_id=campaign, include_closed=all_events)
+    """List events (open ones of your campaigns and of the clusters, oldest first), or fix them."""
+    if resubmit and not fix:
+        raise InputError("--resubmit needs --fix")
+    if event_id is not None and (campaign is not None or global_only):
+        raise InputError("-e excludes -c and -g")
+    if campaign is not None and global_only:
+        raise InputError("-c and -g exclude each other")
+    grid = common.grid()
+    user = api.current_user()
+    if fix:
+        result = api.fix_events(grid, user=user, event_id=event_id, campaign_id=campaign, global_only=global_only,
+                                resubmit=resubmit)
+        if as_json:
+            return common.print_json(result)
+        print(f"{result['closed']} event(s) closed" +
+              (f", {result['resubmitted']} task(s) resubmitted" if resubmit else ""))
+        return None
+    if event_id is not None:
+        event = api.event(grid, event_id, user=user)
+        if as_json:
+            return common.print_json(event)
+        return _print_event(event)
+    events = api.events(grid, user=user, campaign_id=campaign, global_only=global_only, include_closed=all_events)
     if as_json:
         return common.print_json(events)
-    common.print_table(None, ["id", "date", "state", "code", "campaign", "cluster", "job", "message", "stderr tail"],
-                       [[e["id"], common.when(e["created_at"]), e["state"], e["code"], e["campaign_id"], e["cluster"],
-                         e["job_id"], e["message"], (e["stderr_tail"] or "").strip()] for e in events])
+    if not events:
+        print("No events")
+        return None
+    common.print_table(None, ["id", "date", "state", "severity", "code", "count", "campaign", "cluster", "message",
+                              "stderr tail"],
+                       [[e["id"], common.when(e["created_at"]), e["state"], e["severity"], e["code"], e["count"],
+                         e["campaign_id"], e["cluster"], e["message"], (e["stderr_tail"] or "").strip()]
+                        for e in events])
+    return None
+
+
+def _print_event(event: dict[str, Any]) -> None:
+    for key in ("id", "code", "class", "severity", "state", "campaign_id", "cluster", "count", "message"):
+        print(f"{key}: {'' if event[key] is None else event[key]}")
+    print(f"opened: {common.when(event['created_at'])}   last: {common.when(event['updated_at'])}   "
+          f"closed: {common.when(event['closed_at'])}")
+    if event["examples"]:
+        print("examples: " + ", ".join(f"task {x['task_id']} job {x['job_id']}" for x in event["examples"]))
+    if event["stderr_tail"]:
+        print("stderr tail:")
+        for line in event["stderr_tail"].splitlines():
+            print(f"  {line}")
 
 
 def main() -> None:

@@ -51,7 +51,7 @@ def gridstat(
 
 def _letter(state: str) -> str:
     """CiGri's one-letter state column."""
-    return {"in_treatment": "R", "paused": "P", "terminated": "T", "cancelled": "C"}.get(state, "?")
+    return {"in_treatment": "R", "paused": "P", "terminated": "T", "failed": "F", "cancelled": "C"}.get(state, "?")
 
 
 def _campaign(grid, campaign_id: int, as_json: bool) -> None:

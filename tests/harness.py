@@ -21,7 +21,7 @@ from typing import Any
 from cigri.backends.local.pool import running_pids
 
 BIN = Path(sys.executable).parent
-COMMANDS = ("gridsub", "gridstat", "griddel", "gridevents", "gridclusters", "cigri")
+COMMANDS = ("gridsub", "gridstat", "griddel", "gridevents", "gridnotify", "gridclusters", "cigri")
 SLOTS = 4
 
 

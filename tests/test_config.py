@@ -49,16 +49,16 @@ def test_explicit_database_is_kept(files: dict[str, Path], tmp_path: Path) -> No
 
 
 def test_precedence_of_every_layer(files: dict[str, Path], tmp_path: Path) -> None:
-    files["system"].write_text('[cigri]\ncycle_period = 1\nstderr_tail_lines = 1\nmax_attempts = 1\n'
+    files["system"].write_text('[cigri]\ncycle_period = 1\nstderr_tail_lines = 1\nmax_resubmit = 1\n'
                                'default_resources = "system"\n[runner]\ntap_max = 7\n')
-    files["user"].write_text('[cigri]\nstderr_tail_lines = 2\nmax_attempts = 2\ndefault_resources = "user"\n')
-    files["explicit"].write_text('[cigri]\nmax_attempts = 3\ndefault_resources = "explicit"\n')
+    files["user"].write_text('[cigri]\nstderr_tail_lines = 2\nmax_resubmit = 2\ndefault_resources = "user"\n')
+    files["explicit"].write_text('[cigri]\nmax_resubmit = 3\ndefault_resources = "explicit"\n')
     cfg = load({"cigri.default_resources": "flag"}, CIGRI_CONFIG=str(files["explicit"]),
                CIGRI_HOME=str(tmp_path), CIGRI_DEFAULT_RESOURCES="env")
     assert cfg.settings.cycle_period == 1.0  # system only
     assert cfg.runner.tap_max == 7
     assert cfg.settings.stderr_tail_lines == 2  # user beats system
-    assert cfg.settings.max_attempts == 3  # CIGRI_CONFIG beats user
+    assert cfg.settings.max_resubmit == 3  # CIGRI_CONFIG beats user
     assert cfg.settings.default_resources == "flag"  # overrides beat the environment
     assert load(CIGRI_CONFIG=str(files["explicit"]), CIGRI_HOME=str(tmp_path),
                 CIGRI_DEFAULT_RESOURCES="env").settings.default_resources == "env"
@@ -90,13 +90,13 @@ BAD_FILES = [
     ("[cigri]\nhomme = '/tmp'\n", "cigri.homme"),
     ("[runner]\ntap_speed = 2\n", "runner.tap_speed"),
     ("[cigri]\ncycle_period = 'fast'\n", "cigri.cycle_period"),
-    ("[cigri]\nmax_attempts = 2.5\n", "cigri.max_attempts"),
-    ("[cigri]\nmax_attempts = true\n", "cigri.max_attempts"),
+    ("[cigri]\nmax_resubmit = 2.5\n", "cigri.max_resubmit"),
+    ("[cigri]\nmax_resubmit = true\n", "cigri.max_resubmit"),
     ("[cigri]\nhome = 3\n", "cigri.home"),
     ("[cigri]\ndefault_walltime = '1:2:3:4'\n", "cigri.default_walltime"),
     ("[cigri]\ndefault_walltime = '0'\n", "cigri.default_walltime"),
     ("[cigri]\ncycle_period = 0\n", "cigri.cycle_period"),
-    ("[cigri]\nmax_attempts = 0\n", "cigri.max_attempts"),
+    ("[cigri]\nmax_resubmit = -1\n", "cigri.max_resubmit"),
     ("[runner]\ntap_factor = 0.5\n", "runner.tap_factor"),
     ("[runner]\ntap_initial = 10\ntap_max = 5\n", "runner.tap_initial"),
     ("[clusters.c]\nbackend = 'pbs'\n", "clusters.c.backend"),
@@ -119,7 +119,7 @@ def test_bad_file_names_the_key(files: dict[str, Path], tmp_path: Path, text: st
 
 @pytest.mark.parametrize(("variable", "value", "named"), [
     ("CIGRI_CYCLE_PERIOD", "abc", "CIGRI_CYCLE_PERIOD"),
-    ("CIGRI_MAX_ATTEMPTS", "1.5", "CIGRI_MAX_ATTEMPTS"),
+    ("CIGRI_MAX_RESUBMIT", "1.5", "CIGRI_MAX_RESUBMIT"),
     ("CIGRI_RUNNER_TAP_INITIAL", "many", "CIGRI_RUNNER_TAP_INITIAL"),
     ("CIGRI_CYCLE_PERIOD", "nan", "cigri.cycle_period"),  # the right type, a bad value
     ("CIGRI_DEFAULT_WALLTIME", "soon", "cigri.default_walltime"),

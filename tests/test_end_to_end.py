@@ -147,7 +147,7 @@ def test_failing_tasks_raise_events_with_their_stderr_and_the_campaign_ends(cigr
     campaign_id = int(result.stdout.split(":")[-1])
 
     summary = cigri.stat(campaign_id)
-    assert summary["state"] == "terminated"
+    assert summary["state"] == "failed"
     assert summary["tasks"]["failed"] == 3 and summary["tasks"]["terminated"] == 3
     events = cigri.events(campaign_id)
     assert len(events) == 3 and summary["open_events"] == 3
@@ -164,7 +164,7 @@ def test_failing_tasks_raise_events_with_their_stderr_and_the_campaign_ends(cigr
 def test_exit_status_66_resubmits_the_task_and_endless_resubmission_stops(cigri: Cigri) -> None:
     # "once" asks for one more run, whose second attempt outlives several cycles: the first
     # attempt's ending, already decided, must not put the task back in the bag meanwhile.
-    # "forever" always asks again (67) and must stop at max_attempts with one event.
+    # "forever" always asks again (67) and must stop after max_resubmit (4) with one event.
     program = cigri.script("again.sh", '[ "$1" = forever ] && exit 67\n'
                                        'if [ ! -e "$1.marker" ]; then : > "$1.marker"; exit 66; fi\n'
                                        'echo "$1" >> runs.log\nsleep 1\n')
@@ -176,9 +176,9 @@ def test_exit_status_66_resubmits_the_task_and_endless_resubmission_stops(cigri:
     assert once["state"] == "terminated" and once["attempts"] == 2
     assert [(j["state"], j["exit_code"]) for j in once["jobs"]] == [("resubmit", 66), ("terminated", 0)]
     assert (cigri.work / "runs.log").read_text() == "once\n"
-    assert forever["state"] == "failed" and forever["attempts"] == 5  # cigri.max_attempts
+    assert forever["state"] == "failed" and forever["attempts"] == 5  # 1 + cigri.max_resubmit
     assert [(j["state"], j["exit_code"]) for j in forever["jobs"]] == [("resubmit", 67)] * 5
-    assert [(e["code"], e["task_id"]) for e in cigri.events(campaign_id)] == [("TOO_MANY_ATTEMPTS", forever["id"])]
+    assert [(e["code"], e["task_id"]) for e in cigri.events(campaign_id)] == [("TOO_MANY_RESUBMIT", forever["id"])]
 
 
 # --- 6. cancelling kills -----------------------------------------------------------------

@@ -1,0 +1,120 @@
+"""The outbox: messages written with the events they report, then sent and retried."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import defaultdict
+from typing import Any
+
+from cigri import db as database
+from cigri.events import Severity
+from cigri.grid import Grid
+from cigri.notify.senders import send_mail, send_webhook
+from cigri.users import is_admin
+
+log = logging.getLogger("cigri.notify")
+DELIVER_PER_CYCLE = 100  # a backlog drains over several cycles instead of stretching one
+
+
+def collect(grid: Grid) -> int:
+    """Turn un-notified event occurrences into one outbox message per subscription; return how
+    many messages were written."""
+    with database.write(grid.db) as conn:
+        cursor = conn.execute(
+            "SELECT e.id, e.class, e.code, e.severity, e.state, e.campaign_id, c.name AS cluster, e.message, "
+            "e.stderr_tail, e.count, e.count - e.notified_count AS new, e.examples, p.user AS owner "
+            "FROM events e LEFT JOIN clusters c ON c.id = e.cluster_id "
+            "LEFT JOIN campaigns p ON p.id = e.campaign_id WHERE e.count > e.notified_count ORDER BY e.id")
+        columns = [c[0] for c in cursor.description]
+        events = [dict(zip(columns, row)) for row in cursor]
+        if not events:
+            return 0
+        conn.executemany("UPDATE events SET notified_count = ? WHERE id = ?", [(e["count"], e["id"]) for e in events])
+        subscriptions = conn.execute("SELECT id, user, severity FROM subscriptions").fetchall()
+        admins = {user for _, user, _ in subscriptions if is_admin(grid.config, user)}
+        chosen: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for subscription_id, user, least in subscriptions:
+            for event in events:
+                readers = {event["owner"]} if event["owner"] else set()
+                if event["class"] == "cluster" or event["code"] == "BLACKLISTED":
+                    readers |= admins
+                if user in readers and Severity(event["severity"]).rank >= Severity(least).rank:
+                    chosen[subscription_id].append(event)
+        now = database.now()
+        for subscription_id, chosen_events in chosen.items():
+            document = _document(chosen_events)
+            conn.execute("INSERT INTO outbox(subscription_id, severity, subject, document, next_try_at, created_at) "
+                         "VALUES (?, ?, ?, ?, ?, ?)",
+                         [subscription_id, document["severity"], document["subject"], json.dumps(document), now, now])
+    return len(chosen)
+
+
+def _document(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """One message for many events: the worst severity, a subject naming what happened."""
+    severity = max((Severity(e["severity"]) for e in events), key=lambda s: s.rank)
+    campaigns = sorted({e["campaign_id"] for e in events if e["campaign_id"]})
+    where = f" on campaign #{campaigns[0]}" if len(campaigns) == 1 else (
+        f" on {len(campaigns)} campaigns" if campaigns else "")
+    if len(events) == 1:
+        event = events[0]
+        subject = (f"{event['new']} {event['code']} event(s){where}" if event["new"] > 1
+                   else f"{event['code']}{where}: {event['message']}")
+    else:
+        counts: dict[str, int] = defaultdict(int)
+        for event in events:
+            counts[event["code"]] += event["new"]
+        subject = ", ".join(f"{n} {code}" for code, n in counts.items()) + where
+    return {
+        "severity": str(severity), "subject": subject[:200],
+        "events": [{"id": e["id"], "code": e["code"], "severity": e["severity"], "class": e["class"],
+                    "campaign_id": e["campaign_id"], "cluster": e["cluster"], "message": e["message"],
+                    "count": e["count"], "new": e["new"], "examples": json.loads(e["examples"]),
+                    "stderr_tail": e["stderr_tail"]} for e in events],
+    }
+
+
+def deliver(grid: Grid) -> int:
+    """Send the due messages; each outcome is recorded in its own transaction. Return how many were sent."""
+    settings = grid.config.notify
+    due = list(grid.db.query(
+        "SELECT o.id, o.severity, o.subject, o.document, o.tries, o.created_at, s.kind, s.target, s.user "
+        "FROM outbox o JOIN subscriptions s ON s.id = o.subscription_id "
+        "WHERE o.state = 'pending' AND o.next_try_at <= ? ORDER BY o.id LIMIT ?",
+        [database.now(), DELIVER_PER_CYCLE]))
+    sent = 0
+    for message in due:
+        document = {"id": message["id"], "user": message["user"], **json.loads(message["document"])}
+        try:
+            if message["kind"] == "mail":
+                send_mail(settings, message["target"], document, message["created_at"])
+            else:
+                send_webhook(settings, message["target"], document)
+        except Exception as error:  # recorded and retried; never raised into the cycle
+            tries = message["tries"] + 1
+            reason = _reason(error)
+            dead = tries >= settings.max_tries
+            log.warning("notification %s (%s, try %s/%s) failed: %s", message["id"], message["kind"], tries,
+                        settings.max_tries, reason)
+            with database.write(grid.db) as conn:
+                conn.execute("UPDATE outbox SET tries = ?, last_error = ?, state = ?, next_try_at = ? "
+                             "WHERE id = ? AND state = 'pending'",
+                             [tries, reason, "dead" if dead else "pending",
+                              database.now() + settings.retry_delay * 2 ** (tries - 1), message["id"]])
+            continue
+        with database.write(grid.db) as conn:
+            conn.execute("UPDATE outbox SET state = 'sent', sent_at = ?, tries = tries + 1 WHERE id = ?",
+                         [database.now(), message["id"]])
+        sent += 1
+    return sent
+
+
+def _reason(error: Exception) -> str:
+    """Why a send failed, without the webhook's URL (it may embed a token) or any credential."""
+    import httpx
+
+    if isinstance(error, httpx.HTTPStatusError):
+        return f"HTTP {error.response.status_code}"
+    if isinstance(error, httpx.HTTPError):
+        return type(error).__name__
+    return f"{type(error).__name__}: {' '.join(str(error).split())}"[:300]

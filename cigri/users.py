@@ -1,0 +1,62 @@
+"""Who is acting, and who is an admin.
+
+The acting user is the process's effective Unix user, read from the password database:
+environment variables such as ``USER`` or ``LOGNAME`` are not trusted, since anyone can set
+them. Every use case in :mod:`cigri.api` takes the user as a parameter; only the CLI asks
+:func:`acting_user`. Admins are ``root``, the owner of the database file (the account cigri
+runs as), the users listed in ``cigri.admins`` and the members of ``cigri.admin_group``.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+
+from cigri.config import Config
+from cigri.errors import Refused
+
+
+def acting_user() -> str:
+    uid = os.geteuid()
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:  # a uid with no name (containers): still a distinct, unforgeable identity
+        return str(uid)
+
+
+def _name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def is_admin(config: Config, user: str) -> bool:
+    settings = config.settings
+    if user == "root" or user in settings.admins.replace(",", " ").split():
+        return True
+    if settings.admin_group:
+        try:
+            group = grp.getgrnam(settings.admin_group)
+        except KeyError:
+            group = None
+        if group is not None and (user in group.gr_mem or _primary_gid(user) == group.gr_gid):
+            return True
+    try:
+        return _name(os.stat(config.database_path).st_uid) == user
+    except OSError:
+        return False
+
+
+def _primary_gid(user: str) -> int | None:
+    try:
+        return pwd.getpwnam(user).pw_gid
+    except KeyError:
+        return None
+
+
+def require_admin(config: Config, user: str, what: str) -> None:
+    """Refuse (exit 1) unless ``user`` has the admin role."""
+    if not is_admin(config, user):
+        raise Refused(f"{what}: needs the admin role, and {user} is not an admin")
