@@ -1,0 +1,122 @@
+"""Benchmark: N short tasks dispatched into a real test cluster through cigri, against the
+resource manager's own job array of the same tasks, in the same run.
+
+Every task runs ``task.sh NAME``, which writes the time it started into ``start.NAME`` in a fresh
+directory of the clusters' shared exec dir. A run's rate is N task-starts over the time from
+just before its submission to the last start (start files are read back, so both sides are
+timed the same way).
+
+- direct: one ``sbatch --array=0-(N-1)`` (Slurm) or ``oarsub --array N`` (OAR) over SSH;
+- cigri: ``gridsub -f JDL --wait --period P`` on a fresh CIGRI_HOME (gridsub drives the cycles),
+  the cluster with ``max_waiting``/``api_chunk_size`` and the tap opened to N, so that one submit
+  call sends every task; once without and once with temporal grouping
+  (``"temporal_grouping": true``, ``temporal_grouping_batch_duration`` = ``--group-seconds``).
+
+Goals (issue 3 §3): cigri ≥ 0.9× the direct array without grouping, ≥ 5× with grouping.
+
+    python bench/slurm_dispatch.py [--cluster slurm-a-ssh] [--tasks 500] [--clusters /tmp/cigri-clusters]
+    python bench/oar_dispatch.py   (the same with --cluster oar-ssh --tasks 100)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from cigri.backends._ssh import SSHTransport
+
+BIN = Path(sys.executable).parent
+TASK = '#!/bin/sh\ndate +%s.%N > "start.$1"\n'
+
+
+def prepare(exec_root: Path, label: str) -> Path:
+    directory = exec_root / f"bench-{label}-{secrets.token_hex(3)}"
+    directory.mkdir()
+    directory.chmod(0o1777)
+    program = directory / "task.sh"
+    program.write_text(TASK)
+    program.chmod(0o755)
+    return directory
+
+
+def wait_starts(directory: Path, tasks: int, since: float, timeout: float) -> float:
+    """Task-starts per second once every task has started."""
+    deadline = time.time() + timeout
+    while len(starts := list(directory.glob("start.*"))) < tasks:
+        if time.time() > deadline:
+            raise SystemExit(f"{directory}: only {len(starts)} of {tasks} tasks started after {timeout}s")
+        time.sleep(0.2)
+    last = max(float(path.read_text().strip()) for path in starts)
+    return tasks / (last - since)
+
+
+def direct(options: dict[str, Any], backend: str, directory: Path, tasks: int) -> float:
+    ssh = SSHTransport("bench", options["host"], int(options.get("port", 22)), options["user"],
+                       options.get("key_file"), options.get("known_hosts"), 30.0)
+    program = str(directory / "task.sh")
+    if backend == "slurm":
+        argv = ["sbatch", "--parsable", f"--array=0-{tasks - 1}", f"--chdir={directory}", "--output=/dev/null",
+                "--time=5", f"--partition={options.get('partition', 'main')}",
+                f"--wrap={program} d$SLURM_ARRAY_TASK_ID"]
+    else:
+        argv = ["oarsub", "--array", str(tasks), "-d", str(directory), "-O", "/dev/null", "-E", "/dev/null",
+                "-l", "core=1,walltime=0:05:00", f"{program} d$OAR_ARRAY_INDEX"]
+    since = time.time()
+    result = ssh.run(argv)
+    ssh.close()
+    if result.status != 0:
+        raise SystemExit(f"direct submission failed: {result.stderr}")
+    return wait_starts(directory, tasks, since, 1800)
+
+
+def through_cigri(name: str, options: dict[str, Any], directory: Path, tasks: int, group_seconds: int,
+                  period: float) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "cigri.toml"
+        lines = ["[runner]", f"tap_initial = {tasks}", f"tap_max = {tasks}", f"[clusters.{name}]"]
+        lines += [f"{k} = {json.dumps(v)}" for k, v in
+                  {**options, "max_waiting": tasks, "api_chunk_size": tasks}.items()]
+        config.write_text("\n".join(lines) + "\n")
+        grouping = {"temporal_grouping": True, "temporal_grouping_batch_duration": group_seconds} \
+            if group_seconds else {"temporal_grouping": False}
+        jdl = Path(tmp) / "bench.json"
+        jdl.write_text(json.dumps({
+            "name": "dispatch", "exec_file": str(directory / "task.sh"), "exec_directory": str(directory),
+            "walltime": "00:05:00", "type": "normal", "params": [f"c{i}" for i in range(tasks)],
+            "clusters": {name: grouping}}))
+        env = {"CIGRI_HOME": str(Path(tmp) / "home"), "CIGRI_CONFIG": str(config), "PATH": "/usr/bin:/bin"}
+        since = time.time()
+        subprocess.run([str(BIN / "gridsub"), "-f", str(jdl), "--wait", "--period", str(period)], env=env,
+                       check=True, stdout=subprocess.DEVNULL, timeout=1800)
+        return wait_starts(directory, tasks, since, 60)
+
+
+def main(default_cluster: str = "slurm-a-ssh", default_tasks: int = 500) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cluster", default=default_cluster)
+    parser.add_argument("--tasks", type=int, default=default_tasks)
+    parser.add_argument("--clusters", type=Path, default=Path("/tmp/cigri-clusters"))
+    parser.add_argument("--group-seconds", type=int, default=60)
+    parser.add_argument("--period", type=float, default=0.5)
+    args = parser.parse_args()
+    with (args.clusters / "cigri.toml").open("rb") as handle:
+        options = tomllib.load(handle)["clusters"][args.cluster]
+    backend = options["backend"]
+    exec_root = args.clusters / "exec"
+    rate = direct(options, backend, prepare(exec_root, "direct"), args.tasks)
+    print(f"direct {backend} array: {args.tasks} tasks, {rate:.1f} task-starts/s")
+    for label, seconds in (("cigri, arrays", 0), ("cigri, temporal grouping", args.group_seconds)):
+        mine = through_cigri(args.cluster, options, prepare(exec_root, "cigri"), args.tasks, seconds, args.period)
+        print(f"{label}: {mine:.1f} task-starts/s, {mine / rate:.2f}x the direct array")
+
+
+if __name__ == "__main__":
+    main()
