@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cigri import db as database
+from cigri import predictor
 from cigri.errors import InputError, NotFound, Refused
 from cigri.events import Severity, close, record
 from cigri.grid import Grid
@@ -170,10 +171,18 @@ def _campaign_row(grid: Grid, campaign_id: int) -> dict[str, Any]:
     return rows[0]
 
 
-def campaign_summary(grid: Grid, campaign_id: int) -> dict[str, Any]:
+def campaign_summary(grid: Grid, campaign_id: int, now: float | None = None) -> dict[str, Any]:
     """The stable ``--json`` document of one campaign (see README, "gridstat --json")."""
+    return _summary(grid, campaign_id, database.now() if now is None else now)[0]
+
+
+def _summary(grid: Grid, campaign_id: int, now: float) -> tuple[dict[str, Any], predictor.CampaignFigures]:
+    """The summary with the predictor's figures: throughput over the last hour, remaining
+    time and ETA (the end time once the campaign is over)."""
     row = _campaign_row(grid, campaign_id)
     counts = _task_counts(grid, campaign_id)
+    figures = predictor.campaign_figures(grid.db, campaign_id, now,
+                                         remaining=counts["pending"] + counts["waiting"] + counts["running"])
     return {
         "id": row["id"], "name": row["name"], "user": row["user"], "state": row["state"],
         "submitted_at": row["submitted_at"], "started_at": row["started_at"],
@@ -185,47 +194,46 @@ def campaign_summary(grid: Grid, campaign_id: int) -> dict[str, Any]:
         "replicas": grid.db.execute(  # extra copies of running tasks (finalize scheduler)
             f"SELECT count(*) - count(DISTINCT task_id) FROM jobs WHERE campaign_id = ? AND kind = 'task' "
             f"AND state IN {sql_in(JOB_ACTIVE)}", [campaign_id]).fetchone()[0],
-        "replicas": grid.db.execute(  # extra copies of running tasks (finalize scheduler)
-            f"SELECT count(*) - count(DISTINCT task_id) FROM jobs WHERE campaign_id = ? AND kind = 'task' "
-            f"AND state IN {sql_in(JOB_ACTIVE)}", [campaign_id]).fetchone()[0],
-    }
+        "throughput_per_hour": figures.throughput_per_hour,
+        "remaining_seconds": figures.remaining_seconds,
+        "eta": row["finished_at"] or figures.eta,
+    }, figures
 
 
-def campaign_detail(grid: Grid, campaign_id: int) -> dict[str, Any]:
-    """Summary plus per-cluster progress, throughput, durations and remaining time.
+def campaign_detail(grid: Grid, campaign_id: int, now: float | None = None) -> dict[str, Any]:
+    """Summary plus, per cluster, the jobs by state, durations, throughput, tap and affinity
+    penalty.
 
-    Reads only the bag's index, the active jobs and ``campaign_stats``: it costs the same
-    for ten tasks as for a million.
+    Reads only the bag's index, the active jobs, ``campaign_stats`` and the recent terminated
+    jobs' index: it costs the same for ten tasks as for a million.
     """
-    summary = campaign_summary(grid, campaign_id)
+    moment = database.now() if now is None else now
+    summary, figures = _summary(grid, campaign_id, moment)
     names = {cid: name for name, cid in grid.cluster_ids().items()}
     per_cluster: dict[int, dict[str, Any]] = {}
 
     def entry(cluster_id: int) -> dict[str, Any]:
-        return per_cluster.setdefault(cluster_id, {"cluster": names[cluster_id], "jobs": {}})
+        return per_cluster.setdefault(cluster_id, {
+            "cluster": names[cluster_id], "jobs": {}, "average_duration": None, "duration_stddev": None,
+            "throughput_per_hour": None, "tap": None, "affinity_penalty": 0.0})
 
     for cluster_id, state, n in grid.db.execute(
             f"SELECT cluster_id, state, count(*) FROM jobs WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)} "
             f"AND kind = 'task' GROUP BY cluster_id, state", [campaign_id]):
         entry(cluster_id)["jobs"][state] = n
-    done = duration_sum = 0.0
-    first_start, last_end = None, None
-    for row in grid.db.query("SELECT * FROM campaign_stats WHERE campaign_id = ?", [campaign_id]):
-        cluster = entry(row["cluster_id"])
-        cluster["jobs"]["terminated"] = row["terminated"]
-        cluster["jobs"]["ended_otherwise"] = row["failed"]
-        cluster["average_duration"] = row["duration_sum"] / row["terminated"] if row["terminated"] else None
-        done += row["terminated"]
-        duration_sum += row["duration_sum"]
-        first_start = min(filter(None, (first_start, row["first_start"])), default=None)
-        last_end = max(filter(None, (last_end, row["last_end"])), default=None)
-    throughput = done / (last_end - first_start) if done and first_start and last_end and last_end > first_start else None
-    remaining = summary["tasks"]["pending"] + summary["tasks"]["waiting"] + summary["tasks"]["running"]
+    for cluster_id, cluster in figures.clusters.items():
+        entry(cluster_id)["jobs"].update(terminated=cluster.terminated, ended_otherwise=cluster.ended_otherwise)
+        entry(cluster_id).update(average_duration=cluster.average_duration, duration_stddev=cluster.duration_stddev,
+                                 throughput_per_hour=cluster.throughput_per_hour)
+    for cluster_id, rate in predictor.taps(grid.db, campaign_id).items():
+        entry(cluster_id)["tap"] = rate
+    for (_, cluster_id), penalty in predictor.affinity_penalties(grid.db, [campaign_id], moment).items():
+        entry(cluster_id)["affinity_penalty"] = round(penalty, 3)
     summary.update({
         "clusters": list(per_cluster.values()),
-        "average_duration": duration_sum / done if done else None,
-        "throughput_per_second": throughput,
-        "remaining_seconds": 0 if not remaining else (remaining / throughput if throughput else None),
+        "average_duration": figures.average_duration,
+        "duration_stddev": figures.duration_stddev,
+        "throughput_per_second": None if figures.throughput_per_hour is None else figures.throughput_per_hour / 3600,
     })
     return summary
 

@@ -50,13 +50,22 @@ class Settings:
     log_format: str = "text"
 
 
+JOB_RATIOS = ("two_way_adaptive", "adaptive_down_exponential_up", "slow_start", "cigri_tap")
+
+
 @dataclass(frozen=True)
 class RunnerSettings:
-    """The ``[runner]`` section: CiGri's adaptive tap."""
+    """The ``[runner]`` section: how many jobs may wait per campaign and cluster (the predictor's
+    taps) and when waiting jobs are flood-killed; the last three are per-cluster defaults."""
 
     tap_initial: int = 3
     tap_factor: float = 1.5
     tap_max: int = 100
+    flood_grace: float = 60.0
+    penalty_half_life: float = 900.0
+    job_ratio: str = JOB_RATIOS[0]
+    remote_waiting_timeout: float = 900.0
+    stress_factor: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -134,15 +143,18 @@ class ClusterConfig:
 _REMOTE_KEYS: dict[str, type] = {
     "transport": str, "host": str, "port": int, "user": str, "key_file": str, "known_hosts": str,
     "base_url": str, "timeout": float, "min_interval": float,
-    "api_chunk_size": int, "max_waiting": int, "properties": str, "project": str, "group_seconds": int,
+    "api_chunk_size": int, "max_waiting": int, "properties": str, "project": str,
+    "job_ratio": str, "remote_waiting_timeout": float, "stress_factor": float, "group_seconds": int,
 }
 CLUSTER_KEYS: dict[str, dict[str, type]] = {
-    "local": {"slots": int, "max_waiting": int},
+    "local": {"slots": int, "max_waiting": int, "job_ratio": str, "remote_waiting_timeout": float,
+              "stress_factor": float},
     "slurm": {**_REMOTE_KEYS, "token_file": str, "partition": str, "best_effort_partition": str,
               "best_effort_qos": str},
     "oar": {**_REMOTE_KEYS, "password_file": str},
     "sim": {"cores": int, "memory_gb": float, "seed": int, "local_load": float, "local_load_steps": str,
-            "local_max_cores": int, "trace": str, "task_seconds": float, "max_waiting": int},
+            "local_max_cores": int, "trace": str, "task_seconds": float, "max_waiting": int,
+            "job_ratio": str, "remote_waiting_timeout": float, "stress_factor": float},
 }
 TRANSPORT_NEEDS = {"ssh": ("host", "user"), "rest": ("base_url",)}
 
@@ -324,6 +336,8 @@ def _cluster_configs(clusters: dict[str, dict[str, Any]]) -> tuple[ClusterConfig
             table[key] = value = _coerce(f"clusters.{name}.{key}", value, kinds[key])
             if isinstance(value, (int, float)) and value < 0:
                 raise ConfigError(f"clusters.{name}.{key}: must be >= 0")
+            if key == "job_ratio" and value not in JOB_RATIOS:
+                raise ConfigError(f"clusters.{name}.job_ratio: expected one of {', '.join(JOB_RATIOS)}, got {value!r}")
         if backend not in ("local", "sim"):
             transport = table.get("transport")
             if transport not in TRANSPORT_NEEDS:
@@ -412,6 +426,13 @@ def _check(settings: Settings, runner: RunnerSettings) -> None:
         raise ConfigError("runner.tap_initial: must be >= 1 and <= runner.tap_max")
     if runner.tap_factor < 1:
         raise ConfigError("runner.tap_factor: must be >= 1")
+    if runner.job_ratio not in JOB_RATIOS:
+        raise ConfigError(f"runner.job_ratio: expected one of {', '.join(JOB_RATIOS)}, got {runner.job_ratio!r}")
+    if not runner.penalty_half_life > 0:
+        raise ConfigError("runner.penalty_half_life: must be > 0")
+    for key in ("flood_grace", "remote_waiting_timeout", "stress_factor"):
+        if not getattr(runner, key) >= 0:  # also rejects nan
+            raise ConfigError(f"runner.{key}: must be >= 0")
 
 def _check_notify(notify: NotifySettings) -> None:
     if not 0 < notify.smtp_port < 65536:

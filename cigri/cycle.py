@@ -1,4 +1,4 @@
-"""One scheduling cycle: updator → colombo → metascheduler → runner → nikita.
+"""One scheduling cycle: updator → colombo → predictor → metascheduler → runner → nikita.
 
 A file lock makes cycles exclusive: a second ``cigri cycle`` started while one runs exits
 at once with :class:`Busy` instead of doing the same work twice.
@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from cigri import colombo, nikita, notify, runner, updator
+from cigri import colombo, nikita, notify, predictor, runner, updator
 from cigri.cycle_context import gather
 from cigri.errors import Busy
 from cigri.grid import Grid
@@ -70,6 +70,7 @@ def _cycle(grid: Grid) -> CycleReport:
     updated = updator.update(ctx)
     decided = colombo.analyse(ctx)
     finished = updator.finish_campaigns(ctx)
+    predictor.predict(ctx)
     shares = schedule(ctx)
     submitted = runner.run(ctx)
     killed = nikita.kill(ctx)

@@ -232,6 +232,25 @@ def m003_shares(db: Database) -> None:
     """)
 
 
+@migrations()
+def m004_predictor(db: Database) -> None:
+    """The predictor's throughput window reads the latest terminated jobs of a campaign through
+    an index (never a scan), and flood control remembers, per campaign and cluster, a decaying
+    penalty that lowers the cluster's affinity after it kept jobs waiting too long."""
+    db.executescript("""
+    CREATE INDEX jobs_terminated ON jobs(campaign_id, finished_at, cluster_id, started_at)
+        WHERE state = 'terminated' AND kind = 'task';
+    CREATE TABLE affinity_penalties (
+        campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
+        cluster_id INTEGER NOT NULL REFERENCES clusters(id),
+        penalty REAL NOT NULL,                           -- flood-killed jobs, halved every half_life
+        updated_at REAL NOT NULL,
+        half_life REAL NOT NULL,                         -- seconds ([runner] penalty_half_life)
+        PRIMARY KEY (campaign_id, cluster_id)
+    );
+    """)
+
+
 def connect(path: Path) -> Database:
     """Open (creating if needed) and migrate the database; files are private to the owner."""
     try:

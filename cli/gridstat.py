@@ -43,10 +43,15 @@ def gridstat(
     campaigns = api.list_campaigns(grid, user=owner, include_finished=all_campaigns)
     if as_json:
         return common.print_json(campaigns)
-    common.print_table(None, ["Campaign id", "Name", "User", "Submission time", "S", "Progress"],
+    common.print_table(None, ["Campaign id", "Name", "User", "Submission time", "S", "Progress", "Tasks/h", "ETA"],
                        [[c["id"], c["name"], c["user"], common.when(c["submitted_at"]), _letter(c["state"]),
                          f"{c['tasks']['terminated'] + c['tasks']['failed'] + c['tasks']['cancelled']}/"
-                         f"{c['tasks']['total']} ({c['progress']}%)"] for c in campaigns])
+                         f"{c['tasks']['total']} ({c['progress']}%)", _rate(c["throughput_per_hour"]),
+                         common.when(c["eta"]) or "?"] for c in campaigns])
+
+
+def _rate(per_hour: float | None) -> str:
+    return "?" if per_hour is None else f"{per_hour:.0f}" if per_hour >= 10 else f"{per_hour:.2g}"
 
 
 def _letter(state: str) -> str:
@@ -59,18 +64,20 @@ def _campaign(grid, campaign_id: int, as_json: bool) -> None:
     if as_json:
         return common.print_json(detail)
     t = detail["tasks"]
-    rate = detail["throughput_per_second"]
     print(f"Campaign {detail['id']}: {detail['name']} ({detail['user']}), {detail['state']}, "
           f"submitted {common.when(detail['submitted_at'])}")
     common.print_table("Tasks", list(t), [list(t.values())])
-    print(f"Progress: {detail['progress']}%   average duration: {common.duration(detail['average_duration'])}   "
-          f"throughput: {f'{rate * 3600:.0f} tasks/h' if rate else '?'}   "
-          f"remaining: {common.duration(detail['remaining_seconds'])}   open events: {detail['open_events']}   "
+    print(f"Progress: {detail['progress']}%   duration: {common.duration(detail['average_duration'])} "
+          f"± {common.duration(detail['duration_stddev'])}   throughput: {_rate(detail['throughput_per_hour'])} tasks/h "
+          f"(last hour)   remaining: {common.duration(detail['remaining_seconds'])}   "
+          f"ETA: {common.when(detail['eta']) or '?'}   open events: {detail['open_events']}   "
           f"replicas: {detail['replicas']}")
     if detail["clusters"]:
         states = sorted({s for c in detail["clusters"] for s in c["jobs"]})
-        common.print_table("Jobs per cluster", ["cluster", *states],
-                           [[c["cluster"], *[c["jobs"].get(s, 0) for s in states]] for c in detail["clusters"]])
+        common.print_table("Jobs per cluster", ["cluster", *states, "duration", "tasks/h", "tap", "penalty"],
+                           [[c["cluster"], *[c["jobs"].get(s, 0) for s in states], common.duration(c["average_duration"]),
+                             _rate(c["throughput_per_hour"]), "?" if c["tap"] is None else c["tap"],
+                             f"{c['affinity_penalty']:.2f}"] for c in detail["clusters"]])
 
 
 def _tasks(grid, campaign_id: int, as_json: bool) -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cigri import api, config
+from cigri import api, config, predictor
+from cigri.cycle_context import gather
 from cigri.grid import open_grid
 
 BIG_TABLES = ("tasks", "jobs")
@@ -33,6 +34,24 @@ def test_gridstat_queries_never_scan_tasks_or_jobs(grid) -> None:
     api.campaign_detail(grid, 1)
     api.list_campaigns(grid, user="alice", include_finished=True)
     grid.db.conn.set_trace_callback(None)
+    assert_no_scan(grid, seen)
+
+
+def test_predictor_queries_never_scan_tasks_or_jobs(grid) -> None:
+    """The predictor runs every cycle (taps, stress, flood) and the simulator asks it for
+    figures at every step: the same rule holds."""
+    ctx = gather(grid)
+    seen: list[str] = []
+    grid.db.conn.set_trace_callback(seen.append)
+    predictor.predict(ctx)
+    predictor.campaign_figures(grid.db, 1, 1e9)
+    predictor.throughputs(grid.db, [1], 1e9)
+    predictor.affinity_penalties(grid.db, [1])
+    grid.db.conn.set_trace_callback(None)
+    assert_no_scan(grid, seen)
+
+
+def assert_no_scan(grid, seen: list[str]) -> None:
     assert seen, "no statement traced"
     plan_lines = []
     for statement in seen:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cigri import db as database
+from cigri import predictor
 from cigri.backends import Capacity
 from cigri.config import Config
 from cigri.cycle_context import CycleContext
@@ -85,6 +86,8 @@ def gather(conn: sqlite3.Connection, config: Config, capacities: Mapping[int, Ca
     night = windows.is_night(config.metascheduler, now)
     ready = _ready_clusters(conn, settings)
     classes = {c.name for c in config.classes} or {"default"}
+    penalties = predictor.affinity_penalties(conn, [r[0] for r in rows], now)  # after flood kills
+    throughputs = predictor.throughputs(conn, [r[0] for r in rows], now)
     campaigns = []
     for campaign_id, _, user, state, class_name, priority in rows:
         values = settings[campaign_id]
@@ -99,7 +102,11 @@ def gather(conn: sqlite3.Connection, config: Config, capacities: Mapping[int, Ca
             cores_per_task=costs[campaign_id], priority=priority, running=running,
             test_mode=any(test.is_test_mode(values[k]) for k in usable),
             max_jobs_per_cluster={cluster_names[k]: cap for k in usable if (cap := test.job_cap(values[k])) is not None},
-            clusters=tuple(cluster_names[k] for k in usable) if usable else tuple(running)))
+            clusters=tuple(cluster_names[k] for k in usable) if usable else tuple(running),
+            affinity={cluster_names[k]: config.users.of(user).affinity.get(cluster_names[k], 0.0)
+                      - penalties[(campaign_id, k)] for k in usable if (campaign_id, k) in penalties},
+            throughput={cluster_names[k]: throughputs[(campaign_id, k)] for k in usable
+                        if (campaign_id, k) in throughputs}))
     known = {c.name for c in clusters}
     scenario = fairshare.Scenario(
         clusters=clusters, campaigns=tuple(campaigns),

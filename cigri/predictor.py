@@ -1,0 +1,367 @@
+"""The predictor (CiGri's *spritz*): what each campaign will do next, and how much to send.
+
+Read side, for gridstat, the metascheduler and the simulator: functions of the database and a
+clock value ``now`` giving, per campaign and cluster, the throughput over a sliding window and
+the average and standard deviation of task durations, and per campaign the remaining time
+and ETA. They read ``campaign_stats``, the bag's index and the ``jobs_terminated`` index,
+never a scan of jobs or tasks.
+
+Control side, :func:`predict`, run each cycle between colombo and the metascheduler, in one
+transaction:
+
+1. *Stress*: a cluster whose own users queue more jobs than it has free slots
+   (``others' waiting jobs / (free slots + 1)`` above its ``stress_factor``) gets no new job
+   until the ratio falls to half the factor; a ``CLUSTER_STRESSED`` event stays open meanwhile.
+2. *Taps*: how many of a campaign's jobs may wait on a cluster (``taps.rate``; 0 sends
+   nothing; the metascheduler sends at most the rate minus what already waits), sized each
+   cycle by the cluster's job-ratio algorithm from the 2009 design (:data:`JOB_RATIO`).
+3. *Flood control*: a waiting job older than the cluster's ``remote_waiting_timeout``, or
+   beyond the tap once older than ``flood_grace``, gets kill reason ``flood``: nikita kills it at
+   the end of the cycle and colombo puts its task back at the head of the bag, uncharged.
+   Each one adds 1 to the campaign's penalty on that cluster, halved every
+   ``penalty_half_life``: it lowers the cluster's affinity in the fair share, and while it
+   exceeds by :data:`SHUN` the campaign's penalty on another usable cluster, the tap there is 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sqlite3
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlite_utils import Database
+
+from cigri import db as database
+from cigri.config import JOB_RATIOS, RunnerSettings
+from cigri.cycle_context import CycleContext
+from cigri.events import close, open_event
+from cigri.properties import campaign_properties
+from cigri.states import CampaignState, JobState, KillReason, TaskState
+
+log = logging.getLogger("cigri.predictor")
+WINDOW = 3600.0  # seconds of ended jobs the throughput is measured over
+OPEN, CLOSED = "open", "closed"
+Reader = Database | sqlite3.Connection  # the metascheduler reads inside its own transaction
+SHUN = 0.5  # one flood kill shuns a cluster for a half-life; each doubling of the kills, one more
+
+
+# --- job-ratio algorithms (pure) ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Observation:
+    """What one cycle shows of a campaign on a cluster."""
+
+    rate: int  # the tap so far: jobs allowed to wait
+    waiting: int  # the campaign's jobs queued there (being submitted or waiting)
+    free: int  # the cluster's free slots
+    pending: bool  # tasks are left in the campaign's bag
+
+
+@dataclass(frozen=True)
+class TapLimits:
+    initial: int = 3
+    factor: float = 1.5  # cigri_tap only
+    maximum: int = 100
+
+
+def two_way_adaptive(o: Observation, limits: TapLimits) -> int:
+    """Move by the measured gap: up by the free slots nothing waits for, down by the jobs
+    waiting beyond the free slots. Settles in a cycle or two without flooding."""
+    gap = o.free - o.waiting
+    return o.rate + gap if gap < 0 or o.pending else o.rate
+
+
+def adaptive_down_exponential_up(o: Observation, limits: TapLimits) -> int:
+    """Double while nothing waits beyond the free slots; shed exactly the excess otherwise.
+    The aggressive one: fills a cluster fastest, overshoots, and relies on flood kills."""
+    excess = o.waiting - o.free
+    if excess > 0:
+        return o.rate - excess
+    return 2 * o.rate if o.pending else o.rate
+
+
+def slow_start(o: Observation, limits: TapLimits) -> int:
+    """TCP's slow start: double while nothing waits beyond the free slots, back to one job as
+    soon as some do. The cautious one, for clusters shared with demanding local users."""
+    if o.waiting > o.free:
+        return 1
+    return 2 * o.rate if o.pending else o.rate
+
+
+def cigri_tap(o: Observation, limits: TapLimits) -> int:
+    """CiGri v3's tap, for comparison: ×factor while none of the campaign's jobs waits, ÷factor
+    (not below the initial rate) while any does, free slots or not."""
+    if o.waiting > 0:
+        return max(limits.initial, int(o.rate / limits.factor))
+    return max(o.rate + 1, int(o.rate * limits.factor)) if o.pending else o.rate
+
+
+JOB_RATIO: dict[str, Callable[[Observation, TapLimits], int]] = {
+    "two_way_adaptive": two_way_adaptive,
+    "adaptive_down_exponential_up": adaptive_down_exponential_up,
+    "slow_start": slow_start,
+    "cigri_tap": cigri_tap,
+}
+assert tuple(JOB_RATIO) == JOB_RATIOS
+
+
+def next_rate(algorithm: str, o: Observation, limits: TapLimits) -> int:
+    """The tap for the next cycle: between 1 (a cluster is always probed) and the maximum."""
+    return max(1, min(limits.maximum, JOB_RATIO[algorithm](o, limits)))
+
+
+# --- stress, penalties and flood (pure) ---------------------------------------------------
+
+def stress(others_waiting: int, free: int) -> float:
+    """How much the cluster's own users wait for it: their queued jobs per free slot (+1)."""
+    return others_waiting / (free + 1)
+
+
+def stressed(value: float, factor: float, was_stressed: bool) -> bool:
+    """Above the factor; once stressed, until the value falls to half of it. 0 turns it off."""
+    if factor <= 0:
+        return False
+    return value > factor or (was_stressed and value > factor / 2)
+
+
+def decayed(penalty: float, since: float, now: float, half_life: float) -> float:
+    return penalty * 0.5 ** (max(0.0, now - since) / half_life)
+
+
+def flood_victims(waiting: Iterable[tuple[int, float | None]], allowed: int | None, now: float,
+                  timeout: float, grace: float) -> list[int]:
+    """Jobs to kill among a campaign's waiting jobs on a cluster, given oldest first as
+    ``(job id, submitted_at)``: every one waiting past ``timeout`` (0: never), and the youngest
+    beyond the ``allowed`` survivors (None: no bound) once they waited ``grace``."""
+    victims, kept = [], 0
+    for job_id, since in waiting:
+        age = now - (since if since is not None else now)
+        if (timeout > 0 and age > timeout) or (allowed is not None and kept >= allowed and age > grace):
+            victims.append(job_id)
+        else:
+            kept += 1
+    return victims
+
+
+# --- reading: throughput, durations, ETA --------------------------------------------------
+
+@dataclass(frozen=True)
+class ClusterFigures:
+    cluster_id: int
+    terminated: int
+    ended_otherwise: int
+    average_duration: float | None
+    duration_stddev: float | None
+    throughput_per_hour: float | None  # terminated tasks per hour over the window
+
+
+@dataclass(frozen=True)
+class CampaignFigures:
+    clusters: dict[int, ClusterFigures]
+    average_duration: float | None
+    duration_stddev: float | None
+    throughput_per_hour: float | None
+    remaining_tasks: int
+    remaining_seconds: float | None  # None: nothing measured yet, or the campaign stalls
+    eta: float | None  # epoch seconds
+
+
+def _mean_stddev(n: int, total: float, squares: float) -> tuple[float | None, float | None]:
+    if not n:
+        return None, None
+    mean = total / n
+    return mean, math.sqrt(max(0.0, squares / n - mean * mean))
+
+
+def cluster_figures(db: Reader, campaign_id: int, now: float, window: float = WINDOW) -> dict[int, ClusterFigures]:
+    """Per cluster where the campaign has ended jobs: counts, durations and windowed throughput.
+
+    The throughput counts tasks terminated in ``(now - window, now]`` over the time the
+    campaign has run there within the window (so a young campaign is not diluted).
+    """
+    recent = dict(db.execute(
+        "SELECT cluster_id, count(*) FROM jobs INDEXED BY jobs_terminated WHERE campaign_id = ? "
+        "AND state = 'terminated' AND kind = 'task' AND finished_at > ? AND finished_at <= ? GROUP BY cluster_id",
+        [campaign_id, now - window, now]).fetchall())
+    result = {}
+    for cluster_id, terminated, failed, total, squares, first_start in db.execute(
+            "SELECT cluster_id, terminated, failed, duration_sum, duration_sq_sum, first_start FROM campaign_stats "
+            "WHERE campaign_id = ?", [campaign_id]):
+        span = min(window, now - first_start) if first_start is not None else 0.0
+        mean, stddev = _mean_stddev(terminated, total, squares)
+        result[cluster_id] = ClusterFigures(cluster_id, terminated, failed, mean, stddev,
+                                            3600 * recent.get(cluster_id, 0) / span if span > 0 else None)
+    return result
+
+
+def remaining_tasks(db: Reader, campaign_id: int) -> int:
+    return db.execute("SELECT count(*) FROM tasks WHERE campaign_id = ? AND state IN (?, ?, ?)",
+                      [campaign_id, TaskState.PENDING, TaskState.WAITING, TaskState.RUNNING]).fetchone()[0]
+
+
+def campaign_figures(db: Reader, campaign_id: int, now: float, *, remaining: int | None = None,
+                     window: float = WINDOW) -> CampaignFigures:
+    """The campaign's throughput (sum over its clusters), durations, remaining time and ETA.
+
+    ``remaining`` (open tasks) may be passed by a caller that already counted them.
+    """
+    clusters = cluster_figures(db, campaign_id, now, window)
+    left = remaining_tasks(db, campaign_id) if remaining is None else remaining
+    done = sum(c.terminated for c in clusters.values())
+    total, squares = db.execute("SELECT coalesce(sum(duration_sum), 0), coalesce(sum(duration_sq_sum), 0) "
+                                "FROM campaign_stats WHERE campaign_id = ?", [campaign_id]).fetchone()
+    mean, stddev = _mean_stddev(done, total, squares)
+    rates = [c.throughput_per_hour for c in clusters.values() if c.throughput_per_hour is not None]
+    throughput = sum(rates) if rates else None
+    seconds = 0.0 if not left else (3600 * left / throughput if throughput else None)
+    return CampaignFigures(clusters, mean, stddev, throughput, left, seconds,
+                           None if seconds is None else now + seconds)
+
+
+def throughputs(db: Reader, campaign_ids: Iterable[int], now: float,
+                window: float = WINDOW) -> dict[tuple[int, int], float]:
+    """``{(campaign, cluster): tasks per hour}`` where measured: the fair share's placement hint."""
+    return {(campaign_id, cluster_id): figures.throughput_per_hour
+            for campaign_id in campaign_ids
+            for cluster_id, figures in cluster_figures(db, campaign_id, now, window).items()
+            if figures.throughput_per_hour is not None}
+
+
+def affinity_penalties(db: Reader, campaign_ids: Iterable[int],
+                       now: float | None = None) -> dict[tuple[int, int], float]:
+    """``{(campaign, cluster): penalty}`` now (flood-killed jobs, decayed); absent means 0.
+    The metascheduler subtracts it from the campaign's affinity for the cluster."""
+    ids = list(campaign_ids)
+    if not ids:
+        return {}
+    moment = database.now() if now is None else now
+    return {(c, k): decayed(p, since, moment, half_life) for c, k, p, since, half_life in db.execute(
+        f"SELECT campaign_id, cluster_id, penalty, updated_at, half_life FROM affinity_penalties "
+        f"WHERE campaign_id IN ({','.join('?' * len(ids))})", ids)}
+
+
+def taps(db: Reader, campaign_id: int) -> dict[int, int]:
+    """``{cluster: jobs allowed to wait}`` of a campaign as last sized."""
+    return dict(db.execute("SELECT cluster_id, rate FROM taps WHERE campaign_id = ?", [campaign_id]).fetchall())
+
+
+# --- the cycle step ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Pair:
+    campaign_id: int
+    cluster_id: int
+
+
+def _setting(runner: RunnerSettings, options: dict[str, Any], key: str) -> Any:
+    """A per-cluster key, else the ``[runner]`` default."""
+    return options.get(key, getattr(runner, key))
+
+
+def predict(ctx: CycleContext) -> int:
+    """Size every tap, judge stress and flag flooding jobs; return how many jobs were flagged."""
+    db, runner, now = ctx.grid.db, ctx.grid.config.runner, database.now()
+    limits = TapLimits(runner.tap_initial, runner.tap_factor, runner.tap_max)
+    campaign_ids = [r[0] for r in db.execute("SELECT id FROM campaigns WHERE state = ? ORDER BY id",
+                                             [CampaignState.IN_TREATMENT])]
+    pairs = [_Pair(c, k) for c, clusters in campaign_properties(db, campaign_ids).items() for k in clusters
+             if k in ctx.capacities]
+    queued: dict[tuple[int, int], int] = defaultdict(int)
+    for campaign_id, cluster_id, n in db.execute(
+            "SELECT campaign_id, cluster_id, count(*) FROM jobs WHERE state IN (?, ?) AND kind = 'task' "
+            "GROUP BY campaign_id, cluster_id", [JobState.SUBMITTING, JobState.WAITING]):
+        queued[(campaign_id, cluster_id)] = n
+    waiting = _waiting_jobs(db, list(ctx.capacities))
+    pending = {c for c in campaign_ids if db.execute(
+        "SELECT 1 FROM tasks WHERE campaign_id = ? AND state = ? LIMIT 1", [c, TaskState.PENDING]).fetchone()}
+    flagged = 0
+    with database.write(db) as conn:
+        hot = _judge_stress(ctx, conn, waiting)
+        penalties = affinity_penalties(db, campaign_ids, now)
+        previous = {(c, k): (rate, state) for c, k, rate, state in conn.execute(
+            "SELECT campaign_id, cluster_id, rate, state FROM taps")}
+        rates: dict[tuple[int, int], int] = {}
+        for pair in pairs:
+            key = (pair.campaign_id, pair.cluster_id)
+            options = ctx.cluster_options(pair.cluster_id)
+            rate, state = previous.get(key, (limits.initial, CLOSED))
+            if pair.cluster_id in hot or _shunned(pair, pairs, penalties, hot):
+                rates[key], state = 0, CLOSED
+            elif state == CLOSED:  # new, or reopening after stress or a penalty: start again
+                rates[key], state = limits.initial, OPEN
+            else:
+                seen = Observation(rate, queued.get(key, 0), ctx.capacities[pair.cluster_id].free_slots,
+                                   pair.campaign_id in pending)
+                rates[key] = next_rate(_setting(runner, options, "job_ratio"), seen, limits)
+            conn.execute("INSERT INTO taps(campaign_id, cluster_id, rate, state) VALUES (?, ?, ?, ?) "
+                         "ON CONFLICT(campaign_id, cluster_id) DO UPDATE SET rate = excluded.rate, "
+                         "state = excluded.state", [*key, rates[key], state])
+        for (campaign_id, cluster_id), jobs in waiting.items():
+            options = ctx.cluster_options(cluster_id)
+            victims = flood_victims(jobs, rates.get((campaign_id, cluster_id)), now,
+                                    _setting(runner, options, "remote_waiting_timeout"), runner.flood_grace)
+            if victims:
+                _flag(conn, campaign_id, cluster_id, victims, now, runner.penalty_half_life)
+                flagged += len(victims)
+                log.info("campaign %s: %s job(s) flooding cluster %s killed", campaign_id, len(victims), cluster_id)
+    return flagged
+
+
+def _waiting_jobs(db: Database, cluster_ids: list[int]) -> dict[tuple[int, int], list[tuple[int, float | None]]]:
+    """Task jobs queued on each usable cluster, not already asked to die, oldest first."""
+    result: dict[tuple[int, int], list[tuple[int, float | None]]] = defaultdict(list)
+    for cluster_id in cluster_ids:
+        for job_id, campaign_id, since in db.execute(
+                "SELECT id, campaign_id, submitted_at FROM jobs WHERE state = ? AND cluster_id = ? AND kind = 'task' "
+                "AND kill_reason IS NULL ORDER BY id", [JobState.WAITING, cluster_id]):
+            result[(campaign_id, cluster_id)].append((job_id, since))
+    return result
+
+
+def _judge_stress(ctx: CycleContext, conn: sqlite3.Connection,
+                  waiting: dict[tuple[int, int], list[tuple[int, float | None]]]) -> set[int]:
+    """The stressed clusters; open or close their CLUSTER_STRESSED events."""
+    runner = ctx.grid.config.runner
+    ours: dict[int, int] = defaultdict(int)
+    for (_, cluster_id), jobs in waiting.items():
+        ours[cluster_id] += len(jobs)
+    was = {r[0] for r in conn.execute("SELECT cluster_id FROM events WHERE code = 'CLUSTER_STRESSED' "
+                                      "AND state = 'open'")}
+    hot = set()
+    for cluster_id, capacity in ctx.capacities.items():
+        factor = float(_setting(runner, ctx.cluster_options(cluster_id), "stress_factor"))
+        value = stress(max(0, capacity.queued_jobs - ours[cluster_id]), capacity.free_slots)
+        if stressed(value, factor, cluster_id in was):
+            hot.add(cluster_id)
+            if cluster_id not in was:
+                open_event(conn, "cluster", "CLUSTER_STRESSED",
+                           f"cluster under stress ({value:.2f} > {factor:g}: its users' waiting jobs per free "
+                           "slot); no new job until it falls to half", cluster_id=cluster_id)
+        elif cluster_id in was:
+            close(conn, "code = 'CLUSTER_STRESSED' AND cluster_id = ?", [cluster_id])
+    return hot
+
+
+def _shunned(pair: _Pair, pairs: list[_Pair], penalties: dict[tuple[int, int], float], hot: set[int]) -> bool:
+    """Penalised on this cluster at least :data:`SHUN` more than on another usable one."""
+    mine = penalties.get((pair.campaign_id, pair.cluster_id), 0.0)
+    return any(other.campaign_id == pair.campaign_id and other.cluster_id not in hot
+               and mine - penalties.get((other.campaign_id, other.cluster_id), 0.0) >= SHUN for other in pairs)
+
+
+def _flag(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, job_ids: list[int], now: float,
+          half_life: float) -> None:
+    """Ask nikita to kill the jobs and add them to the (decayed) penalty, in the caller's transaction."""
+    conn.executemany("UPDATE jobs SET kill_reason = ? WHERE id = ? AND state = ? AND kill_reason IS NULL",
+                     [(KillReason.FLOOD, job_id, JobState.WAITING) for job_id in job_ids])
+    row = conn.execute("SELECT penalty, updated_at, half_life FROM affinity_penalties WHERE campaign_id = ? "
+                       "AND cluster_id = ?", [campaign_id, cluster_id]).fetchone()
+    penalty = (decayed(row[0], row[1], now, row[2]) if row else 0.0) + len(job_ids)
+    conn.execute("INSERT INTO affinity_penalties(campaign_id, cluster_id, penalty, updated_at, half_life) "
+                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT(campaign_id, cluster_id) DO UPDATE SET "
+                 "penalty = excluded.penalty, updated_at = excluded.updated_at, half_life = excluded.half_life",
+                 [campaign_id, cluster_id, penalty, now, half_life])

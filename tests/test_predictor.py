@@ -1,0 +1,220 @@
+"""The predictor: job-ratio algorithms, stress and flood choices (pure), and its figures read
+from a real database (throughput over the window, durations, remaining time, ETA)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from test_submit import grid  # noqa: F401  (a fixture: two local clusters, "local" and "other")
+
+from cigri import api, predictor
+from cigri.grid import Grid
+from cigri.predictor import Observation, TapLimits, next_rate
+
+LIMITS = TapLimits(initial=3, factor=1.5, maximum=100)
+
+
+def grow(algorithm: str, rate: int, cycles: int, free: int = 0) -> list[int]:
+    """Rates over cycles in which nothing waits and tasks are pending."""
+    rates = [rate]
+    for _ in range(cycles):
+        rates.append(next_rate(algorithm, Observation(rates[-1], waiting=0, free=free, pending=True), LIMITS))
+    return rates
+
+
+# --- growth and shrink sequences -------------------------------------------------------------
+
+def test_cigri_tap_reproduces_cigri_v3s_documented_sequence() -> None:
+    assert grow("cigri_tap", 3, 10) == [3, 4, 6, 9, 13, 19, 28, 42, 63, 94, 100]
+    rates = [100]
+    for _ in range(9):
+        rates.append(next_rate("cigri_tap", Observation(rates[-1], waiting=1, free=50, pending=True), LIMITS))
+    assert rates == [100, 66, 44, 29, 19, 12, 8, 5, 3, 3]  # shrinks while any job waits, free slots or not
+
+
+def test_exponential_up_doubles_to_the_maximum() -> None:
+    assert grow("slow_start", 3, 6) == [3, 6, 12, 24, 48, 96, 100]
+    assert grow("adaptive_down_exponential_up", 1, 3) == [1, 2, 4, 8]
+
+
+def test_two_way_adaptive_grows_by_the_free_slots_nothing_waits_for() -> None:
+    assert grow("two_way_adaptive", 3, 3, free=10) == [3, 13, 23, 33]
+    assert next_rate("two_way_adaptive", Observation(20, waiting=4, free=10, pending=True), LIMITS) == 26
+    assert grow("two_way_adaptive", 3, 2, free=0) == [3, 3, 3]  # a full cluster: no evidence, no change
+
+
+def test_shrinking_sheds_the_excess_or_falls_to_one() -> None:
+    congested = Observation(40, waiting=30, free=5, pending=True)  # 25 jobs wait beyond the free slots
+    assert next_rate("two_way_adaptive", congested, LIMITS) == 15
+    assert next_rate("adaptive_down_exponential_up", congested, LIMITS) == 15
+    assert next_rate("slow_start", congested, LIMITS) == 1
+    assert next_rate("two_way_adaptive", Observation(10, waiting=60, free=0, pending=True), LIMITS) == 1  # floor
+
+
+@pytest.mark.parametrize("algorithm", predictor.JOB_RATIO)
+def test_every_algorithm_grows_while_nothing_waits_and_tasks_are_pending_even_if_nothing_runs(algorithm: str) -> None:
+    """The old tap only grew when a job of the campaign ran: a campaign with nothing running
+    yet (first cycles, after a prologue) stayed at the initial rate."""
+    assert next_rate(algorithm, Observation(3, waiting=0, free=8, pending=True), LIMITS) > 3
+
+
+@pytest.mark.parametrize("algorithm", predictor.JOB_RATIO)
+def test_no_pending_task_no_growth(algorithm: str) -> None:
+    assert next_rate(algorithm, Observation(7, waiting=0, free=8, pending=False), LIMITS) == 7
+
+
+def closed_loop(algorithm: str, cycles: int = 40, step_at: int = 20, slots: int = 64,
+                local_after: int = 40, duration: int = 4) -> list[tuple[int, int, int]]:
+    """A toy cluster driven by the algorithm: ``(rate, excess waiting, idle slots)`` per cycle.
+
+    A quarter of the running jobs end each cycle (mean duration: ``duration`` cycles); from
+    cycle ``step_at`` on, the cluster's own users hold ``local_after`` slots, taken ahead of
+    cigri's queued jobs. The campaign never runs out of tasks.
+    """
+    rate, waiting, running = LIMITS.initial, 0, 0
+    trace = []
+    for cycle in range(cycles):
+        running -= -(-running // duration)
+        local = local_after if cycle >= step_at else 0
+        free = max(0, slots - local - running)
+        started = min(waiting, free)
+        waiting, running, free = waiting - started, running + started, free - started
+        trace.append((rate, waiting, free))
+        rate = next_rate(algorithm, Observation(rate, waiting, free, pending=True), LIMITS)
+        sent = max(0, rate - waiting)
+        started = min(sent, free)
+        waiting, running = waiting + sent - started, running + started
+    return trace
+
+
+def mean_excess_and_idle(trace: list[tuple[int, int, int]]) -> tuple[float, float]:
+    return sum(e for _, e, _ in trace) / len(trace), sum(i for _, _, i in trace) / len(trace)
+
+
+def test_two_way_adaptive_settles_within_five_cycles_of_a_step_of_local_load() -> None:
+    """The default: 24 slots are left to cigri after the step; five cycles later its queue
+    holds well under 20 % of that beyond what can start, and the cluster stays harvested."""
+    trace = closed_loop("two_way_adaptive", cycles=60)
+    assert mean_excess_and_idle(trace[10:20]) < (1, 0.5)
+    excess, idle = mean_excess_and_idle(trace[25:])
+    assert excess <= 0.2 * 24 / 10 and idle <= 0.05 * 24
+    others = [sum(mean_excess_and_idle(closed_loop(a, cycles=60)[25:])) for a in predictor.JOB_RATIO]
+    assert excess + idle == min(others)
+
+
+def test_slow_start_floods_less_but_idles_more_than_exponential_up() -> None:
+    cautious = mean_excess_and_idle(closed_loop("slow_start", cycles=60)[25:])
+    aggressive = mean_excess_and_idle(closed_loop("adaptive_down_exponential_up", cycles=60)[25:])
+    assert cautious[0] < aggressive[0] and cautious[1] > aggressive[1]
+
+
+# --- stress, penalties, flood ------------------------------------------------------------------
+
+def test_stress_has_hysteresis_and_zero_turns_it_off() -> None:
+    assert predictor.stress(others_waiting=6, free=2) == 2.0
+    assert predictor.stressed(2.0, 1.0, was_stressed=False)
+    assert not predictor.stressed(0.8, 1.0, was_stressed=False)
+    assert predictor.stressed(0.8, 1.0, was_stressed=True)  # recovers only at half the factor
+    assert not predictor.stressed(0.5, 1.0, was_stressed=True)
+    assert not predictor.stressed(1000.0, 0.0, was_stressed=True)
+
+
+def test_penalty_halves_every_half_life() -> None:
+    assert predictor.decayed(8.0, since=100.0, now=100.0, half_life=60.0) == 8.0
+    assert predictor.decayed(8.0, since=100.0, now=220.0, half_life=60.0) == 2.0
+
+
+def test_flood_victims_past_the_timeout_and_the_youngest_beyond_the_tap_after_the_grace() -> None:
+    now = 1000.0
+    jobs = [(1, 0.0), (2, 800.0), (3, 900.0), (4, 930.0), (5, 990.0)]  # oldest first
+    assert predictor.flood_victims(jobs, None, now, timeout=900, grace=60) == [1]
+    # 1 is past the timeout; of the survivors 2, 3 stay within a tap of 2; 4 waited 70 s > 60
+    # and goes; 5 is beyond the tap too but only 10 s old: it may still start
+    assert predictor.flood_victims(jobs, 2, now, timeout=900, grace=60) == [1, 4]
+    assert predictor.flood_victims(jobs, 0, now, timeout=0, grace=60) == [1, 2, 3, 4]
+    assert predictor.flood_victims([(9, None)], 0, now, timeout=1, grace=0) == []  # not yet sent
+
+
+# --- figures read from a real database -----------------------------------------------------
+
+def ended(grid: Grid, campaign_id: int, cluster: str, durations_and_ends: list[tuple[float, float]]) -> None:  # noqa: F811
+    """Record terminated jobs as the updator does: the job rows and the campaign's stats."""
+    cluster_id = grid.cluster_ids()[cluster]
+    conn = grid.db.conn
+    for duration, end in durations_and_ends:
+        task_id = conn.execute("SELECT id FROM tasks WHERE campaign_id = ? AND state = 'pending' ORDER BY id LIMIT 1",
+                               [campaign_id]).fetchone()[0]
+        conn.execute("UPDATE tasks SET state = 'terminated' WHERE id = ?", [task_id])
+        conn.execute("INSERT INTO jobs(campaign_id, task_id, cluster_id, state, created_at, started_at, finished_at) "
+                     "VALUES (?, ?, ?, 'terminated', ?, ?, ?)",
+                     [campaign_id, task_id, cluster_id, end - duration, end - duration, end])
+        conn.execute(
+            "INSERT INTO campaign_stats(campaign_id, cluster_id, terminated, duration_sum, duration_sq_sum, "
+            "first_start, last_end) VALUES (?, ?, 1, ?, ?, ?, ?) ON CONFLICT(campaign_id, cluster_id) DO UPDATE SET "
+            "terminated = terminated + 1, duration_sum = duration_sum + excluded.duration_sum, "
+            "duration_sq_sum = duration_sq_sum + excluded.duration_sq_sum, "
+            "first_start = min(first_start, excluded.first_start), last_end = max(last_end, excluded.last_end)",
+            [campaign_id, cluster_id, duration, duration * duration, end - duration, end])
+
+
+def test_throughput_over_the_window_durations_and_eta(grid: Grid, tmp_path: Path) -> None:  # noqa: F811
+    jdl = {"name": "p", "nb_jobs": 100, "exec_file": "/bin/true", "clusters": {"local": {}, "other": {}}}
+    campaign_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user="alice")
+    now = 100_000.0
+    # on local: 10 tasks of 60 s two hours ago (outside the window), then 30 tasks of 100/200 s in the last hour
+    ended(grid, campaign_id, "local", [(60.0, now - 7200 + i) for i in range(10)])
+    ended(grid, campaign_id, "local", [(100.0 if i % 2 else 200.0, now - 3000 + 100 * i) for i in range(30)])
+    # on other: 20 tasks that started 1,800 s ago: its rate is counted over its own 1,800 s
+    ended(grid, campaign_id, "other", [(90.0, now - 1710 + 85 * i) for i in range(20)])
+    a, b = grid.cluster_ids()["local"], grid.cluster_ids()["other"]
+    figures = predictor.campaign_figures(grid.db, campaign_id, now)
+    assert figures.clusters[a].throughput_per_hour == pytest.approx(30.0)
+    assert figures.clusters[b].throughput_per_hour == pytest.approx(40.0)
+    assert figures.clusters[a].average_duration == pytest.approx((600 + 15 * 100 + 15 * 200) / 40)
+    assert figures.clusters[b].duration_stddev == pytest.approx(0.0, abs=1e-6)
+    assert figures.throughput_per_hour == pytest.approx(70.0)
+    assert figures.remaining_tasks == 40
+    assert figures.remaining_seconds == pytest.approx(40 / 70 * 3600)
+    assert figures.eta == pytest.approx(now + 40 / 70 * 3600)
+    durations = [60.0] * 10 + [100.0, 200.0] * 15 + [90.0] * 20
+    mean = sum(durations) / len(durations)
+    assert figures.average_duration == pytest.approx(mean)
+    assert figures.duration_stddev == pytest.approx(math.sqrt(sum((d - mean) ** 2 for d in durations) / len(durations)))
+    assert predictor.throughputs(grid.db, [campaign_id], now) == pytest.approx({(campaign_id, a): 30.0,
+                                                                                (campaign_id, b): 40.0})
+    later = predictor.campaign_figures(grid.db, campaign_id, now + 7200)  # nothing ended for two hours
+    assert later.throughput_per_hour == 0.0 and later.remaining_seconds is None and later.eta is None
+
+
+def test_no_measure_yet_means_no_eta(grid: Grid, tmp_path: Path) -> None:  # noqa: F811
+    jdl = {"name": "p", "nb_jobs": 3, "exec_file": "/bin/true", "clusters": {"local": {}}}
+    campaign_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user="alice")
+    figures = predictor.campaign_figures(grid.db, campaign_id, 1000.0)
+    assert (figures.throughput_per_hour, figures.remaining_tasks, figures.eta) == (None, 3, None)
+    assert predictor.affinity_penalties(grid.db, [campaign_id]) == {}
+
+
+# --- through the real commands ------------------------------------------------------------
+
+@pytest.mark.slow
+def test_gridstat_json_shows_throughput_and_eta_while_a_campaign_runs(cigri) -> None:
+    campaign_id = cigri.submit(cigri.jdl("eta", exec_file="/bin/sleep", params=[f"0.{i}" for i in range(3, 10)]))
+    seen: list[dict] = []
+
+    def check(summary: dict) -> None:
+        if summary["state"] == "in_treatment" and summary["tasks"]["terminated"]:
+            seen.append(summary)
+
+    final = cigri.drain(campaign_id, check=check)
+    assert seen, "never saw the campaign half done"
+    for summary in seen:  # measured from the first ended tasks on: a rate, and an end in the future
+        assert summary["throughput_per_hour"] > 0 and summary["throughput_per_second"] > 0
+        assert summary["remaining_seconds"] > 0 and summary["eta"] > summary["started_at"]
+        assert summary["clusters"][0]["throughput_per_hour"] > 0
+    assert final["remaining_seconds"] == 0 and final["eta"] == final["finished_at"]
+    assert 0.3 <= final["average_duration"] <= 2 and final["duration_stddev"] > 0
+    listed = cigri.json("gridstat", "-a")
+    assert [(c["id"], c["eta"]) for c in listed] == [(campaign_id, final["finished_at"])]
