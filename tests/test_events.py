@@ -1,0 +1,282 @@
+"""Colombo's decisions, event aggregation, blacklisting and gridevents, on real databases,
+a real loopback HTTP server standing in for a broken then healed OAR API, and the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import Cigri
+
+from cigri import api, colombo, config
+from cigri import db as database
+from cigri.backends import Capacity
+from cigri.cycle import run_cycle
+from cigri.cycle_context import CycleContext
+from cigri.errors import InputError, Refused
+from cigri.grid import Grid, open_grid
+from cigri.states import JobState, TaskState
+from cigri.users import acting_user
+
+USER = acting_user()
+
+
+def make_grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: str = "") -> Grid:
+    for name in [n for n in os.environ if n.startswith("CIGRI_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setattr(config, "SYSTEM_FILE", tmp_path / "absent.toml")
+    monkeypatch.setattr(config, "USER_FILE", tmp_path / "absent.toml")
+    conf = tmp_path / "cigri.toml"
+    conf.write_text(extra + '\n[clusters.local]\nbackend = "local"\nslots = 2\n')
+    monkeypatch.setenv("CIGRI_CONFIG", str(conf))
+    monkeypatch.setenv("CIGRI_HOME", str(tmp_path / "home"))
+    return open_grid(config.load())
+
+
+@pytest.fixture
+def grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Grid]:
+    grid = make_grid(tmp_path, monkeypatch)
+    yield grid
+    grid.close()
+
+
+def campaign(grid: Grid, tmp_path: Path, tasks: int, user: str = USER, **cluster: Any) -> tuple[int, list[int]]:
+    document = {"name": "c", "exec_file": "/bin/true", "nb_jobs": tasks, "exec_directory": str(tmp_path),
+                "clusters": {"local": cluster}}
+    campaign_id, _ = api.submit(grid, json.dumps(document), base_dir=tmp_path, user=user)
+    return campaign_id, [r[0] for r in grid.db.execute("SELECT id FROM tasks WHERE campaign_id = ? ORDER BY id",
+                                                        [campaign_id])]
+
+
+def end_job(grid: Grid, task_id: int, state: JobState, exit_code: int | None = None) -> int:
+    """A job of the task that ran and ended ``state`` (what the updator records)."""
+    with database.write(grid.db) as conn:
+        campaign_id, = conn.execute("SELECT campaign_id FROM tasks WHERE id = ?", [task_id]).fetchone()
+        conn.execute("UPDATE tasks SET state = ?, attempts = attempts + 1 WHERE id = ?", [TaskState.RUNNING, task_id])
+        return conn.execute("INSERT INTO jobs(campaign_id, task_id, cluster_id, state, remote_id, exit_code, created_at) "
+                            "VALUES (?, ?, 1, ?, 'none', ?, ?)",
+                            [campaign_id, task_id, state, exit_code, database.now()]).lastrowid or 0
+
+
+def analyse(grid: Grid) -> None:
+    ctx = CycleContext(grid)
+    ctx.capacities = {cid: Capacity(2, 2) for cid in grid.cluster_ids().values()}
+    colombo.analyse(ctx)
+
+
+def task(grid: Grid, task_id: int) -> dict[str, Any]:
+    return next(grid.db.query("SELECT * FROM tasks WHERE id = ?", [task_id]))
+
+
+def codes(grid: Grid) -> list[tuple[str, str, int]]:
+    return [(r[0], r[1], r[2]) for r in grid.db.execute("SELECT code, state, count FROM events ORDER BY id")]
+
+
+# --- reason-aware resubmission -------------------------------------------------------------
+
+def test_best_effort_kills_are_resubmitted_without_limit_but_counted(grid: Grid, tmp_path: Path) -> None:
+    _, (task_id,) = campaign(grid, tmp_path, 1)
+    for _ in range(12):  # far beyond max_resubmit (4)
+        end_job(grid, task_id, JobState.PREEMPTED)
+        analyse(grid)
+        assert task(grid, task_id)["state"] == TaskState.PENDING
+    row = task(grid, task_id)
+    assert (row["preemptions"], row["resubmits"], row["attempts"], row["priority"]) == (12, 0, 0, colombo.PRIORITY_HEAD)
+    assert codes(grid) == [("BEST_EFFORT_KILL", "closed", 12)]  # one counted row, not twelve
+
+
+def test_walltime_kills_resubmit_up_to_the_jdl_limit_then_fail(grid: Grid, tmp_path: Path) -> None:
+    _, (default, strict) = campaign(grid, tmp_path, 2)
+    _, (none,) = campaign(grid, tmp_path, 1, walltime_resubmit=0)
+    for _ in range(3):
+        end_job(grid, default, JobState.TIMEOUT)
+        analyse(grid)
+        assert task(grid, default)["state"] == TaskState.PENDING
+        assert task(grid, default)["priority"] == colombo.PRIORITY_TAIL
+    end_job(grid, default, JobState.TIMEOUT)
+    end_job(grid, none, JobState.TIMEOUT)
+    analyse(grid)
+    assert task(grid, default)["state"] == task(grid, none)["state"] == TaskState.FAILED
+    assert task(grid, default)["walltime_kills"] == 4 and task(grid, strict)["state"] == TaskState.PENDING
+    assert [c for c in codes(grid) if c[0] == "WALLTIME"] == [("WALLTIME", "open", 1), ("WALLTIME", "open", 1)]
+
+
+def test_exit_66_goes_to_the_head_67_to_the_tail_and_endless_resubmission_fails(grid: Grid, tmp_path: Path) -> None:
+    _, (head, tail, lost) = campaign(grid, tmp_path, 3)
+    end_job(grid, head, JobState.RESUBMIT, 66)
+    end_job(grid, tail, JobState.RESUBMIT, 67)
+    analyse(grid)
+    assert (task(grid, head)["priority"], task(grid, tail)["priority"]) == (colombo.PRIORITY_HEAD, colombo.PRIORITY_TAIL)
+    for _ in range(grid.config.settings.max_resubmit):
+        end_job(grid, lost, JobState.LOST)
+        analyse(grid)
+        assert task(grid, lost)["state"] == TaskState.PENDING
+    end_job(grid, lost, JobState.LOST)
+    analyse(grid)
+    assert task(grid, lost)["state"] == TaskState.FAILED
+    assert ("TOO_MANY_RESUBMIT", "open", 1) in codes(grid) and ("LOST_JOB", "closed", 4) in codes(grid)
+
+
+# --- aggregation, blacklist of a campaign on a cluster, fixing -----------------------------
+
+def test_identical_failures_are_one_event_and_fix_resubmit_puts_them_back(grid: Grid, tmp_path: Path) -> None:
+    campaign_id, task_ids = campaign(grid, tmp_path, 300)
+    jobs = [end_job(grid, t, JobState.FAILED, 1) for t in task_ids]
+    analyse(grid)
+    events = api.events(grid, user=USER, campaign_id=campaign_id)
+    exit_errors = [e for e in events if e["code"] == "EXIT_ERROR"]
+    assert len(exit_errors) == 1 and exit_errors[0]["count"] == 300
+    assert [x["job_id"] for x in exit_errors[0]["examples"]] == jobs[:5]
+    blacklist = [e for e in events if e["code"] == "BLACKLISTED"]
+    assert len(blacklist) == 1 and blacklist[0]["class"] == "campaign"  # 300 errors, no success: rate 1.0
+    assert grid.db.execute("SELECT blacklisted_at IS NOT NULL FROM campaign_cluster_health").fetchone() == (1,)
+
+    with pytest.raises(InputError):
+        api.fix_events(grid, user=USER)  # which events?
+    result = api.fix_events(grid, user=USER, event_id=exit_errors[0]["id"], resubmit=True)
+    assert result == {"closed": 1, "resubmitted": 300}
+    assert grid.db.execute("SELECT state, count(*) FROM tasks GROUP BY state").fetchall() == [("pending", 300)]
+    with pytest.raises(Refused):  # already closed: nothing to do is refused
+        api.fix_events(grid, user=USER, event_id=exit_errors[0]["id"])
+    api.fix_events(grid, user=USER, event_id=blacklist[0]["id"])  # the user says the cluster is fine again
+    assert grid.db.execute("SELECT blacklisted_at, exit_errors FROM campaign_cluster_health").fetchone() == (None, 0)
+
+
+def test_a_campaign_blacklist_is_lifted_after_autofix_delay_when_the_cluster_answers(grid: Grid, tmp_path: Path) -> None:
+    _, task_ids = campaign(grid, tmp_path, 20)
+    for t in task_ids[:10]:
+        end_job(grid, t, JobState.FAILED, 2)
+    analyse(grid)
+    assert grid.db.execute("SELECT strikes FROM campaign_cluster_health WHERE blacklisted_at IS NOT NULL").fetchone() == (1,)
+    analyse(grid)  # not due yet
+    assert grid.db.execute("SELECT count(*) FROM campaign_cluster_health WHERE blacklisted_at IS NULL").fetchone() == (0,)
+    grid.db.execute("UPDATE campaign_cluster_health SET checked_at = checked_at - 31")
+    analyse(grid)
+    assert grid.db.execute("SELECT blacklisted_at FROM campaign_cluster_health").fetchone() == (None,)
+    assert [(c, s) for c, s, _ in codes(grid) if c == "BLACKLISTED"] == [("BLACKLISTED", "closed")]
+
+
+def test_a_campaign_whose_tasks_failed_ends_failed_even_with_open_events(grid: Grid, tmp_path: Path) -> None:
+    campaign_id, (ok, bad) = campaign(grid, tmp_path, 2)
+    grid.db.execute("UPDATE tasks SET state = 'terminated' WHERE id = ?", [ok])
+    end_job(grid, bad, JobState.FAILED, 1)
+    run_cycle(grid)
+    assert api.campaign_summary(grid, campaign_id)["state"] == "failed"
+    assert api.campaign_summary(grid, campaign_id)["open_events"] == 1
+    assert ("CAMPAIGN_FAILED", "closed", 1) in codes(grid)
+
+
+# --- a whole cluster: blacklisted after K failing cycles, healed by autofix -----------------
+
+class FakeOAR(BaseHTTPRequestHandler):
+    """A loopback OAR REST API whose health the test switches; it remembers the auth header."""
+
+    healthy = False
+    auth: list[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802
+        FakeOAR.auth.append(self.headers.get("Authorization", ""))
+        if not FakeOAR.healthy:
+            self.send_response(500)
+            self.end_headers()
+            return
+        path = self.path.split("?")[0]
+        body = {"/resources/full.json": {"items": [{"id": 1, "state": "Alive"}]},
+                "/jobs.json": {"items": [], "total": 0}}.get(path, {"items": []})
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def fake_oar() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeOAR)
+    FakeOAR.healthy, FakeOAR.auth = False, []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_failing_cluster_is_blacklisted_after_k_cycles_the_others_go_on_and_autofix_lifts_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_oar: str) -> None:
+    grid = make_grid(tmp_path, monkeypatch, f'[cigri]\nautofix_delay = 0.5\n[clusters.broken]\nbackend = "oar"\n'
+                                            f'transport = "rest"\nuser = "cigri"\nbase_url = "{fake_oar}"\ntimeout = 2.0\n')
+    try:
+        document = {"name": "c", "exec_file": "/bin/true", "nb_jobs": 3, "exec_directory": str(tmp_path),
+                    "clusters": {"local": {}}}
+        campaign_id, _ = api.submit(grid, json.dumps(document), base_dir=tmp_path, user=USER)
+        broken = grid.cluster_ids()["broken"]
+        for cycle in range(3):
+            assert not grid.db.execute("SELECT blacklisted FROM clusters WHERE id = ?", [broken]).fetchone()[0]
+            run_cycle(grid)
+        assert grid.db.execute("SELECT blacklisted, failures FROM clusters WHERE id = ?", [broken]).fetchone() == (1, 3)
+        global_events = api.events(grid, user=USER, global_only=True)
+        assert [(e["code"], e["count"]) for e in global_events] == [("CLUSTER_BAD_ANSWER", 3), ("BLACKLISTED", 1)]
+        calls = len(FakeOAR.auth)
+        run_cycle(grid)  # blacklisted and not due for a re-check: not even asked
+        assert len(FakeOAR.auth) == calls
+        for _ in range(50):  # the local cluster's campaign goes on meanwhile
+            if api.campaign_summary(grid, campaign_id)["state"] == "terminated":
+                break
+            run_cycle(grid)
+        assert api.campaign_summary(grid, campaign_id)["state"] == "terminated"
+
+        FakeOAR.healthy = True
+        grid.db.execute("UPDATE clusters SET checked_at = checked_at - 1")
+        run_cycle(grid)
+        assert grid.db.execute("SELECT blacklisted, failures FROM clusters WHERE id = ?", [broken]).fetchone() == (0, 0)
+        assert api.events(grid, user=USER, global_only=True) == []  # problem and blacklist both closed
+        assert [c for c in api.clusters(grid) if c["name"] == "broken"][0]["blacklisted"] is False
+    finally:
+        grid.close()
+
+
+def test_an_admins_blacklist_is_never_lifted_by_autofix(grid: Grid) -> None:
+    api.set_blacklist(grid, "local", "maintenance")
+    grid.db.execute("UPDATE clusters SET checked_at = 0")
+    run_cycle(grid)
+    assert grid.db.execute("SELECT blacklisted, blacklist_reason FROM clusters").fetchone() == (1, "maintenance")
+    api.set_blacklist(grid, "local", None)
+    assert grid.db.execute("SELECT blacklisted FROM clusters").fetchone() == (0,)
+
+
+# --- gridevents, the real command --------------------------------------------------------
+
+@pytest.mark.slow
+def test_gridevents_shows_aggregated_failures_with_their_stderr_and_fixes_them(cigri: Cigri) -> None:
+    with cigri.config.open("a") as conf:  # every task fails: keep the cluster for the campaign anyway
+        conf.write("[cigri]\nfailure_rate_min = 1000\n")
+    program = cigri.script("fail.sh", 'echo "error: disk $2" >&2\necho "while writing $1" >&2\nexit 1\n')
+    params = [f"t{i} {'full' if i % 3 else 'gone'}" for i in range(12)]
+    campaign_id = cigri.submit(cigri.jdl("failing", exec_file=str(program), params=params))
+    summary = cigri.drain(campaign_id)
+    assert summary["state"] == "failed" and summary["tasks"]["failed"] == 12
+
+    events = [e for e in cigri.events(campaign_id) if e["code"] == "EXIT_ERROR"]
+    assert sorted(e["count"] for e in events) == [4, 8]  # one per distinct first stderr line
+    full = next(e for e in events if e["count"] == 8)
+    assert "error: disk full" in full["stderr_tail"] and len(full["examples"]) == 5
+    text = cigri.run("gridevents", "-e", str(full["id"])).stdout
+    assert "count: 8" in text and "error: disk full" in text
+
+    assert cigri.run("gridevents", "--resubmit", expect=2).stderr.strip().endswith("--resubmit needs --fix")
+    out = cigri.json("gridevents", "-e", str(full["id"]), "--fix", "--resubmit")
+    assert out == {"closed": 1, "resubmitted": 8}
+    assert cigri.stat(campaign_id)["state"] == "in_treatment"
+    assert cigri.run("gridevents", "-e", str(full["id"]), "--fix", expect=1).stderr.count("\n") == 1
+    assert [e["state"] for e in cigri.json("gridevents", "-c", str(campaign_id), "-a")
+            if e["id"] == full["id"]] == ["closed"]
