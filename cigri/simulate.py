@@ -51,6 +51,7 @@ class CampaignPlan:
     jdl: dict[str, Any]
     class_name: str
     cores_per_task: int = 1
+    submit_as: str = ""  # the user cigri sees, when a policy is expressed through users (FIFO)
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,7 @@ class Sample:
     ideal_class: dict[str, float]
     harvestable: int  # cores not used by local users
     waiting: int  # cigri jobs queued on the clusters
+    pending: int  # tasks in the bags (counted up to the harvestable cores)
 
 
 @dataclass
@@ -287,10 +289,12 @@ def _next_event(backend: SimBackend) -> float:
 
 
 def _submit(grid: Grid, plan: CampaignPlan, home: Path) -> None:
-    params = [f"t{i} {seconds:.3f}" for i, seconds in enumerate(plan.durations)]
+    """Submit through the real use case; each task's argument is its simulated run time."""
+    params = home / f"params-{grid.db.execute('SELECT count(*) FROM campaigns').fetchone()[0] + 1}.txt"
+    params.write_text("".join(f"t{i} {seconds:.3f}\n" for i, seconds in enumerate(plan.durations)))
     document = {"name": f"sim-{plan.user}", "exec_file": "/bin/true", "exec_directory": str(home),
-                "params": params, **plan.jdl}
-    api.submit(grid, json.dumps(document), base_dir=home, user=plan.user, source="scenario")
+                "param_file": str(params), **plan.jdl}
+    api.submit(grid, json.dumps(document), base_dir=home, user=plan.submit_as or plan.user, source="scenario")
 
 
 def _active_campaigns(grid: Grid) -> bool:
@@ -306,10 +310,10 @@ def _classes(run: Run) -> dict[str, tuple[int, float]]:
 
 def _sample(grid: Grid, run: Run, worlds: dict[int, SimBackend], now: float) -> Sample:
     """Who holds cigri's cores now, against the weighted max-min split of the same cores."""
-    campaigns = {cid: (user, json.loads(jdl).get("class", "default"), json.loads(jdl).get("resources", "core=1"))
-                 for cid, user, jdl in grid.db.execute(
-                     f"SELECT id, user, jdl FROM campaigns WHERE state IN {sql_in(CAMPAIGN_ACTIVE)}")}
-    cores = {cid: int(res.split("=", 1)[1]) if res.startswith("core=") else 1 for cid, (_, _, res) in campaigns.items()}
+    plans = run.scenario.campaigns  # campaign ids follow the order of submission
+    campaigns = {cid: (plans[cid - 1].user, plans[cid - 1].class_name) for (cid,) in grid.db.execute(
+        f"SELECT id FROM campaigns WHERE state IN {sql_in(CAMPAIGN_ACTIVE)}")}
+    cores = {cid: plans[cid - 1].cores_per_task for cid in campaigns}
     held: dict[int, int] = defaultdict(int)
     for cid, n in grid.db.execute("SELECT campaign_id, count(*) FROM jobs WHERE state = 'running' AND kind = 'task' "
                                   "GROUP BY campaign_id"):
@@ -321,22 +325,23 @@ def _sample(grid: Grid, run: Run, worlds: dict[int, SimBackend], now: float) -> 
         [cid, total + 1]).fetchone()[0] for cid in campaigns}
     classes = _classes(run)
     tree: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
-    for cid, (user, klass, _) in campaigns.items():
+    for cid, (user, klass) in campaigns.items():
         tree[klass][user][cid] = demand[cid]
     ideal_campaign = weighted_max_min_tree(total, tree, classes)
     running, ideal, by_class, ideal_class = (defaultdict(int), defaultdict(float), defaultdict(int),
                                              defaultdict(float))
-    for cid, (user, klass, _) in campaigns.items():
+    for cid, (user, klass) in campaigns.items():
         running[user] += held[cid]
         ideal[user] += ideal_campaign.get(cid, 0.0)
         by_class[klass] += held[cid]
         ideal_class[klass] += ideal_campaign.get(cid, 0.0)
-    harvestable = sum(b.world.cores - sum(j.cores for j in b.world.running.values() if not j.key)
-                      for b in worlds.values())
+    harvestable = sum(b.world.cores - b.world.local_cores() for b in worlds.values())
     queued = grid.db.execute("SELECT count(*) FROM jobs WHERE state IN ('submitting', 'waiting')").fetchone()[0]
+    pending = sum(grid.db.execute("SELECT count(*) FROM (SELECT 1 FROM tasks WHERE campaign_id = ? AND state = 'pending' "
+                                  "LIMIT ?)", [cid, harvestable + 1]).fetchone()[0] for cid in campaigns)
     previous = run.samples[-1].at * 3600 + START if run.samples else START
     return Sample((now - START) / 3600, now - previous, dict(running), dict(ideal), dict(by_class), dict(ideal_class),
-                  harvestable, queued)
+                  harvestable, queued, pending)
 
 
 def weighted_max_min(capacity: float, demands: Mapping[Any, float], weights: Mapping[Any, float]) -> dict[Any, float]:
@@ -447,10 +452,20 @@ def _report(grid: Grid, run: Run) -> dict[str, Any]:
             "jain_classes": _round(jain(class_actual, class_ideal)),
         },
         "timeline": [{"hour": round(s.at, 4), "running": s.running, "ideal": {k: round(v, 2) for k, v in s.ideal.items()},
-                      "harvestable": s.harvestable, "waiting": s.waiting} for s in run.samples],
-        "cycle_seconds": {"mean": round(sum(run.cycle_seconds) / len(run.cycle_seconds), 5),
-                          "max": round(max(run.cycle_seconds), 5)} if run.cycle_seconds else None,
+                      "harvestable": s.harvestable, "waiting": s.waiting, "pending": s.pending}
+                     for s in run.samples],
+        "cycle_seconds": _spread(run.cycle_seconds),
     }
+
+
+def _spread(seconds: list[float]) -> dict[str, float] | None:
+    """Wall-clock seconds per cycle: what a cycle of cigri costs, whatever the simulated time."""
+    if not seconds:
+        return None
+    ordered = sorted(seconds)
+    return {"mean": round(sum(ordered) / len(ordered), 5), "p50": round(ordered[len(ordered) // 2], 5),
+            "p95": round(ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)], 5),
+            "max": round(ordered[-1], 5)}
 
 
 def _round(value: float | None) -> float | None:

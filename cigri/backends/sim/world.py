@@ -84,6 +84,10 @@ class World:
     running: dict[str, Job] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
     _ends: list[tuple[float, int, str]] = field(default_factory=list)
+    _cores: int = 0  # held by running jobs, kept up to date on every start and end
+    _memory: float = 0.0
+    _local_cores: int = 0
+    _best_effort_cores: int = 0
     _next_arrival: float = math.inf
     _count: int = 0
 
@@ -101,8 +105,10 @@ class World:
     # --- what cigri sees ----------------------------------------------------------------
 
     def used(self) -> tuple[int, float]:
-        return (sum(j.cores for j in self.running.values()),
-                sum(j.memory_gb for j in self.running.values()))
+        return self._cores, self._memory
+
+    def local_cores(self) -> int:
+        return self._local_cores
 
     def free_cores(self) -> int:
         cores, memory = self.used()
@@ -147,8 +153,8 @@ class World:
         span = moment - self.now
         if span <= 0:
             return
-        local = sum(j.cores for j in self.running.values() if not j.key)
-        cigri = sum(j.cores for j in self.running.values() if j.key)
+        local = self._local_cores
+        cigri = self._cores - local
         self.usage.local += local * span
         self.usage.cigri += cigri * span
         self.usage.harvestable += (self.cores - local) * span
@@ -206,6 +212,8 @@ class World:
         """Whether ``job`` can start now, killing the youngest best-effort jobs if that suffices."""
         if self._fits(job):
             return True
+        if self._cores - self._best_effort_cores + job.cores > self.cores:
+            return False  # even killing every best-effort job would not make room
         victims = sorted((j for j in self.running.values() if j.best_effort),
                          key=lambda j: (j.started_at or 0.0, j.id), reverse=True)
         cores, memory = self.used()
@@ -224,7 +232,16 @@ class World:
     def _start(self, job: Job) -> None:
         job.state, job.started_at = "running", self.now
         self.running[job.id] = job
+        self._hold(job, 1)
         heapq.heappush(self._ends, (self.now + min(job.duration, job.walltime), self._sequence(), job.id))
+
+    def _hold(self, job: Job, sign: int) -> None:
+        self._cores += sign * job.cores
+        self._memory += sign * job.memory_gb
+        if not job.key:
+            self._local_cores += sign * job.cores
+        if job.best_effort:
+            self._best_effort_cores += sign * job.cores
 
     def _sequence(self) -> int:
         self._count += 1
@@ -237,6 +254,7 @@ class World:
                     queue.remove(job)
         elif job.state == "running":
             del self.running[job.id]
+            self._hold(job, -1)
             if job.key and count_waste and state in ("preempted", "timeout"):
                 self.usage.wasted += job.cores * (self.now - (job.started_at or self.now))
         if state == "preempted":
