@@ -1,0 +1,231 @@
+"""Notifications through a real SMTP server (aiosmtpd) and a real HTTP server on 127.0.0.1:
+grouping, severity filter, retries with backoff, crash safety, and a notifier that fails."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from email import message_from_bytes
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiosmtpd.controller import Controller
+from harness import Cigri
+from test_events import campaign, make_grid
+
+from cigri import api, notify
+from cigri import db as database
+from cigri.cycle import run_cycle
+from cigri.errors import InputError, Refused
+from cigri.events import record
+from cigri.grid import Grid
+from cigri.users import acting_user
+
+USER = acting_user()
+
+
+class Mailbox:
+    """An aiosmtpd handler keeping every message it accepts."""
+
+    def __init__(self) -> None:
+        self.messages: list[Any] = []
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+        self.messages.append(message_from_bytes(envelope.content))
+        return "250 OK"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def smtp() -> Iterator[tuple[Mailbox, int]]:
+    mailbox = Mailbox()
+    controller = Controller(mailbox, hostname="127.0.0.1", port=free_port())
+    controller.start()
+    yield mailbox, controller.port
+    controller.stop()
+
+
+class Hook(BaseHTTPRequestHandler):
+    """Answers 500 to the first ``failures`` POSTs, then 204; keeps every JSON body it received."""
+
+    failures = 0
+    bodies: list[dict[str, Any]] = []
+
+    def do_POST(self) -> None:  # noqa: N802
+        Hook.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        if Hook.failures > 0:
+            Hook.failures -= 1
+            self.send_response(500)
+        else:
+            self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def hook() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    Hook.failures, Hook.bodies = 0, []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/hooks/cigri"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, smtp: tuple[Mailbox, int]) -> Iterator[Grid]:
+    grid = make_grid(tmp_path, monkeypatch, f'[notify]\nsmtp_host = "127.0.0.1"\nsmtp_port = {smtp[1]}\n'
+                                            f'subject_tag = "[grid]"\nretry_delay = 0.2\nmax_tries = 3\n')
+    yield grid
+    grid.close()
+
+
+def failures(grid: Grid, campaign_id: int, n: int) -> None:
+    """``n`` different failures (distinct first stderr lines: ``n`` events), in one transaction."""
+    with database.write(grid.db) as conn:
+        for i in range(n):
+            record(conn, "EXIT_ERROR", f"task t{i} exited with status 1", campaign_id=campaign_id, cluster_id=1,
+                   signature=f"error {i}", stderr_tail=f"error {i}\n")
+
+
+def test_a_thousand_failures_send_one_mail_and_one_webhook(grid: Grid, tmp_path: Path, smtp: tuple[Mailbox, int],
+                                                           hook: str) -> None:
+    mailbox, _ = smtp
+    campaign_id, _ = campaign(grid, tmp_path, 1)
+    api.subscribe(grid, user=USER, kind="mail", target="alice@example.org", severity="medium")
+    api.subscribe(grid, user=USER, kind="webhook", target=hook, severity="high")
+    failures(grid, campaign_id, 1000)
+    assert notify.notify(grid) == 2
+    assert len(mailbox.messages) == 1 and len(Hook.bodies) == 1
+    mail = mailbox.messages[0]
+    assert mail["Subject"] == f"[grid] (high): 1000 EXIT_ERROR on campaign #{campaign_id}"
+    assert mail["To"] == "alice@example.org" and "error 999" in mail.get_payload()
+    body = Hook.bodies[0]
+    assert body["severity"] == "high" and len(body["events"]) == 1000 and body["user"] == USER
+    assert notify.notify(grid) == 0  # nothing new, nothing sent again
+    with database.write(grid.db) as conn:  # the same failure again: one more message, counting 1 new
+        record(conn, "EXIT_ERROR", "again", campaign_id=campaign_id, cluster_id=1, signature="error 7")
+    notify.notify(grid)
+    assert Hook.bodies[1]["events"][0]["new"] == 1 and Hook.bodies[1]["events"][0]["count"] == 2
+
+
+def test_severity_filter_and_campaign_end(grid: Grid, tmp_path: Path, smtp: tuple[Mailbox, int]) -> None:
+    mailbox, _ = smtp
+    campaign_id, _ = campaign(grid, tmp_path, 1)
+    api.subscribe(grid, user=USER, kind="mail", target="low@example.org", severity="low")
+    api.subscribe(grid, user=USER, kind="mail", target="high@example.org", severity="high")
+    for _ in range(40):  # the one task runs on the local pool; the campaign ends and says so
+        run_cycle(grid)
+        if mailbox.messages:
+            break
+        time.sleep(0.1)
+    assert [m["To"] for m in mailbox.messages] == ["low@example.org"]  # CAMPAIGN_FINISHED is low
+    assert mailbox.messages[0]["Subject"] == (f"[grid] (low): CAMPAIGN_FINISHED on campaign #{campaign_id}: "
+                                              f"campaign {campaign_id} terminated")
+
+
+def test_a_failing_webhook_is_retried_with_backoff_then_given_up(grid: Grid, tmp_path: Path, hook: str) -> None:
+    campaign_id, _ = campaign(grid, tmp_path, 1)
+    api.subscribe(grid, user=USER, kind="webhook", target=hook, severity="low")
+    Hook.failures = 1
+    failures(grid, campaign_id, 3)
+    assert notify.notify(grid) == 0
+    outbox = grid.db.execute("SELECT state, tries, last_error, next_try_at - ? FROM outbox", [database.now()]).fetchone()
+    assert outbox[:3] == ("pending", 1, "HTTP 500") and 0 < outbox[3] <= 0.2
+    assert notify.notify(grid) == 0  # not due yet: no call
+    assert len(Hook.bodies) == 1
+    time.sleep(0.25)
+    assert notify.notify(grid) == 1
+    assert [b["id"] for b in Hook.bodies] == [Hook.bodies[0]["id"]] * 2  # the same message, the same id
+
+    Hook.failures = 3  # max_tries = 3: backoff 0.2 s, 0.4 s, then given up
+    failures(grid, campaign_id, 1)
+    for _ in range(3):
+        notify.notify(grid)
+        time.sleep(0.45)
+    assert grid.db.execute("SELECT state, tries FROM outbox ORDER BY id DESC LIMIT 1").fetchone() == ("dead", 3)
+    listed = api.subscriptions(grid, user=USER)
+    assert (listed[0]["sent"], listed[0]["failed"], listed[0]["last_error"]) == (1, 1, "HTTP 500")
+
+
+def test_a_broken_notifier_never_breaks_the_cycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    grid = make_grid(tmp_path, monkeypatch, f'[notify]\nsmtp_host = "127.0.0.1"\nsmtp_port = {free_port()}\n'
+                                            'timeout = 1.0\n')
+    try:
+        campaign_id, _ = campaign(grid, tmp_path, 1)
+        api.subscribe(grid, user=USER, kind="mail", target="nobody@example.org", severity="low")
+        api.subscribe(grid, user=USER, kind="webhook", target=f"http://127.0.0.1:{free_port()}/x", severity="low")
+        failures(grid, campaign_id, 2)
+        report = run_cycle(grid)  # neither the closed SMTP port nor the closed HTTP port raise
+        assert report.submitted == 1
+        errors = sorted(r[0] for r in grid.db.execute("SELECT last_error FROM outbox"))
+        assert errors[0] == "ConnectError" and errors[1].startswith("ConnectionRefusedError")
+    finally:
+        grid.close()
+
+
+_CRASH = """
+import os, signal, sys
+from cigri import config, notify
+from cigri.grid import open_grid
+grid = open_grid(config.load())
+notify.collect(grid)
+os.kill(os.getpid(), signal.SIGKILL)  # dies after writing the outbox, before sending
+"""
+
+
+def test_a_kill_between_collecting_and_sending_neither_loses_nor_repeats(grid: Grid, tmp_path: Path, hook: str) -> None:
+    campaign_id, _ = campaign(grid, tmp_path, 1)
+    api.subscribe(grid, user=USER, kind="webhook", target=hook, severity="low")
+    failures(grid, campaign_id, 5)
+    crashed = subprocess.run([sys.executable, "-c", _CRASH], env=os.environ, capture_output=True)
+    assert crashed.returncode == -signal.SIGKILL
+    assert Hook.bodies == []
+    assert notify.notify(grid) == 1 and notify.notify(grid) == 0
+    assert len(Hook.bodies) == 1 and len(Hook.bodies[0]["events"]) == 5
+
+
+def test_subscriptions_check_their_input_and_belong_to_their_user(grid: Grid) -> None:
+    with pytest.raises(InputError, match="severity"):
+        api.subscribe(grid, user=USER, kind="mail", target="a@example.org", severity="urgent")
+    with pytest.raises(InputError, match="mail address"):
+        api.subscribe(grid, user=USER, kind="mail", target="a@example.org\nBcc: x@evil.org", severity="low")
+    with pytest.raises(InputError, match="webhook URL"):
+        api.subscribe(grid, user=USER, kind="webhook", target="file:///etc/passwd", severity="low")
+    first = api.subscribe(grid, user="alice", kind="mail", target="a@example.org", severity="low")
+    assert api.subscribe(grid, user="alice", kind="mail", target="a@example.org", severity="high") == first
+    assert [s["severity"] for s in api.subscriptions(grid, user="alice")] == ["high"]
+    with pytest.raises(Refused):
+        api.unsubscribe(grid, first, user="bob")
+    with pytest.raises(Refused):
+        api.subscriptions(grid, user="bob", all_users=True)
+    api.unsubscribe(grid, first, user="alice")
+    assert api.subscriptions(grid, user="alice") == []
+
+
+@pytest.mark.slow
+def test_gridnotify_command(cigri: Cigri, hook: str) -> None:
+    created = cigri.json("gridnotify", "subscribe", "--webhook", hook, "-s", "low")
+    listed = cigri.json("gridnotify", "list")
+    assert [(s["id"], s["kind"], s["target"], s["severity"]) for s in listed] == [(created["id"], "webhook", hook, "low")]
+    bad = cigri.run("gridnotify", "subscribe", "--mail", "x@example.org", "-s", "urgent", expect=2)
+    assert bad.stderr == "gridnotify: severity: expected low, medium or high, got 'urgent'\n"
+    assert cigri.run("gridnotify", "unsubscribe", "999", expect=1).stderr.count("\n") == 1
+    cigri.run("gridnotify", "unsubscribe", str(created["id"]))
+    assert cigri.json("gridnotify", "list") == []
