@@ -9,6 +9,7 @@ a :class:`ConfigError` naming the key.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
@@ -23,6 +24,7 @@ from cigri.errors import ConfigError
 
 SYSTEM_FILE = Path("/etc/cigri/cigri.toml")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 USER_FILE = Path(platformdirs.user_config_dir("cigri")) / "cigri.toml"
 
 
@@ -208,6 +210,8 @@ def _coerce(key: str, value: Any, kind: type) -> Any:
         raise ConfigError(f"{key}: expected an integer, got {value!r}")
     if not isinstance(value, kind):
         raise ConfigError(f"{key}: expected {kind.__name__}, got {value!r}")
+    if kind is float and not math.isfinite(value):  # nan slips past every comparison, inf past every bound
+        raise ConfigError(f"{key}: expected a finite number, got {value!r}")
     return value
 
 
@@ -325,6 +329,9 @@ def _share_value(where: str, kinds: dict[str, type], key: str, value: Any) -> An
 def _cluster_configs(clusters: dict[str, dict[str, Any]]) -> tuple[ClusterConfig, ...]:
     result = []
     for name, table in clusters.items():
+        if not CLUSTER_NAME.fullmatch(name):  # it names the cluster's spool directory
+            raise ConfigError(f"clusters.{name!r}: a cluster name is letters, digits, '_', '.' and '-', "
+                              "starting with a letter or digit")
         table = dict(table)
         backend = table.pop("backend", None)
         if backend not in CLUSTER_KEYS:
@@ -409,8 +416,8 @@ def _check(settings: Settings, runner: RunnerSettings) -> None:
         parse_walltime(settings.default_walltime)
     except ValueError as error:
         raise ConfigError(f"cigri.default_walltime: {error}") from None
-    if not settings.cycle_period > 0:  # also rejects nan
-        raise ConfigError("cigri.cycle_period: must be > 0")
+    if not 0 < settings.cycle_period < math.inf:  # also rejects nan
+        raise ConfigError("cigri.cycle_period: must be > 0 and finite")
     for key in ("stderr_tail_lines", "max_resubmit", "autofix_delay", "failure_rate_min", "stuck_delay"):
         if not getattr(settings, key) >= 0:
             raise ConfigError(f"cigri.{key}: must be >= 0")
