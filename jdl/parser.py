@@ -39,7 +39,10 @@ def schema() -> dict[str, Any]:
 def _validator() -> jsonschema.Draft202012Validator:
     import jsonschema
 
-    return jsonschema.Draft202012Validator(schema())
+    # JSON's 2.0 or 1e300 are "integers" to JSON Schema; a count, walltime or max_jobs must be a true integer
+    integers_only = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool))
+    return jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=integers_only)(schema())
 
 
 def cluster_keys() -> tuple[str, ...]:
@@ -81,6 +84,8 @@ def parse_jdl(text: str, *, known_clusters: list[str], user: str, base_dir: Path
         raise InputError(f"{source}: not valid JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
     except RecursionError:
         raise InputError(f"{source}: not valid JSON: nested too deeply") from None
+    except ValueError as error:  # an integer of more than sys.get_int_max_str_digits() digits
+        raise InputError(f"{source}: not valid JSON: {error}") from None
     problems = [f"{source}: {_path(e)}: {_message(e)}" for e in sorted(_validator().iter_errors(document), key=_order)]
     if problems:
         raise InputError("\n".join(problems))
