@@ -1,0 +1,151 @@
+"""Ownership and the admin role: the api takes the acting user as a parameter (so users are
+simulated here without any environment trick), the CLI passes the real Unix user, and the
+state-changing admin commands refuse a real non-admin process. Secrets never leak."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import Cigri
+from test_events import analyse, campaign, end_job, make_grid
+
+from cigri import api
+from cigri.errors import Refused
+from cigri.grid import Grid
+from cigri.states import JobState
+from cigri.users import acting_user, is_admin, require_admin
+
+@pytest.fixture
+def grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Grid]:
+    grid = make_grid(tmp_path, monkeypatch, '[cigri]\nadmins = "carol, dave"\n')
+    yield grid
+    grid.close()
+
+
+def test_users_act_only_on_their_own_campaigns_jobs_and_events(grid: Grid, tmp_path: Path) -> None:
+    campaign_id, (task_id,) = campaign(grid, tmp_path, 1, user="alice")
+    job_id = end_job(grid, task_id, JobState.FAILED, 1)
+    grid.db.execute("UPDATE jobs SET state = 'running' WHERE id = ?", [job_id])
+    refused = [
+        lambda: api.cancel(grid, campaign_id, user="bob"),
+        lambda: api.pause(grid, campaign_id, user="bob"),
+        lambda: api.cancel_job(grid, job_id, user="bob"),
+        lambda: api.job_output(grid, job_id, "stderr", user="bob"),
+        lambda: api.events(grid, user="bob", campaign_id=campaign_id),
+    ]
+    for call in refused:
+        with pytest.raises(Refused, match="belongs to alice, not to bob"):
+            call()
+    grid.db.execute("UPDATE jobs SET state = 'failed' WHERE id = ?", [job_id])
+    analyse(grid)
+    event_id = api.events(grid, user="alice", campaign_id=campaign_id)[0]["id"]
+    for call in (lambda: api.event(grid, event_id, user="bob"),
+                 lambda: api.fix_events(grid, user="bob", event_id=event_id, resubmit=True),
+                 lambda: api.fix_events(grid, user="bob", campaign_id=campaign_id)):
+        with pytest.raises(Refused):
+            call()
+    assert api.events(grid, user="bob") == []  # bob's listing simply does not show alice's events
+    assert api.fix_events(grid, user="carol", event_id=event_id) == {"closed": 1, "resubmitted": 0}  # an admin
+    api.pause(grid, campaign_id, user="alice")
+    api.cancel(grid, campaign_id, user="root")
+
+
+def test_cluster_events_are_fixed_by_admins_only(grid: Grid) -> None:
+    from cigri import db as database
+    from cigri.events import record
+
+    with database.write(grid.db) as conn:
+        event_id = record(conn, "CLUSTER_TIMEOUT", "capacity failed", cluster_id=1)
+    assert [e["id"] for e in api.events(grid, user="bob")] == [event_id]  # everyone sees the clusters' state
+    with pytest.raises(Refused, match="needs the admin role"):
+        api.fix_events(grid, user="bob", event_id=event_id)
+    with pytest.raises(Refused, match="needs the admin role"):
+        api.fix_events(grid, user="bob", global_only=True)
+    assert api.fix_events(grid, user="dave", global_only=True)["closed"] == 1
+
+
+def test_the_admin_role(grid: Grid) -> None:
+    owner = pwd.getpwuid(os.stat(grid.config.database_path).st_uid).pw_name
+    assert is_admin(grid.config, "root") and is_admin(grid.config, "carol") and is_admin(grid.config, owner)
+    assert not is_admin(grid.config, "bob") and not is_admin(grid.config, "carolyn")
+    with pytest.raises(Refused) as refused:
+        require_admin(grid.config, "bob", "cigri cycle")
+    assert refused.value.exit_code == 1
+
+
+def test_the_acting_user_ignores_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = pwd.getpwuid(os.geteuid()).pw_name
+    for name in ("USER", "LOGNAME", "USERNAME", "CIGRI_USER"):
+        monkeypatch.setenv(name, "mallory")
+    assert acting_user() == api.current_user() == real
+
+
+def test_state_changing_admin_commands_refuse_a_non_admin(grid: Grid, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real ``cigri`` command, in-process, with the acting user a non-admin (the interpreter
+    lives under /root, so a real process of another user cannot run it here)."""
+    from typer.testing import CliRunner
+
+    from cigri.cli import admin
+
+    monkeypatch.setattr(api, "current_user", lambda: "bob")
+    for argv in (["cycle"], ["cluster", "blacklist", "local"], ["db", "upgrade"], ["cluster", "add", "x"]):
+        result = CliRunner().invoke(admin.app, argv)
+        assert result.exit_code == 1, (argv, result.output)
+        assert result.output.endswith(": this cigri command: needs the admin role, and bob is not an admin\n")
+    assert grid.db.execute("SELECT blacklisted FROM clusters").fetchall() == [(0,)]
+    assert CliRunner().invoke(admin.app, ["cluster", "list", "--json"]).exit_code == 0  # reading is allowed
+
+
+SECRET = "s3cr3t-Pa55-Zz9"
+
+
+class AuthRefusing(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802
+        self.send_response(401)
+        self.end_headers()
+        self.wfile.write(f"no (you sent {self.headers.get('Authorization')})".encode())  # a hostile echo
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.slow
+def test_tokens_and_passwords_never_appear_in_logs_errors_or_json(cigri: Cigri) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), AuthRefusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        secrets = cigri.tmp / "secrets"
+        secrets.mkdir(mode=0o700)
+        (secrets / "oar.password").write_text(SECRET + "\n")
+        (secrets / "slurm.token").write_text(SECRET + "\n")
+        (secrets / "smtp.password").write_text(SECRET + "\n")
+        with cigri.config.open("a") as conf:
+            conf.write(f'[clusters.oar]\nbackend = "oar"\ntransport = "rest"\nuser = "cigri"\n'
+                       f'base_url = "http://127.0.0.1:{server.server_address[1]}"\n'
+                       f'password_file = "{secrets / "oar.password"}"\n'
+                       f'[clusters.slurm]\nbackend = "slurm"\ntransport = "rest"\nuser = "cigri"\n'
+                       f'base_url = "http://127.0.0.1:{server.server_address[1]}"\n'
+                       f'token_file = "{secrets / "slurm.token"}"\n'
+                       f'[notify]\nsmtp_host = "127.0.0.1"\nsmtp_port = 1\nsmtp_user = "cigri"\n'
+                       f'smtp_password_file = "{secrets / "smtp.password"}"\nretry_delay = 0.0\n')
+        cigri.run("gridnotify", "subscribe", "--mail", "root@example.org", "-s", "low")
+        outputs = [cigri.run("cigri", "-v", "cycle", "--json", expect=None) for _ in range(2)]
+        outputs += [cigri.run(*argv, expect=None) for argv in (
+            ("gridclusters", "--json"), ("cigri", "cluster", "list", "--json"), ("gridevents", "-a", "--json"),
+            ("gridnotify", "list", "--json"), ("cigri", "cluster", "test", "oar"))]
+        events = json.loads(outputs[4].stdout)
+        assert {e["code"] for e in events} >= {"CLUSTER_AUTH_FAILURE"}
+        texts = [o.stdout + o.stderr for o in outputs] + [p.read_text() for p in (cigri.home / "log").iterdir()]
+        leaks = [t for t in texts if SECRET in t]
+        assert leaks == []
+    finally:
+        server.shutdown()
+        server.server_close()
