@@ -63,8 +63,9 @@ CATALOGUE: dict[str, Code] = {
     "EPILOGUE_FAILED": Code("campaign", MEDIUM, True, "none: the campaign ends anyway"),
     "CAMPAIGN_FINISHED": Code("campaign", LOW, False, "none (notified)"),
     "CAMPAIGN_FAILED": Code("campaign", HIGH, False, "none (notified): every task ended, some failed"),
-    "SUBMISSION_ERROR": Code("cluster", MEDIUM, True, "jobs stay `submitting` and are re-sent next cycle; "
-                                                      "counts toward `blacklist_after`"),
+    "SUBMISSION_ERROR": Code("cluster", MEDIUM, True, "the call failed: jobs stay `submitting`, re-sent next "
+                                                      "cycle, counts toward `blacklist_after`; the cluster refused "
+                                                      "the jobs as described: they and their tasks fail"),
     "CLUSTER_UNREACHABLE": Code("cluster", MEDIUM, True, "cluster skipped this cycle; counts toward "
                                                          "`blacklist_after`; closed when it answers again"),
     "CLUSTER_TIMEOUT": Code("cluster", MEDIUM, True, "as CLUSTER_UNREACHABLE"),

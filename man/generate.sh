@@ -12,6 +12,7 @@ declare -A summary=(
   [gridstat]="show cigri campaigns, tasks and jobs"
   [griddel]="cancel, pause or resume cigri campaigns"
   [gridevents]="list what went wrong in cigri campaigns"
+  [gridnotify]="subscribe to notifications of cigri campaigns"
   [gridclusters]="show the clusters of the cigri grid"
   [cigri]="administer the cigri grid meta-scheduler"
 )
@@ -21,12 +22,23 @@ for cmd in "${!summary[@]}"; do
   if [ "$cmd" = cigri ]; then
     {
       echo "[SUBCOMMANDS]"
-      for sub in "cycle" "daemon" "db init" "db upgrade" "db path" "cluster list" "cluster add" \
+      for sub in "cycle" "daemon" "shares" "db init" "db upgrade" "db path" "cluster list" "cluster add" \
                  "cluster test" "cluster remove" "cluster blacklist" "cluster unblacklist"; do
         echo ".SS \"cigri $sub\""
         echo ".nf"
         # shellcheck disable=SC2086
         "$bin/cigri" $sub --help | sed -e 's/\\/\\\\/g' -e 's/^\./\\\&./'
+        echo ".fi"
+      done
+    } >> "$include"
+  fi
+  if [ "$cmd" = gridnotify ]; then
+    {
+      echo "[SUBCOMMANDS]"
+      for sub in subscribe unsubscribe list; do
+        echo ".SS \"gridnotify $sub\""
+        echo ".nf"
+        "$bin/gridnotify" $sub --help | sed -e 's/\\/\\\\/g' -e 's/^\./\\\&./'
         echo ".fi"
       done
     } >> "$include"

@@ -13,12 +13,13 @@ import pytest
 import typer
 
 from cigri import config
-from cigri.cli import admin, griddel, gridclusters, gridevents, gridstat, gridsub
+from cigri.cli import admin, griddel, gridclusters, gridevents, gridnotify, gridstat, gridsub
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 COMMANDS = {"gridsub": gridsub.app, "gridstat": gridstat.app, "griddel": griddel.app,
-            "gridevents": gridevents.app, "gridclusters": gridclusters.app, "cigri": admin.app}
+            "gridevents": gridevents.app, "gridnotify": gridnotify.app, "gridclusters": gridclusters.app,
+            "cigri": admin.app}
 GENERATED = {"--install-completion", "--show-completion", "--help", "--version"}
 
 
@@ -41,7 +42,7 @@ def test_command_documented_in_readme_and_man(name: str) -> None:
         assert option.replace("-", r"\-") in man or option in man, f"{path} {option} missing from man/{name}.1"
     if isinstance(command, click.Group):
         for sub in command.commands:
-            assert re.search(rf"cigri {sub}\b", README), f"cigri {sub} missing from README"
+            assert re.search(rf"{name} {sub}\b", README), f"{name} {sub} missing from README"
 
 
 def test_every_configuration_key_documented() -> None:
