@@ -443,6 +443,8 @@ def _report(grid: Grid, run: Run) -> dict[str, Any]:
         "kills": {"cluster_preemptions": sum(b.world.usage.preempted for b in worlds.values()),
                   "walltime": sum(b.world.usage.timeouts for b in worlds.values()), **kills},
         "resubmissions": sum(jobs.values()) - started_tasks,
+        "max_wait_seconds": db.execute("SELECT max(coalesce(started_at, finished_at) - submitted_at) FROM jobs "
+                                       "WHERE kind = 'task' AND submitted_at IS NOT NULL").fetchone()[0],
         "share": {
             "users": {u: {"core_hours": round(user_actual[u], 3), "ideal_core_hours": round(user_ideal[u], 3)}
                       for u in sorted(user_ideal)},

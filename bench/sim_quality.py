@@ -1,0 +1,121 @@
+"""Benchmark: the quality of cigri's scheduling in the simulator, against FIFO and CiGri's tap.
+
+Same scenario, same seed, three policies in one run:
+
+- ``cigri``: the configuration's fair share (classes gold 3 : silver 1) and job-ratio default;
+- ``cigri_tap``: the same with CiGri v3's tap (``runner.job_ratio = "cigri_tap"``);
+- ``fifo``: CiGri v3's order, expressed as one submitting user whose campaigns have priority
+  ``-id`` (shares are still measured per real user and class).
+
+Measures (goals of issue 4 §7): makespan against its lower bound (>= 95 % for campaigns >= 10x
+the cores), Jain's index of users' and classes' shares against the weighted max-min (>= 0.98),
+work conservation (core-time left idle while tasks were pending), and flood settling: after a
+step of the local load, the cycles until cigri's waiting jobs stay within +-20 % of their new
+level (goal <= 5) and the longest wait of any job (goal: under remote_waiting_timeout, 900 s).
+
+    python bench/sim_quality.py [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from typing import Any
+
+from cigri.simulate import parse_scenario, simulate
+
+SHARES = {
+    "seed": 11, "cycle_period": 30,
+    "clusters": {"c1": {"cores": 64, "local_load": 0.2}, "c2": {"cores": 32}},
+    "config": {"classes": {"gold": {"weight": 3, "priority": 10},
+                           "silver": {"weight": 1, "priority": 10, "default": True}}},
+    "campaigns": [
+        {"user": "alice", "class": "gold", "tasks": 1000, "duration": {"law": "lognormal", "median": 300, "sigma": 0.5}},
+        {"user": "bob", "class": "silver", "tasks": 500, "duration": {"law": "lognormal", "median": 300, "sigma": 0.5}},
+        {"user": "carol", "class": "silver", "tasks": 500, "duration": {"law": "lognormal", "median": 300, "sigma": 0.5},
+         "submit_hours": 0.25},
+    ],
+}
+FLOOD = {
+    "seed": 5, "cycle_period": 30, "max_hours": 3,
+    "clusters": {"c1": {"cores": 64, "local_load": 0.1, "local_load_steps": "1:0.8", "local_max_cores": 8}},
+    "campaigns": [{"user": "dave", "tasks": 20000, "duration": {"law": "lognormal", "median": 600, "sigma": 0.5}}],
+}
+
+
+def fifo(scenario: Any) -> Any:
+    """The same campaigns, submitted by one user in priority -id: CiGri v3's FIFO."""
+    plans = tuple(dataclasses.replace(p, submit_as="fifo", jdl={**{k: v for k, v in p.jdl.items() if k != "class"},
+                                                                "priority": -i})
+                  for i, p in enumerate(scenario.campaigns, 1))
+    return dataclasses.replace(scenario, campaigns=plans)
+
+
+def with_config(data: dict[str, Any], **runner: Any) -> dict[str, Any]:
+    return {**data, "config": {**data.get("config", {}), "runner": runner}} if runner else data
+
+
+def idle_while_pending(report: dict[str, Any]) -> float:
+    """Share of the harvestable core-time left idle while tasks waited in the bags."""
+    timeline, idle, total = report["timeline"], 0.0, 0.0
+    for before, point in zip(timeline, timeline[1:]):
+        span = point["hour"] - before["hour"]
+        free = max(0, point["harvestable"] - sum(point["running"].values()))
+        idle += min(free, point["pending"]) * span
+        total += point["harvestable"] * span
+    return idle / total if total else 0.0
+
+
+def settling(report: dict[str, Any], step_hour: float, period: float) -> dict[str, Any]:
+    """Cycles after the step until cigri's waiting jobs stay within +-20 % of their later level."""
+    after = [p for p in report["timeline"] if p["hour"] >= step_hour]
+    tail = after[len(after) // 2:]
+    reference = sum(p["waiting"] for p in tail) / len(tail) if tail else 0.0
+    band = max(1.0, 0.2 * reference)
+    settled_at = next((i for i in range(len(after))
+                       if all(abs(p["waiting"] - reference) <= band for p in after[i:])), None)
+    return {"reference_waiting": round(reference, 1), "settling_cycles":
+            None if settled_at is None else round((after[settled_at]["hour"] - step_hour) * 3600 / period)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="one JSON value")
+    args = parser.parse_args()
+    runs = {
+        "cigri": parse_scenario(SHARES),
+        "cigri_tap": parse_scenario(with_config(SHARES, job_ratio="cigri_tap")),
+        "fifo": fifo(parse_scenario(SHARES)),
+    }
+    rows = {}
+    for name, scenario in runs.items():
+        report = simulate(scenario)
+        rows[name] = {"makespan_h": report["makespan_hours"], "bound_h": report["makespan_bound_hours"],
+                      "bound_ratio": report["bound_ratio"], "utilization": report["utilization"],
+                      "jain_users": report["share"]["jain_users"], "jain_classes": report["share"]["jain_classes"],
+                      "idle_while_pending": round(idle_while_pending(report), 4),
+                      "kills": report["kills"], "resubmissions": report["resubmissions"]}
+    flood = {}
+    for name, data in (("cigri", FLOOD), ("cigri_tap", with_config(FLOOD, job_ratio="cigri_tap"))):
+        report = simulate(parse_scenario(data))
+        flood[name] = {**settling(report, 1.0, FLOOD["cycle_period"]), "max_wait_s": report["max_wait_seconds"],
+                       "kills": report["kills"]}
+    if args.json:
+        print(json.dumps({"shares": rows, "flood": flood}))
+        return
+    keys = [k for k in next(iter(rows.values())) if k != "kills"]
+    print(f"{'policy':<10} " + " ".join(f"{k:>18}" for k in keys))
+    for name, row in rows.items():
+        print(f"{name:<10} " + " ".join(f"{str(row[k]):>18}" for k in keys))
+    for name, row in rows.items():
+        print(f"kills, {name}: {json.dumps(row['kills'])}")
+    for name in ("cigri_tap", "fifo"):
+        print(f"cigri / {name}: makespan x{rows[name]['makespan_h'] / rows['cigri']['makespan_h']:.2f}, "
+              f"Jain users {rows['cigri']['jain_users']} vs {rows[name]['jain_users']}")
+    for name, row in flood.items():
+        print(f"flood step (load 0.1 -> 0.8 at 1 h), {name}: {json.dumps(row)}")
+
+
+if __name__ == "__main__":
+    main()
