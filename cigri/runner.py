@@ -28,6 +28,7 @@ from cigri.events import open_event
 from cigri.jdl import split_param
 from cigri.jdl.parser import home_of
 from cigri.jdl.walltime import format_walltime
+from cigri.metascheduler import windows
 from cigri.properties import campaign_properties
 from cigri.states import JobState, TaskState
 
@@ -44,6 +45,7 @@ def run(ctx: CycleContext) -> int:
         "WHERE j.state = ? AND j.kill_reason IS NULL ORDER BY j.cluster_id, CAST(j.batch AS INTEGER), j.id",
         [JobState.SUBMITTING]))
     settings = campaign_properties(ctx.grid.db, sorted({r["campaign_id"] for r in rows}))
+    night = windows.is_night(ctx.grid.config.metascheduler, database.now())  # semi-best-effort runs normal by night
     sent = 0
     done: set[tuple[int, int]] = set()
     for (cluster_id, _), group in groupby(rows, key=lambda r: (r["cluster_id"], r["batch"])):
@@ -56,7 +58,7 @@ def run(ctx: CycleContext) -> int:
         group_walltime = grouping.group_walltime(max(Counter(j["run_group"] for j in jobs).values()),
                                                  values["walltime"],
                                                  grouping.target_seconds(values, ctx.cluster_options(cluster_id)))
-        specs = [job_spec(job, values, group_walltime) for job in jobs]
+        specs = [job_spec(job, values, group_walltime, night) for job in jobs]
         try:
             remote_ids = ctx.grid.backend(cluster_id).submit(specs)
         except SubmissionRefused as error:
@@ -127,7 +129,7 @@ def _group_size(ctx: CycleContext, campaign_id: int, cluster_id: int, values: di
                                capacity.free_slots if capacity else 1)
 
 
-def job_spec(job: dict[str, Any], settings: dict[str, Any], group_walltime: int = 0) -> JobSpec:
+def job_spec(job: dict[str, Any], settings: dict[str, Any], group_walltime: int = 0, night: bool = False) -> JobSpec:
     """Translate one job row and its campaign's settings on that cluster into a JobSpec
     (``group_walltime``: the walltime of the remote job when the job is grouped)."""
     kind = job["kind"]
@@ -155,6 +157,6 @@ def job_spec(job: dict[str, Any], settings: dict[str, Any], group_walltime: int 
         key=str(job["id"]), batch=job["batch"], name=f"cigri.{job['campaign_id']}.{job['id']}", argv=argv, directory=directory,
         walltime_seconds=walltime, resources=settings["resources"], environment=environment,
         properties=settings.get("properties", ""), project=settings.get("project", ""),
-        best_effort=settings.get("type") == "best-effort" and not settings.get("test_mode"),
+        best_effort=windows.job_type(settings.get("type"), night) == windows.BEST_EFFORT and not settings.get("test_mode"),
         group=str(job["run_group"] or ""), group_walltime_seconds=group_walltime if job["run_group"] else 0,
     )

@@ -3,6 +3,7 @@ database, ``cigri shares``, and real cycles on the local pool (weighted split, p
 
 from __future__ import annotations
 
+import getpass
 import json
 import math
 import os
@@ -21,9 +22,12 @@ from cigri.cycle import run_cycle
 from cigri.db import now
 from cigri.errors import ConfigError, InputError
 from cigri.grid import Grid, open_grid
-from cigri.metascheduler import gather
+from cigri.cycle_context import CycleContext
+from cigri.metascheduler import gather, schedule
 from cigri.metascheduler.fairshare import Policy
 from cigri.metascheduler.windows import is_night, job_type
+from cigri.properties import campaign_properties
+from cigri.runner import job_spec
 from cigri.states import KillReason
 
 CLASSES = """
@@ -115,6 +119,18 @@ def test_night_window_wraps_midnight_and_covers_the_weekend() -> None:
         ["best-effort", "normal", "normal", "normal"]
 
 
+def test_semi_best_effort_jobs_are_best_effort_by_day_and_normal_by_night(make_grid: Callable[[str], Grid],
+                                                                           tmp_path: Path) -> None:
+    grid = make_grid(TWO_CLUSTERS)
+    campaign_id = _submit(grid, tmp_path, "alice", 1, type="semi-best-effort", clusters={"a": {}, "b": {"type": "normal"}})
+    ids = grid.cluster_ids()
+    settings = campaign_properties(grid.db, [campaign_id])[campaign_id]
+    job = {"id": 1, "campaign_id": campaign_id, "kind": "task", "batch": "1", "task": "60", "param": "60",
+           "user": "alice", "run_group": None}
+    assert [job_spec(job, settings[ids[k]], night=n).best_effort for k in "ab" for n in (False, True)] == \
+        [True, False, False, False]
+
+
 # --- JDL class ----------------------------------------------------------------------------
 
 def test_class_and_priority_are_stored_default_class_applied(make_grid: Callable[[str], Grid], tmp_path: Path) -> None:
@@ -140,11 +156,10 @@ def test_unknown_or_forbidden_class_is_one_line_and_writes_nothing(
 
 def test_gridsub_refuses_a_forbidden_class_with_exit_2(cigri: Cigri) -> None:
     cigri.config.write_text(cigri.config.read_text() + CLASSES.replace("{b = 2}", "{local = 2}"))
-    cigri.env["CIGRI_USER"] = "bob"
     result = cigri.run("gridsub", "-f", str(cigri.jdl("gold", exec_file="/bin/true", nb_jobs=2, **{"class": "gold"})),
                        expect=2)
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].endswith("$.class: user bob is not allowed in class 'gold'"), lines
+    assert len(lines) == 1 and lines[0].endswith(f"$.class: user {getpass.getuser()} is not allowed in class 'gold'"), lines
     assert cigri.json("gridstat", "-a") == []
 
 
@@ -186,6 +201,16 @@ def test_gather_lets_nightly_campaigns_run_at_night(make_grid: Callable[[str], G
     scenario = gather(grid.db.conn, grid.config, {ids["a"]: Capacity(8, 8)},
                       datetime(2026, 11, 23, 12).timestamp()).scenario
     assert [(c.id, c.clusters, c.class_name) for c in scenario.campaigns] == [(nightly, ("a",), "default")]
+
+
+def test_a_full_cluster_still_gets_max_waiting_jobs_queued_shared_by_the_campaigns(
+        make_grid: Callable[[str], Grid], tmp_path: Path) -> None:
+    grid = make_grid('[clusters.a]\nbackend = "local"\n')
+    first, second = _submit(grid, tmp_path, "alice", 9), _submit(grid, tmp_path, "bob", 9)
+    a = grid.cluster_ids()["a"]
+    full = CycleContext(grid, capacities={a: Capacity(8, 0)}, options={a: {"max_waiting": 4}})  # no core free
+    assert schedule(full) == {(first, "a"): 2, (second, "a"): 2}
+    assert schedule(full) == {}  # the queue is full: nothing more until it drains
 
 
 # --- cigri shares --scenario --------------------------------------------------------------

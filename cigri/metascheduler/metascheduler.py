@@ -219,9 +219,8 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
         cluster_id = gathered.cluster_ids[cluster.name]
         budget = int(ctx.cluster_options(cluster_id).get("max_waiting", DEFAULT_MAX_WAITING)) - sum(
             n for (_, k), n in waiting.items() if k == cluster_id)
-        ahead = {s.id: 0 for s in allocation.campaigns if s.target.get(cluster.name) and not s.test_mode
-                 and specs[s.id].pending > started.get((s.id, cluster.name), 0)}
-        targets = {s.id: s.target[cluster.name] for s in allocation.campaigns if s.id in ahead}
+        targets = _queue_weights(gathered.scenario, allocation, cluster.name)
+        ahead = {c: 0 for c in targets if specs[c].pending > started.get((c, cluster.name), 0)}
         while budget > 0 and ahead:
             campaign_id = min(ahead, key=lambda c: (ahead[c] / targets[c], c))
             cap = specs[campaign_id].max_jobs_per_cluster.get(cluster.name)
@@ -234,6 +233,21 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
     for (campaign_id, cluster), taken in started.items():
         log.info("campaign %s: %s new job(s) on %s", campaign_id, taken, cluster)
     return started
+
+
+def _queue_weights(scenario: fairshare.Scenario, allocation: fairshare.Allocation, cluster: str) -> dict[int, int]:
+    """Who queues ahead on a cluster, weighted by its target there; on a cluster that offers
+    cigri nothing now (no target at all), every campaign that may use it, equally."""
+    specs = {c.id: c for c in scenario.campaigns}
+    eligible = {}
+    for share in allocation.campaigns:
+        spec, klass = specs[share.id], scenario.class_of(specs[share.id])
+        if not share.test_mode and cluster in (spec.clusters or ()) and (
+                klass.clusters is None or cluster in klass.clusters) and (klass.users is None or spec.user in klass.users):
+            eligible[share.id] = share.target.get(cluster, 0)
+    if not any(eligible.values()):
+        return dict.fromkeys(eligible, 1)
+    return {c: target for c, target in eligible.items() if target}
 
 
 def _has_open_tasks(conn: sqlite3.Connection, campaign_id: int) -> bool:
