@@ -578,8 +578,9 @@ def explain(scenario: Scenario, allocation: Allocation) -> dict[str, Any]:
 
     result = fairshare.allocation_to_json(allocation)
     totals = dict.fromkeys(("campaigns", "demand", "running", "target", "preempt"), 0)
-    classes = {c.name: {"name": c.name, "priority": c.priority, "weight": c.weight, "policy": str(c.policy), **totals}
-               for c in scenario.classes or (fairshare.ClassSpec("default"),)}
+    classes: dict[str, dict[str, Any]] = {
+        c.name: {"name": c.name, "priority": c.priority, "weight": c.weight, "policy": str(c.policy), **totals}
+        for c in scenario.classes or (fairshare.ClassSpec("default"),)}
     users: dict[str, dict[str, Any]] = {}
     for campaign in result["campaigns"]:
         for entry in (classes[campaign["class"]], users.setdefault(campaign["user"], {"name": campaign["user"], **totals})):

@@ -213,8 +213,8 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
         return taken
 
     for share in sorted(allocation.campaigns, key=lambda s: (not s.test_mode, s.id)):  # test mode first (CiGri)
-        for cluster, count in share.start.items():
-            take(share.id, cluster, count)
+        for name, count in share.start.items():
+            take(share.id, name, count)
     for cluster in gathered.scenario.clusters:
         cluster_id = gathered.cluster_ids[cluster.name]
         budget = int(ctx.cluster_options(cluster_id).get("max_waiting", DEFAULT_MAX_WAITING)) - sum(
@@ -230,8 +230,8 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
                 continue
             ahead[campaign_id] += 1
             budget -= 1
-    for (campaign_id, cluster), taken in started.items():
-        log.info("campaign %s: %s new job(s) on %s", campaign_id, taken, cluster)
+    for (campaign_id, name), taken in started.items():
+        log.info("campaign %s: %s new job(s) on %s", campaign_id, taken, name)
     return started
 
 
@@ -257,5 +257,5 @@ def _has_open_tasks(conn: sqlite3.Connection, campaign_id: int) -> bool:
 
 def _pending(conn: sqlite3.Connection, campaign_id: int, limit: int) -> int:
     """Pending tasks, counted only up to what could be started (cheap on huge bags)."""
-    return conn.execute("SELECT count(*) FROM (SELECT 1 FROM tasks WHERE campaign_id = ? AND state = ? LIMIT ?)",
-                        [campaign_id, TaskState.PENDING, limit]).fetchone()[0]
+    return int(conn.execute("SELECT count(*) FROM (SELECT 1 FROM tasks WHERE campaign_id = ? AND state = ? LIMIT ?)",
+                            [campaign_id, TaskState.PENDING, limit]).fetchone()[0])
