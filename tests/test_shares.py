@@ -213,6 +213,15 @@ def test_a_full_cluster_still_gets_max_waiting_jobs_queued_shared_by_the_campaig
     assert schedule(full) == {}  # the queue is full: nothing more until it drains
 
 
+def test_jobs_queued_ahead_follow_the_shares(make_grid: Callable[[str], Grid], tmp_path: Path) -> None:
+    grid = make_grid('[clusters.a]\nbackend = "local"\n' + CLASSES.replace("affinity = {b = 2}", ""))
+    gold, silver = _submit(grid, tmp_path, "alice", 9, **{"class": "gold"}), _submit(grid, tmp_path, "bob", 9)
+    a = grid.cluster_ids()["a"]
+    ctx = CycleContext(grid, capacities={a: Capacity(4, 4)}, options={a: {"max_waiting": 100}})
+    # targets 3:1; gold's tap (3) is full with its starts, silver queues one job behind its slot, not gold's leftovers
+    assert schedule(ctx) == {(gold, "a"): 3, (silver, "a"): 2}
+
+
 # --- cigri shares --scenario --------------------------------------------------------------
 
 def test_shares_of_a_scenario_file_without_a_database(cigri: Cigri) -> None:

@@ -193,13 +193,16 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
     No more of a campaign's jobs ever wait on a cluster than its tap. Beyond the free cores,
     each cluster takes up to ``max_waiting`` queued cigri jobs (CiGri's queue depth: a slot
     freed between two cycles finds a job ready), handed out in proportion to the campaigns'
-    targets there, so the queue follows the shares too.
+    targets there, a campaign holding at most twice its target (a job ready behind each of its
+    slots), so the queue follows the shares too. A cluster that offers cigri nothing now
+    splits its queue equally among the campaigns that may use it.
     """
     taps = {(c, k): rate for c, k, rate in conn.execute("SELECT campaign_id, cluster_id, rate FROM taps")}
     waiting = {(c, k): n for c, k, n in conn.execute(
         "SELECT campaign_id, cluster_id, count(*) FROM jobs WHERE state IN (?, ?) AND kind = 'task' "
         "GROUP BY campaign_id, cluster_id", [JobState.SUBMITTING, JobState.WAITING])}
     specs = {c.id: c for c in gathered.scenario.campaigns}
+    share_of = {s.id: s for s in allocation.campaigns}
     tap_initial = ctx.grid.config.runner.tap_initial
     started: dict[tuple[int, str], int] = {}
 
@@ -220,12 +223,15 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
         budget = int(ctx.cluster_options(cluster_id).get("max_waiting", DEFAULT_MAX_WAITING)) - sum(
             n for (_, k), n in waiting.items() if k == cluster_id)
         targets = _queue_weights(gathered.scenario, allocation, cluster.name)
+        equal = -(-budget // max(1, len(targets)))
         ahead = {c: 0 for c in targets if specs[c].pending > started.get((c, cluster.name), 0)}
         while budget > 0 and ahead:
             campaign_id = min(ahead, key=lambda c: (ahead[c] / targets[c], c))
             cap = specs[campaign_id].max_jobs_per_cluster.get(cluster.name)
             held = specs[campaign_id].running.get(cluster.name, 0) + started.get((campaign_id, cluster.name), 0)
-            if (cap is not None and held >= cap) or not take(campaign_id, cluster.name, 1):
+            quota = 2 * share_of[campaign_id].target[cluster.name] if cluster.name in share_of[campaign_id].target \
+                else equal
+            if (cap is not None and held >= cap) or held >= quota or not take(campaign_id, cluster.name, 1):
                 del ahead[campaign_id]
                 continue
             ahead[campaign_id] += 1
