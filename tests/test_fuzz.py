@@ -288,7 +288,7 @@ def test_any_configuration_loads_or_names_its_key(tmp_path_factory: pytest.TempP
 # --- through the real command -------------------------------------------------------------
 
 @pytest.mark.slow
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(document=jdl_documents())
 def test_gridsub_exits_2_with_one_line_per_problem(tmp_path_factory: pytest.TempPathFactory, document: Any) -> None:
     CASES["gridsub"] += 1
