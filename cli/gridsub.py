@@ -12,8 +12,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from cigri import api
 from cigri.cli import common
-from cigri.cycle import drive
-from cigri.daemon import daemon_running
 from cigri.errors import InputError
 
 app = typer.Typer(add_completion=True, help="Submit a campaign to the grid.")
@@ -77,6 +75,9 @@ def _wait(grid, ids: list[int], period: float, quiet: bool) -> int:
     Cycles run back to back while they make progress (a sleep would only idle the cluster)
     and ``period`` apart otherwise; the counts are read a few times a second, not per cycle.
     """
+    from cigri.cycle import drive  # here: the whole cycle's imports would slow every plain submit
+    from cigri.daemon import daemon_running
+
     columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[detail]}"), TimeRemainingColumn()]
     with Progress(*columns, console=common.stderr, disable=quiet or not common.fancy()) as progress:

@@ -3,7 +3,7 @@
 A line's first word is the task name; the whole line, split like a shell would split it
 (quotes and backslashes, but no expansion of any kind), becomes the literal arguments of
 ``exec_file``. Lines are never handed to a shell. Blank lines and lines starting with ``#``
-are skipped. Files are read line by line, so a million-line file is never held in memory.
+are skipped. Files are read in blocks of lines, so a million-line file is never held in memory.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterator
+from itertools import islice
+from typing import BinaryIO
 
 from cigri.errors import InputError
 from cigri.jdl.parser import ParamSource
@@ -67,24 +69,87 @@ def iter_params(source: ParamSource) -> Iterator[tuple[int, str, str]]:
             if line and line[0] != "#":
                 yield index, _name(line, source, index), line
     else:
-        yield from _iter_file(source)
+        for number, lines, _ in _file_blocks(source):
+            for index, line in enumerate(map(str.strip, lines)):
+                if line and line[0] != "#":
+                    yield number + index, _name(line, source, number + index), line
 
 
-def _iter_file(source: ParamSource) -> Iterator[tuple[int, str, str]]:
+def param_rows(source: ParamSource, chunk: int) -> Iterator[list[tuple[str, str]]]:
+    """The parameters of :func:`iter_params` as ``(name, line)`` lists, for bulk inserts: a
+    file's plain blocks are split by one list comprehension, with no per-line checks."""
+    if source.file is None:
+        params = iter_params(source)
+        while rows := [(name, line) for _, name, line in islice(params, chunk)]:
+            yield rows
+        return
+    for number, lines, plain in _file_blocks(source):
+        if plain:
+            yield [(line.split(None, 1)[0], line) for line in map(str.strip, lines) if line and line[0] != "#"]
+        else:
+            yield [(_name(line, source, number + index), line) for index, line in enumerate(map(str.strip, lines))
+                   if line and line[0] != "#"]
+
+
+BLOCK_BYTES = 1 << 20  # a file is read in blocks of whole lines this big (plus one partial line)
+# The bytes of plain lines (see _NEEDS_SHLEX) and the newline: deleting them from a block
+# leaves nothing when every line in it is plain (and then ASCII, one byte per character).
+_PLAIN_BYTES = bytes(c for c in range(256) if _NEEDS_SHLEX.match(chr(c)) is None) + b"\n"
+
+
+def _file_blocks(source: ParamSource) -> Iterator[tuple[int, list[str], bool]]:
+    """``(number of the first line, decoded lines, whether all are plain)``, a block at a time.
+
+    A line too long or not UTF-8 is an error raised once the lines before it were yielded, so
+    the first bad line of the file is the one named, whatever its kind.
+    """
     assert source.file is not None
     try:
         handle = source.file.open("rb")
     except OSError as error:
         raise InputError(f"param_file {source.file}: {error.strerror}") from None
     with handle:
-        number = 0
-        while raw := handle.readline(MAX_LINE_BYTES + 1):  # bounded: a huge line is never read whole
-            number += 1
-            if len(raw) > MAX_LINE_BYTES:
-                raise InputError(f"{describe(source, number)}: line longer than {MAX_LINE_BYTES} bytes")
-            try:
-                line = raw.decode("utf-8").strip()
-            except UnicodeDecodeError:
-                raise InputError(f"{describe(source, number)}: not valid UTF-8") from None
-            if line and line[0] != "#":
-                yield number, _name(line, source, number), line
+        for number, block, longest in _blocks(handle, source):
+            if not block.translate(None, _PLAIN_BYTES):
+                lines = block.decode("ascii").split("\n")
+                if max(map(len, lines)) <= longest:
+                    yield number, lines, True
+                    continue
+            raw_lines = block.split(b"\n")
+            if max(map(len, raw_lines)) <= longest:
+                try:
+                    yield number, block.decode("utf-8").split("\n"), False
+                    continue
+                except UnicodeDecodeError:
+                    pass
+            lines = []
+            for index, raw in enumerate(raw_lines):
+                problem = f"line longer than {MAX_LINE_BYTES} bytes" if len(raw) > longest else None
+                if problem is None:
+                    try:
+                        lines.append(raw.decode("utf-8"))
+                        continue
+                    except UnicodeDecodeError:
+                        problem = "not valid UTF-8"
+                yield number, lines, False
+                raise InputError(f"{describe(source, number + index)}: {problem}")
+
+
+def _blocks(handle: BinaryIO, source: ParamSource) -> Iterator[tuple[int, bytes, int]]:
+    """``(number of its first line, whole lines without the last newline, longest line allowed)``.
+
+    A line may hold MAX_LINE_BYTES bytes with its newline; a partial line longer than that is
+    an error at once, so a huge line is never held whole.
+    """
+    number, rest = 1, b""
+    while chunk := handle.read(BLOCK_BYTES):
+        data = rest + chunk
+        end = data.rfind(b"\n")
+        block, rest = (data[:end], data[end + 1:]) if end >= 0 else (b"", data)
+        if end >= 0:
+            yield number, block, MAX_LINE_BYTES - 1
+            number += block.count(b"\n") + 1
+        if len(rest) > MAX_LINE_BYTES:
+            raise InputError(f"{describe(source, number)}: line longer than {MAX_LINE_BYTES} bytes")
+    if rest:
+        yield number, rest, MAX_LINE_BYTES

@@ -16,6 +16,8 @@ from cigri import api, config
 from cigri.api import INSERT_CHUNK
 from cigri.errors import InputError, Refused
 from cigri.grid import Grid, open_grid
+from cigri.jdl import params
+from cigri.jdl.parser import ParamSource
 
 USER = getpass.getuser()
 
@@ -177,3 +179,46 @@ def test_extend_refuses_other_users_and_cancelled_campaigns(grid: Grid, tmp_path
     with pytest.raises(Refused, match="cancelled"):
         api.extend(grid, campaign_id, more, user=USER)
     assert snapshot(grid) == before
+
+
+# A file with plain blocks, blocks needing shlex, comments, blank and CRLF lines: small blocks
+# make lines straddle block boundaries.
+MIXED = "".join(f"t{i} --frame {i}\n" if i % 7 else f"  q{i} 'a b' \\\\x\r\n\n# c {i}\n" for i in range(300))
+
+
+@pytest.mark.parametrize("block_bytes", [1, 13, 64, 4096, 1 << 20])
+def test_blocks_of_any_size_give_the_same_tasks(grid: Grid, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                block_bytes: int) -> None:
+    path = tmp_path / "params.txt"
+    path.write_text(MIXED)
+    expected = [(line.split()[0].strip("'"), line.strip()) for line in MIXED.splitlines()
+                if line.strip() and not line.startswith("#")]
+    monkeypatch.setattr(params, "BLOCK_BYTES", block_bytes)
+    campaign_id, count = submit(grid, param_jdl(path), tmp_path)
+    assert count == len(expected) == 300
+    assert tasks(grid, campaign_id) == expected
+    assert [(name, line) for _, name, line in params.iter_params(ParamSource(file=path))] == expected
+
+
+@pytest.mark.parametrize(("tail", "reason"), [
+    (b"t5 again\n", "duplicate task name 't5'"),
+    (b"x 'open\ny \xff\n", "No closing quotation"),  # the first bad line is named, whatever its kind
+    (b"x \xff\ny 'open\n", "not valid UTF-8"),
+    (b"x " + b"y" * params.MAX_LINE_BYTES + b"\n", "line longer than"),
+])
+@pytest.mark.parametrize("block_bytes", [7, 1 << 20])
+def test_a_bad_line_after_many_blocks_is_named(grid: Grid, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               tail: bytes, reason: str, block_bytes: int) -> None:
+    path = tmp_path / "params.txt"
+    path.write_bytes("".join(f"t{i} {i}\n" for i in range(300)).encode() + tail + b"t9999 after\n")
+    monkeypatch.setattr(params, "BLOCK_BYTES", block_bytes)
+    assert_refused_unchanged(grid, tmp_path, param_jdl(path), f"{path}:301: {reason}")
+
+
+def test_foreign_keys_are_checked_again_after_a_submission(grid: Grid, tmp_path: Path) -> None:
+    """Submissions skip the per-task foreign-key lookup; every other transaction keeps it."""
+    submit(grid, {"name": "ok", "nb_jobs": 2, "exec_file": "/bin/true", "clusters": {"local": {}}}, tmp_path)
+    assert grid.db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    with pytest.raises(InputError):
+        submit(grid, {"name": "bad", "params": ["a", "a"], "exec_file": "/bin/true", "clusters": {"local": {}}}, tmp_path)
+    assert grid.db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
