@@ -231,3 +231,35 @@ def test_unknown_ids(make_backend: Callable[[int], LocalBackend]) -> None:
     backend = make_backend(2)
     jobs = backend.poll(["nope", "../etc", ""])
     assert {j.state for j in jobs.values()} == {RemoteState.UNKNOWN}
+
+
+def test_exit_status_survives_a_killed_pool(make_backend: Callable[[int], LocalBackend], tmp_path: Path) -> None:
+    """Jobs are the pool's children; once it is gone its keeper reaps them and keeps their status."""
+    backend = make_backend(2)
+    backend.submit([job("1", tmp_path, "sh", "-c", "sleep 1; echo bye >&2; exit 7")])
+    wait_state(backend, "1", RemoteState.RUNNING)
+    first = pool_pid(backend)
+    assert first is not None
+    os.kill(first, signal.SIGKILL)
+    wait_for(lambda: not alive(first))
+    done = wait_state(backend, "1", *ENDED)
+    assert (done.state, done.exit_code) == (RemoteState.COMPLETED, 7)
+    assert backend.output_tail("1", "stderr", 1) == "bye\n"
+
+
+def test_a_job_costs_its_directory_and_two_files(make_backend: Callable[[int], LocalBackend], tmp_path: Path) -> None:
+    backend = make_backend(2)
+    backend.submit([job(str(i), tmp_path, "true") for i in range(5)])
+    for i in range(5):
+        wait_state(backend, str(i), *ENDED)
+    assert sorted(os.listdir(backend.spool.jobs)) == [str(i) for i in range(5)]
+    assert {tuple(sorted(os.listdir(backend.spool.job(str(i))))) for i in range(5)} == {("stderr", "stdout")}
+
+
+def test_many_short_jobs_all_complete_once(make_backend: Callable[[int], LocalBackend], tmp_path: Path) -> None:
+    """Batches of starts and ends recorded per loop: none lost, none run twice."""
+    backend = make_backend(2)
+    ids = backend.submit([job(str(i), tmp_path, "sh", "-c", f"echo {i} >> runs") for i in range(200)])
+    wait_for(lambda: all(j.state in ENDED for j in backend.poll(list(ids)).values()), timeout=60)
+    assert {(j.state, j.exit_code) for j in backend.poll(list(ids)).values()} == {(RemoteState.COMPLETED, 0)}
+    assert sorted(int(n) for n in (tmp_path / "runs").read_text().split()) == list(range(200))
