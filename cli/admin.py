@@ -14,6 +14,7 @@ from cigri import config as configuration
 from cigri.cli import common
 from cigri.cycle import run_cycle
 from cigri.daemon import run_daemon
+from cigri.doctor import diagnose
 from cigri.errors import InputError
 from cigri.users import require_admin
 
@@ -101,6 +102,20 @@ def shares(scenario: Optional[Path] = typer.Option(None, "--scenario", metavar="
 
 def _per_cluster(counts: dict[str, int]) -> str:
     return " ".join(f"{cluster}:{n}" for cluster, n in counts.items()) or "0"
+
+
+@app.command()
+@common.errors_to_exit
+def doctor(as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
+    """Check configuration, database, permissions and each cluster; exit 1 if anything is wrong."""
+    checks = diagnose(overrides)
+    if as_json:
+        common.print_json([check.as_dict() for check in checks])
+    else:
+        common.print_table(None, ["check", "status", "detail"],
+                           [[c.what, "ok" if c.ok else "FAILED", c.detail] for c in checks])
+    if not all(check.ok for check in checks):
+        raise typer.Exit(1)
 
 
 @db_app.command("init")
