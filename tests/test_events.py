@@ -172,6 +172,22 @@ def test_a_campaign_whose_tasks_failed_ends_failed_even_with_open_events(grid: G
     assert ("CAMPAIGN_FAILED", "closed", 1) in codes(grid)
 
 
+def test_jobs_stuck_submitting_are_reported_once_and_the_report_closes_when_they_are_sent(grid: Grid,
+                                                                                        tmp_path: Path) -> None:
+    _, task_ids = campaign(grid, tmp_path, 3)
+    stuck = [end_job(grid, t, JobState.SUBMITTING) for t in task_ids]
+    grid.db.execute("UPDATE jobs SET created_at = created_at - 601")
+    analyse(grid)
+    analyse(grid)  # seen again: not counted again
+    assert codes(grid) == [("STUCK_LAUNCHING", "open", 3)]
+    grid.db.execute("UPDATE jobs SET state = 'waiting', remote_id = 'r' WHERE id IN (?, ?)", stuck[:2])
+    analyse(grid)
+    assert codes(grid) == [("STUCK_LAUNCHING", "open", 3)]
+    grid.db.execute("UPDATE jobs SET state = 'waiting' WHERE id = ?", [stuck[2]])
+    analyse(grid)
+    assert codes(grid) == [("STUCK_LAUNCHING", "closed", 3)]
+
+
 # --- a whole cluster: blacklisted after K failing cycles, healed by autofix -----------------
 
 class FakeOAR(BaseHTTPRequestHandler):

@@ -140,6 +140,21 @@ def test_severity_filter_and_campaign_end(grid: Grid, tmp_path: Path, smtp: tupl
                                               f"campaign {campaign_id} terminated")
 
 
+def test_owners_get_their_campaigns_events_and_admins_the_clusters(grid: Grid, tmp_path: Path,
+                                                                   smtp: tuple[Mailbox, int]) -> None:
+    mailbox, _ = smtp
+    bobs, _ = campaign(grid, tmp_path, 1, user="bob")
+    api.subscribe(grid, user="bob", kind="mail", target="bob@example.org", severity="low")
+    api.subscribe(grid, user=USER, kind="mail", target="admin@example.org", severity="low")  # root: an admin
+    with database.write(grid.db) as conn:
+        record(conn, "EXIT_ERROR", "task 0 exited with status 1", campaign_id=bobs, cluster_id=1)
+        record(conn, "BLACKLISTED", "cluster blacklisted: 3 cycles", cluster_id=1)
+    notify.notify(grid)
+    received = {m["To"]: m["Subject"] for m in mailbox.messages}
+    assert received == {"bob@example.org": f"[grid] (high): EXIT_ERROR on campaign #{bobs}: task 0 exited with status 1",
+                        "admin@example.org": "[grid] (high): BLACKLISTED: cluster blacklisted: 3 cycles"}
+
+
 def test_a_failing_webhook_is_retried_with_backoff_then_given_up(grid: Grid, tmp_path: Path, hook: str) -> None:
     campaign_id, _ = campaign(grid, tmp_path, 1)
     api.subscribe(grid, user=USER, kind="webhook", target=hook, severity="low")
