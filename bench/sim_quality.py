@@ -7,8 +7,8 @@ Same scenario, same seed, three policies in one run:
 - ``fifo``: CiGri v3's order, expressed as one submitting user whose campaigns have priority
   ``-id`` (shares are still measured per real user and class).
 
-Measures (goals of issue 4 §7): makespan against its lower bound (>= 95 % for campaigns >= 10x
-the cores), Jain's index of users' and classes' shares against the weighted max-min (>= 0.98),
+Measures (goals of issue 4 §3 and §7): makespan against its lower bound (>= 95 % for campaigns
+>= 10x the cores), the predictor's ETA error (MAPE <= 20 % on a stationary campaign), Jain's index of users' and classes' shares against the weighted max-min (>= 0.98),
 work conservation (core-time left idle while tasks were pending), and flood settling: after a
 step of the local load, the cycles until cigri's waiting jobs stay within +-20 % of their new
 level (goal <= 5) and the longest wait of any job (goal: under remote_waiting_timeout, 900 s).
@@ -36,6 +36,11 @@ SHARES = {
         {"user": "carol", "class": "silver", "tasks": 500, "duration": {"law": "lognormal", "median": 300, "sigma": 0.5},
          "submit_hours": 0.25},
     ],
+}
+STEADY = {  # a stationary campaign, for the predictor's ETA (goal: MAPE <= 20 % once 10 % is done)
+    "seed": 3, "cycle_period": 30,
+    "clusters": {"c1": {"cores": 64}},
+    "campaigns": [{"user": "erin", "tasks": 3000, "duration": {"law": "lognormal", "median": 300, "sigma": 0.5}}],
 }
 FLOOD = {
     "seed": 5, "cycle_period": 30, "max_hours": 3,
@@ -93,7 +98,7 @@ def main() -> None:
         report = simulate(scenario)
         rows[name] = {"makespan_h": report["makespan_hours"], "bound_h": report["makespan_bound_hours"],
                       "bound_ratio": report["bound_ratio"], "utilization": report["utilization"],
-                      "jain_users": report["share"]["jain_users"], "jain_classes": report["share"]["jain_classes"],
+                      "eta_mape": report["eta_mape"], "jain_users": report["share"]["jain_users"], "jain_classes": report["share"]["jain_classes"],
                       "idle_while_pending": round(idle_while_pending(report), 4),
                       "kills": report["kills"], "resubmissions": report["resubmissions"]}
     flood = {}
@@ -101,8 +106,10 @@ def main() -> None:
         report = simulate(parse_scenario(data))
         flood[name] = {**settling(report, 1.0, FLOOD["cycle_period"]), "max_wait_s": report["max_wait_seconds"],
                        "kills": report["kills"]}
+    steady = {name: simulate(parse_scenario(data))["eta_mape"]
+              for name, data in (("cigri", STEADY), ("cigri_tap", with_config(STEADY, job_ratio="cigri_tap")))}
     if args.json:
-        print(json.dumps({"shares": rows, "flood": flood}))
+        print(json.dumps({"shares": rows, "flood": flood, "steady_eta_mape": steady}))
         return
     keys = [k for k in next(iter(rows.values())) if k != "kills"]
     print(f"{'policy':<10} " + " ".join(f"{k:>18}" for k in keys))
@@ -113,6 +120,7 @@ def main() -> None:
     for name in ("cigri_tap", "fifo"):
         print(f"cigri / {name}: makespan x{rows[name]['makespan_h'] / rows['cigri']['makespan_h']:.2f}, "
               f"Jain users {rows['cigri']['jain_users']} vs {rows[name]['jain_users']}")
+    print(f"ETA MAPE on a stationary campaign (goal <= 0.2): {json.dumps(steady)}")
     for name, row in flood.items():
         print(f"flood step (load 0.1 -> 0.8 at 1 h), {name}: {json.dumps(row)}")
 

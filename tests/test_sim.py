@@ -13,7 +13,7 @@ from cigri import clock
 from cigri.backends import JobSpec, RemoteState
 from cigri.backends.sim import SimBackend
 from cigri.errors import ConfigError, InputError
-from cigri.simulate import jain, parse_scenario, simulate, weighted_max_min, weighted_max_min_tree
+from cigri.simulate import eta_mape, jain, parse_scenario, simulate, weighted_max_min, weighted_max_min_tree
 
 CIGRI = str(Path(sys.executable).parent / "cigri")
 TWO_USERS = {
@@ -82,6 +82,7 @@ def test_weighted_max_min_redistributes_what_the_capped_cannot_use() -> None:
                                  {"first": (0, 1.0), "then": (1, 5.0)}) == {1: 3, 2: 2}
     assert jain({"a": 1, "b": 1}, {"a": 2, "b": 2}) == 1.0
     assert jain({"a": 2, "b": 0}, {"a": 1, "b": 1}) == 0.5
+    assert eta_mape([(1, 0.0, 150.0), (1, 50.0, 100.0), (2, 0.0, 5.0)], {1: 100.0}) == 0.25
 
 
 @pytest.mark.slow
@@ -95,6 +96,7 @@ def test_simulation_is_deterministic_drains_everything_and_shares_fairly(tmp_pat
     assert 0.3 < first["utilization"] <= 1.0 and first["bound_ratio"] <= 1.0
     assert first["share"]["jain_users"] >= 0.9
     assert first["harvested_core_seconds"] >= first["work_core_seconds"]
+    assert first["eta_predictions"] > 0 and 0 <= first["eta_mape"] < 1
     other = simulate(parse_scenario({**TWO_USERS, "seed": 8}), tmp_path)
     assert other["share"] != first["share"]  # the seed matters
 
