@@ -36,6 +36,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -43,6 +44,9 @@ KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL
 LOST_GRACE = 1.0  # an adopted job dead this long with no recorded end is lost
 IDLE_EXIT = 60.0  # the daemon leaves after this long with nothing queued or running
 TICK = 0.005  # longest sleep when nothing happened; a child's exit wakes us sooner
+# Threads that start jobs: a fork+exec blocks its caller until the child is scheduled and
+# has exec'd, so starting a few at once hides that latency on a busy machine.
+SPAWNERS = 4
 KEPT_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR")
 PR_SET_CHILD_SUBREAPER = 36
 # How the backend starts the daemon: like ``-m``, minus runpy's warning about a module that
@@ -178,6 +182,9 @@ class Pool:
         self.jobs: dict[int, Running] = {}
         self.children: dict[int, Running] = {}
         self.pending: deque[int] = deque()
+        self.spawner = ThreadPoolExecutor(max_workers=min(slots, SPAWNERS), thread_name_prefix="spawn")
+        self.starting: dict[Future[Running], tuple[int, str]] = {}
+        self.early: dict[int, int] = {}  # pid -> exit status, reaped before its start was collected
         self.last_seq = 0
         self.version = -1
         self.stop = False
@@ -185,10 +192,10 @@ class Pool:
         self.base_env = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
         self.base_env.setdefault("PATH", os.defpath)
         self.devnull = os.open(os.devnull, os.O_RDONLY)
-        self.wake, wake_w = os.pipe()
+        self.wake, self.wake_w = os.pipe()
         os.set_blocking(self.wake, False)
-        os.set_blocking(wake_w, False)
-        signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        os.set_blocking(self.wake_w, False)
+        signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
         # A Python-level handler (not SIG_IGN, which children would inherit) so that
         # SIGCHLD writes to the wakeup pipe.
         signal.signal(signal.SIGCHLD, lambda *_: None)
@@ -198,15 +205,17 @@ class Pool:
         self.stop = True
 
     def run(self) -> None:
-        """Loop until SIGTERM or until idle for IDLE_EXIT seconds."""
+        """Loop until SIGTERM or until idle for IDLE_EXIT seconds; jobs being started are
+        always recorded first, so that no started job is left looking unstarted."""
         idle_since = time.monotonic()
-        while not self.stop:
+        while not self.stop or self.starting:
             busy = self.read_requests()
+            busy = self.collect_started() or busy
             busy = self.reap() or busy
             busy = self.enforce_walltime() or busy
             busy = self.start_queued() or busy
             now = time.monotonic()
-            if self.jobs or self.pending:
+            if self.jobs or self.pending or self.starting:
                 idle_since = now
             elif now - idle_since > IDLE_EXIT:
                 return
@@ -276,9 +285,13 @@ class Pool:
             if pid == 0:
                 break
             job = self.children.pop(pid, None)
-            if job is not None and job.proc is not None:
-                job.proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not reap again
-                ended.append((job, exit_status(job.proc.returncode)))
+            if job is None:
+                self.early[pid] = status  # a start not collected yet
+            elif job.proc is not None:
+                ended.append((job, self._returned(job, status)))
+        for pid in [p for p in self.early if p in self.children]:
+            job = self.children.pop(pid)
+            ended.append((job, self._returned(job, self.early.pop(pid))))
         ended += self._adopted_ends()
         if not ended:
             return False
@@ -292,6 +305,12 @@ class Pool:
                 signal_group(job.pid, signal.SIGKILL)  # leftovers of a killed job's group
             del self.jobs[job.seq]
         return True
+
+    @staticmethod
+    def _returned(job: Running, status: int) -> int:
+        assert job.proc is not None
+        job.proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not reap again
+        return exit_status(job.proc.returncode)
 
     def _adopted_ends(self) -> list[tuple[Running, int | None]]:
         """Adopted jobs that are gone: their keeper recorded the end, or after a grace, lost."""
@@ -325,8 +344,8 @@ class Pool:
         return busy
 
     def start_queued(self) -> bool:
-        """Start the oldest queued jobs while slots are free: one claim, then one record."""
-        free = self.slots - len(self.jobs)
+        """Claim the oldest queued jobs while slots are free (one transaction) and start them."""
+        free = self.slots - len(self.jobs) - len(self.starting)
         if free <= 0 or not self.pending or self.stop:
             return False
         claimed = []
@@ -337,29 +356,45 @@ class Pool:
                                         "RETURNING key, spec", [seq]).fetchone()
                 if row is not None:  # else cancelled while waiting in our list
                     claimed.append((seq, row[0], row[1]))
-        started, failed = [], []
         for seq, key, spec in claimed:
+            future = self.spawner.submit(self.start, seq, key, spec)
+            self.starting[future] = (seq, key)
+            future.add_done_callback(self._wake_up)
+        return bool(claimed)
+
+    def _wake_up(self, _: object) -> None:
+        try:
+            os.write(self.wake_w, b"s")
+        except BlockingIOError:
+            pass  # the pipe is full: the loop is awake already
+
+    def collect_started(self) -> bool:
+        """Record the jobs started since the last look (one transaction)."""
+        done = [future for future in self.starting if future.done()]
+        if not done:
+            return False
+        started, failed = [], []
+        for future in done:
+            seq, key = self.starting.pop(future)
             try:
-                job = self.start(seq, key, json.loads(spec))
+                job = future.result()
             except (OSError, ValueError, KeyError, TypeError, subprocess.SubprocessError) as error:
-                failed.append((seq, key, f"cigri: cannot start job {key}: {error}\n"))
+                failed.append(seq)
+                self._report_failure(key, f"cigri: cannot start job {key}: {error}\n")
                 continue
             self.jobs[seq] = self.children[job.pid] = job
             started.append((job.pid, job.started, seq))
-        if not claimed:
-            return False
         now = time.time()
-        for _, key, message in failed:
-            self._report_failure(key, message)
         with transaction(self.conn):
             self.conn.executemany("UPDATE jobs SET state = 'running', pid = ?, started_at = ? WHERE seq = ?", started)
             # A job that cannot start ends with status 127, like a missing command.
             self.conn.executemany("UPDATE jobs SET state = 'ended', exit_code = 127, started_at = ?, ended_at = ? "
-                                  "WHERE seq = ?", [(now, now, seq) for seq, _, _ in failed])
-        return bool(claimed)
+                                  "WHERE seq = ?", [(now, now, seq) for seq in failed])
+        return True
 
-    def start(self, seq: int, key: str, spec: dict[str, object]) -> Running:
-        """Spawn the job in its own session, its outputs in its spool directory."""
+    def start(self, seq: int, key: str, spec_json: str) -> Running:
+        """Spawn the job in its own session, its outputs in its spool directory (in a spawner thread)."""
+        spec = json.loads(spec_json)
         jobdir = self.spool.job(key)
         try:
             os.mkdir(jobdir)
@@ -367,9 +402,7 @@ class Pool:
             pass
         directory = os.path.join(self.home, os.path.expanduser(str(spec["directory"])))
         os.makedirs(directory, exist_ok=True)
-        environment = spec["environment"]
-        assert isinstance(environment, dict) and isinstance(spec["argv"], list)
-        env = {**self.base_env, **environment, "CIGRI_JOB_SPOOL": jobdir}
+        env = {**self.base_env, **spec["environment"], "CIGRI_JOB_SPOOL": jobdir}
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
         out = os.open(os.path.join(jobdir, "stdout"), flags, 0o644)
         try:
