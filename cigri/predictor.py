@@ -280,7 +280,7 @@ def predict(ctx: CycleContext) -> int:
         "SELECT 1 FROM tasks WHERE campaign_id = ? AND state = ? LIMIT 1", [c, TaskState.PENDING]).fetchone()}
     flagged = 0
     with database.write(db) as conn:
-        hot = _judge_stress(ctx, conn, waiting)
+        hot = _judge_stress(ctx, conn)
         penalties = affinity_penalties(db, campaign_ids, now)
         previous = {(c, k): (rate, state) for c, k, rate, state in conn.execute(
             "SELECT campaign_id, cluster_id, rate, state FROM taps")}
@@ -312,29 +312,29 @@ def predict(ctx: CycleContext) -> int:
 
 
 def _waiting_jobs(db: Database, cluster_ids: list[int]) -> dict[tuple[int, int], list[tuple[int, float | None]]]:
-    """Task jobs queued on each usable cluster, not already asked to die, oldest first."""
+    """Task jobs queued on each usable cluster, not already asked to die, oldest first. Jobs
+    of a temporal group are left out: they are one remote job, running its members in turn."""
     result: dict[tuple[int, int], list[tuple[int, float | None]]] = defaultdict(list)
     for cluster_id in cluster_ids:
         for job_id, campaign_id, since in db.execute(
                 "SELECT id, campaign_id, submitted_at FROM jobs WHERE state = ? AND cluster_id = ? AND kind = 'task' "
-                "AND kill_reason IS NULL ORDER BY id", [JobState.WAITING, cluster_id]):
+                "AND kill_reason IS NULL AND run_group IS NULL ORDER BY id", [JobState.WAITING, cluster_id]):
             result[(campaign_id, cluster_id)].append((job_id, since))
     return result
 
 
-def _judge_stress(ctx: CycleContext, conn: sqlite3.Connection,
-                  waiting: dict[tuple[int, int], list[tuple[int, float | None]]]) -> set[int]:
-    """The stressed clusters; open or close their CLUSTER_STRESSED events."""
+def _judge_stress(ctx: CycleContext, conn: sqlite3.Connection) -> set[int]:
+    """The stressed clusters; open or close their CLUSTER_STRESSED events. The cluster's
+    queue minus cigri's own waiting jobs is what its users wait with."""
     runner = ctx.grid.config.runner
-    ours: dict[int, int] = defaultdict(int)
-    for (_, cluster_id), jobs in waiting.items():
-        ours[cluster_id] += len(jobs)
+    ours = dict(conn.execute("SELECT cluster_id, count(*) FROM jobs WHERE state = ? GROUP BY cluster_id",
+                             [JobState.WAITING]).fetchall())
     was = {r[0] for r in conn.execute("SELECT cluster_id FROM events WHERE code = 'CLUSTER_STRESSED' "
                                       "AND state = 'open'")}
     hot = set()
     for cluster_id, capacity in ctx.capacities.items():
         factor = float(_setting(runner, ctx.cluster_options(cluster_id), "stress_factor"))
-        value = stress(max(0, capacity.queued_jobs - ours[cluster_id]), capacity.free_slots)
+        value = stress(max(0, capacity.queued_jobs - ours.get(cluster_id, 0)), capacity.free_slots)
         if stressed(value, factor, cluster_id in was):
             hot.add(cluster_id)
             if cluster_id not in was:

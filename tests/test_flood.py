@@ -20,11 +20,11 @@ from cigri.states import JobState, KillReason, TaskState
 
 @pytest.fixture
 def grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Grid]:
-    """Two local clusters: ``busy`` has one slot and lets jobs wait one second, ``spare`` four."""
+    """Two local clusters: ``busy`` has one slot and lets jobs wait 0.3 s, ``spare`` four."""
     for layer in ("SYSTEM_FILE", "USER_FILE"):
         monkeypatch.setattr(config, layer, tmp_path / "absent.toml")
     (tmp_path / "cigri.toml").write_text(
-        '[clusters.busy]\nbackend = "local"\nslots = 1\nremote_waiting_timeout = 1.0\n'
+        '[clusters.busy]\nbackend = "local"\nslots = 1\nremote_waiting_timeout = 0.3\n'
         '[clusters.spare]\nbackend = "local"\nslots = 4\n')
     g = open_grid(config.load(environ={"CIGRI_CONFIG": str(tmp_path / "cigri.toml"),
                                        "CIGRI_HOME": str(tmp_path / "home")}))
@@ -51,7 +51,7 @@ def test_jobs_waiting_past_the_timeout_are_killed_and_rerun_elsewhere(grid: Grid
     flooded = grid.db.execute(
         "SELECT task_id, state FROM jobs WHERE campaign_id = ? AND cluster_id = ? AND kill_reason = ?",
         [campaign_id, busy, KillReason.FLOOD]).fetchall()
-    assert flooded, "no job waited past busy's one-second timeout"
+    assert flooded, "no job waited past busy's 0.3 s timeout"
     assert {state for _, state in flooded} == {JobState.PREEMPTED}
     for task_id, _ in flooded:
         last = grid.db.execute("SELECT cluster_id, state FROM jobs WHERE task_id = ? ORDER BY id DESC LIMIT 1",
