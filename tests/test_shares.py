@@ -214,12 +214,13 @@ def test_a_full_cluster_still_gets_max_waiting_jobs_queued_shared_by_the_campaig
 
 
 def test_jobs_queued_ahead_follow_the_shares(make_grid: Callable[[str], Grid], tmp_path: Path) -> None:
-    grid = make_grid('[clusters.a]\nbackend = "local"\n' + CLASSES.replace("affinity = {b = 2}", ""))
-    gold, silver = _submit(grid, tmp_path, "alice", 9, **{"class": "gold"}), _submit(grid, tmp_path, "bob", 9)
+    grid = make_grid('[clusters.a]\nbackend = "local"\n[runner]\ntap_initial = 50\ntap_max = 50\n'
+                     + CLASSES.replace("affinity = {b = 2}", ""))
+    gold, silver = _submit(grid, tmp_path, "alice", 20, **{"class": "gold"}), _submit(grid, tmp_path, "bob", 20)
     a = grid.cluster_ids()["a"]
-    ctx = CycleContext(grid, capacities={a: Capacity(4, 4)}, options={a: {"max_waiting": 100}})
-    # targets 3:1; gold's tap (3) is full with its starts, silver queues one job behind its slot, not gold's leftovers
-    assert schedule(ctx) == {(gold, "a"): 3, (silver, "a"): 2}
+    ctx = CycleContext(grid, capacities={a: Capacity(4, 4)}, options={a: {"max_waiting": 8}})
+    # targets 3:1 start 3 and 1 jobs; the 4 places left in the queue go 3:1 too
+    assert schedule(ctx) == {(gold, "a"): 6, (silver, "a"): 2}
 
 
 # --- cigri shares --scenario --------------------------------------------------------------

@@ -193,9 +193,9 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
     No more of a campaign's jobs ever wait on a cluster than its tap. Beyond the free cores,
     each cluster takes up to ``max_waiting`` queued cigri jobs (CiGri's queue depth: a slot
     freed between two cycles finds a job ready), handed out in proportion to the campaigns'
-    targets there, a campaign holding at most twice its target (a job ready behind each of its
-    slots), so the queue follows the shares too. A cluster that offers cigri nothing now
-    splits its queue equally among the campaigns that may use it.
+    targets there: a campaign holds at most its target plus its slice of ``max_waiting``, so one
+    whose tap is full does not hand its slice to the others. A cluster that offers cigri nothing
+    now splits its queue equally among the campaigns that may use it.
     """
     taps = {(c, k): rate for c, k, rate in conn.execute("SELECT campaign_id, cluster_id, rate FROM taps")}
     waiting = {(c, k): n for c, k, n in conn.execute(
@@ -220,17 +220,17 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
             take(share.id, name, count)
     for cluster in gathered.scenario.clusters:
         cluster_id = gathered.cluster_ids[cluster.name]
-        budget = int(ctx.cluster_options(cluster_id).get("max_waiting", DEFAULT_MAX_WAITING)) - sum(
-            n for (_, k), n in waiting.items() if k == cluster_id)
+        depth = int(ctx.cluster_options(cluster_id).get("max_waiting", DEFAULT_MAX_WAITING))
+        budget = depth - sum(n for (_, k), n in waiting.items() if k == cluster_id)
         targets = _queue_weights(gathered.scenario, allocation, cluster.name)
-        equal = -(-budget // max(1, len(targets)))
+        total = sum(targets.values())
         ahead = {c: 0 for c in targets if specs[c].pending > started.get((c, cluster.name), 0)}
         while budget > 0 and ahead:
             campaign_id = min(ahead, key=lambda c: (ahead[c] / targets[c], c))
             cap = specs[campaign_id].max_jobs_per_cluster.get(cluster.name)
             held = specs[campaign_id].running.get(cluster.name, 0) + started.get((campaign_id, cluster.name), 0)
-            quota = 2 * share_of[campaign_id].target[cluster.name] if cluster.name in share_of[campaign_id].target \
-                else equal
+            target = share_of[campaign_id].target.get(cluster.name, 0)
+            quota = target + -(-depth * targets[campaign_id] // total)
             if (cap is not None and held >= cap) or held >= quota or not take(campaign_id, cluster.name, 1):
                 del ahead[campaign_id]
                 continue
