@@ -173,6 +173,9 @@ def _stuck_launching(ctx: CycleContext) -> None:
     stuck = ctx.grid.db.execute(
         "SELECT id, campaign_id, cluster_id, task_id FROM jobs WHERE state = ? AND created_at < ?",
         [JobState.SUBMITTING, database.now() - ctx.grid.config.settings.stuck_delay]).fetchall()
+    if not stuck and not ctx.grid.db.execute(
+            "SELECT 1 FROM events WHERE code = 'STUCK_LAUNCHING' AND state = 'open' LIMIT 1").fetchone():
+        return
     with database.write(ctx.grid.db) as conn:
         for job_id, campaign_id, cluster_id, task_id in stuck:
             record(conn, "STUCK_LAUNCHING", f"jobs not accepted by the cluster after "

@@ -16,7 +16,7 @@ from typing import Any
 from cigri import db as database
 from cigri.backends import Capacity
 from cigri.errors import BackendError
-from cigri.events import blacklist_cluster, close, close_cluster_problems, record
+from cigri.events import CONNECTION_CODES, blacklist_cluster, close, close_cluster_problems, record
 from cigri.grid import Grid
 
 log = logging.getLogger("cigri.cycle")
@@ -53,7 +53,8 @@ class CycleContext:
     def settle(self) -> None:
         """End of cycle: a cluster used without any failure starts its failure count again."""
         healthy = [cid for cid in self.capacities if cid not in self.failed]
-        if healthy:
+        if healthy and self.grid.db.execute(f"SELECT 1 FROM clusters WHERE failures > 0 AND id IN "
+                                            f"({','.join('?' * len(healthy))})", healthy).fetchone():
             with database.write(self.grid.db) as conn:
                 conn.execute(f"UPDATE clusters SET failures = 0 WHERE failures > 0 AND id IN "
                              f"({','.join('?' * len(healthy))})", healthy)
@@ -77,10 +78,13 @@ def gather(grid: Grid) -> CycleContext:
             else:
                 ctx.cluster_failed(cluster_id, "capacity", error)
             continue
-        with database.write(grid.db) as conn:
-            if blacklisted:
-                close(conn, "id = ?", [event_id])
-                log.warning("cluster %s answers again: blacklist lifted", cluster_id)
-            close_cluster_problems(conn, cluster_id)
+        if blacklisted or grid.db.execute(
+                f"SELECT 1 FROM events WHERE code IN ({','.join('?' * len(CONNECTION_CODES))}) AND cluster_id = ? "
+                "AND state = 'open' LIMIT 1", [*CONNECTION_CODES, cluster_id]).fetchone():
+            with database.write(grid.db) as conn:
+                if blacklisted:
+                    close(conn, "id = ?", [event_id])
+                    log.warning("cluster %s answers again: blacklist lifted", cluster_id)
+                close_cluster_problems(conn, cluster_id)
         ctx.capacities[cluster_id] = capacity
     return ctx
