@@ -7,12 +7,18 @@ events; they never escape as raw httpx exceptions.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import httpx
 
 from cigri.backends._pacing import Pacer
-from cigri.errors import BackendError, ClusterAuthFailure, ClusterBadAnswer, ClusterTimeout
+from cigri.errors import (
+    BackendError,
+    ClusterAuthFailure,
+    ClusterBadAnswer,
+    ClusterTimeout,
+)
 
 
 class HTTPTransport:
@@ -29,7 +35,7 @@ class HTTPTransport:
         self._pacer.wait()
         where = f"{self.cluster}: {method} {path}"
         try:
-            response = self._client.request(method, path, json=json, params=params)
+            response = self._fetch(method, path, json=json, params=params)
         except httpx.TimeoutException:
             raise ClusterTimeout(f"{where}: no answer within {self._client.timeout.read}s") from None
         except httpx.HTTPError as error:
@@ -49,7 +55,7 @@ class HTTPTransport:
         """A plain-text resource (job output through OAR's media API)."""
         self._pacer.wait()
         try:
-            response = self._client.request(method, path)
+            response = self._fetch(method, path)
         except httpx.TimeoutException:
             raise ClusterTimeout(f"{self.cluster}: {method} {path}: timed out") from None
         except httpx.HTTPError as error:
@@ -57,6 +63,23 @@ class HTTPTransport:
         if response.status_code in (401, 403):
             raise ClusterAuthFailure(f"{self.cluster}: {method} {path}: authentication refused")
         return response.text if response.status_code == 200 else ""
+
+    def _fetch(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """The whole answer within ``timeout`` seconds in all: httpx's timeouts bound each read,
+        so a server trickling a byte at a time would otherwise hold the cycle for ever."""
+        deadline = time.monotonic() + self._client.timeout.read
+        request = self._client.build_request(method, path, **kwargs)
+        response = self._client.send(request, stream=True)
+        body = bytearray()
+        try:
+            for chunk in response.iter_bytes():
+                body += chunk
+                if time.monotonic() > deadline:
+                    raise httpx.ReadTimeout("the answer did not end in time", request=request)
+        finally:
+            response.close()
+        headers = {k: v for k, v in response.headers.items() if k.lower() == "content-type"}
+        return httpx.Response(response.status_code, headers=headers, content=bytes(body), request=request)
 
     def close(self) -> None:
         self._client.close()
