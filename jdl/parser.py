@@ -86,14 +86,18 @@ def parse_jdl(text: str, *, known_clusters: list[str], user: str, base_dir: Path
         raise InputError(f"{source}: not valid JSON: nested too deeply") from None
     except ValueError as error:  # an integer of more than sys.get_int_max_str_digits() digits
         raise InputError(f"{source}: not valid JSON: {error}") from None
+    try:  # "\ud800" is valid JSON but not Unicode text: nothing could store or print it
+        json.dumps(document, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise InputError(f"{source}: not valid JSON: a \\u escape makes an unpaired surrogate") from None
     problems = [f"{source}: {_path(e)}: {_message(e)}" for e in sorted(_validator().iter_errors(document), key=_order)]
     if problems:
-        raise InputError("\n".join(problems))
+        raise InputError("\n".join(map(_one_line, problems)))
     problems = _semantic_problems(document, known_clusters)
     class_name = document.get("class", default_class)
     problems += _class_problems(class_name, user, {"default": None} if classes is None else classes)
     if problems:
-        raise InputError("\n".join(f"{source}: {p}" for p in problems))
+        raise InputError("\n".join(_one_line(f"{source}: {p}") for p in problems))
     home = home_of(user)
     clusters = {name: _resolve(document, name, home, default_walltime, default_resources)
                 for name in document["clusters"]}
@@ -106,6 +110,11 @@ def parse_jdl(text: str, *, known_clusters: list[str], user: str, base_dir: Path
         class_name=class_name,
         priority=document.get("priority", 0),
     )
+
+
+def _one_line(problem: str) -> str:
+    """A key or value with a line break must not split a problem over two lines."""
+    return problem.replace("\r", "\\r").replace("\n", "\\n")
 
 
 def _order(error: jsonschema.ValidationError) -> str:
