@@ -7,6 +7,7 @@ shared exec directory, which this process reads back.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import time
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from cigri.backends import JobSpec, RemoteJob, RemoteState
-from cigri.errors import SubmissionRefused
+from cigri.errors import CigriError, SubmissionRefused
 
 from backend_targets import BEST_EFFORT_NAMES, REMOTE, Target, Targets, clusters_file
 
@@ -127,6 +128,29 @@ def test_shell_metacharacters_arrive_literally(cluster: Target) -> None:
     assert (directory / "argv.bin").read_bytes() == b"".join(w.encode() + b"\0" for w in HOSTILE)
     assert (directory / "env.bin").read_text() == "$(touch pwned-env)'\"\n`x`"
     assert not list(directory.parent.glob("**/pwned*"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("field", ["properties", "project"])
+def test_hostile_properties_and_project_are_refused_or_literal(cluster: Target, field: str) -> None:
+    """The JDL's ``properties`` and ``project`` reach the resource manager as one literal word:
+    it may refuse them, but nothing in them is ever run (no shell on the way)."""
+    directory = cluster.workdir(f"hostile-{field}")
+    marker = f"pwned-{field}-{token()}"
+    for value in (f"; touch {marker}", f"$(touch {marker})", f"`touch {marker}`", f"x' || touch {marker} || '",
+                  f"x\ntouch {marker}"):
+        key = token()
+        job = dataclasses.replace(spec(key, directory, "/bin/true"), **{field: value})
+        try:
+            remote_id = cluster.submit([job])[key]
+        except CigriError:  # refused by cigri's checks or by the resource manager: fine
+            continue
+        try:  # a job whose literal properties match no resource may wait for ever: that is fine too
+            wait(cluster, [remote_id], ended, timeout=20)
+        except AssertionError:
+            cluster.backend.cancel([remote_id])
+    homes = [directory.parent, Path.cwd(), Path(os.path.expanduser("~gridtest")), Path.home()]
+    assert not [p for home in homes if home.is_dir() for p in home.glob(f"{marker}*")]
 
 
 def test_resubmitting_a_batch_adopts_it(cluster: Target) -> None:
