@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from itertools import pairwise
 from typing import Any
 
 from cigri.simulate import parse_scenario, simulate
@@ -64,7 +65,7 @@ def with_config(data: dict[str, Any], **runner: Any) -> dict[str, Any]:
 def idle_while_pending(report: dict[str, Any]) -> float:
     """Share of the harvestable core-time left idle while tasks waited in the bags."""
     timeline, idle, total = report["timeline"], 0.0, 0.0
-    for before, point in zip(timeline, timeline[1:]):
+    for before, point in pairwise(timeline):
         span = point["hour"] - before["hour"]
         free = max(0, point["harvestable"] - sum(point["running"].values()))
         idle += min(free, point["pending"]) * span
@@ -114,7 +115,7 @@ def main() -> None:
     keys = [k for k in next(iter(rows.values())) if k != "kills"]
     print(f"{'policy':<10} " + " ".join(f"{k:>18}" for k in keys))
     for name, row in rows.items():
-        print(f"{name:<10} " + " ".join(f"{str(row[k]):>18}" for k in keys))
+        print(f"{name:<10} " + " ".join(f"{row[k]!s:>18}" for k in keys))
     for name, row in rows.items():
         print(f"kills, {name}: {json.dumps(row['kills'])}")
     for name in ("cigri_tap", "fifo"):

@@ -330,8 +330,10 @@ def _sample(grid: Grid, run: Run, worlds: dict[int, SimBackend], now: float) -> 
     for cid, (user, klass) in campaigns.items():
         tree[klass][user][cid] = demand[cid]
     ideal_campaign = weighted_max_min_tree(total, tree, classes)
-    running, ideal, by_class, ideal_class = (defaultdict(int), defaultdict(float), defaultdict(int),
-                                             defaultdict(float))
+    running: dict[str, int] = defaultdict(int)
+    by_class: dict[str, int] = defaultdict(int)
+    ideal: dict[str, float] = defaultdict(float)
+    ideal_class: dict[str, float] = defaultdict(float)
     for cid, (user, klass) in campaigns.items():
         running[user] += held[cid]
         ideal[user] += ideal_campaign.get(cid, 0.0)
@@ -435,8 +437,10 @@ def _report(grid: Grid, run: Run) -> dict[str, Any]:
                             "GROUP BY kill_reason").fetchall())
     tasks = dict(db.execute("SELECT state, count(*) FROM tasks GROUP BY state").fetchall())
     started_tasks = db.execute("SELECT count(DISTINCT task_id) FROM jobs WHERE kind = 'task'").fetchone()[0]
-    user_actual, user_ideal, class_actual, class_ideal = (defaultdict(float), defaultdict(float),
-                                                          defaultdict(float), defaultdict(float))
+    user_actual: dict[str, float] = defaultdict(float)
+    user_ideal: dict[str, float] = defaultdict(float)
+    class_actual: dict[str, float] = defaultdict(float)
+    class_ideal: dict[str, float] = defaultdict(float)
     for s in run.samples:  # core-hours: each sample stands for the time since the previous one
         for total, values in ((user_actual, s.running), (user_ideal, s.ideal), (class_actual, s.by_class),
                               (class_ideal, s.ideal_class)):

@@ -13,7 +13,14 @@ from cigri import clock
 from cigri.backends import JobSpec, RemoteState
 from cigri.backends.sim import SimBackend
 from cigri.errors import ConfigError, InputError
-from cigri.simulate import eta_mape, jain, parse_scenario, simulate, weighted_max_min, weighted_max_min_tree
+from cigri.simulate import (
+    eta_mape,
+    jain,
+    parse_scenario,
+    simulate,
+    weighted_max_min,
+    weighted_max_min_tree,
+)
 
 CIGRI = str(Path(sys.executable).parent / "cigri")
 TWO_USERS = {
@@ -116,11 +123,11 @@ def test_cigri_simulate_prints_json_and_draws_the_plot(tmp_path: Path) -> None:
     scenario.write_text(json.dumps({**TWO_USERS, "campaigns": TWO_USERS["campaigns"][:1]}))
     plot = tmp_path / "run.svg"
     done = subprocess.run([CIGRI, "simulate", str(scenario), "--json", "--plot", str(plot)],
-                          capture_output=True, text=True, timeout=120)
+                          check=False, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["finished"] and report["timeline"]
     assert plot.read_text().lstrip().startswith("<?xml") and "<svg" in plot.read_text()
     bad = subprocess.run([CIGRI, "simulate", str(scenario), "--plot", str(tmp_path / "run.gif")],
-                         capture_output=True, text=True, timeout=60)
+                         check=False, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.strip().endswith("expected a .png or .svg file")

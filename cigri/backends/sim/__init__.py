@@ -124,9 +124,9 @@ def load_steps(options: dict[str, object]) -> list[tuple[float, float]]:
     steps = [(0.0, float(options.get("local_load", 0.0)))]  # type: ignore[arg-type]
     text = str(options.get("local_load_steps", "")).strip()
     for item in filter(None, (part.strip() for part in text.split(","))):
-        hours, sep, load = item.partition(":")
+        hours, sep, level = item.partition(":")
         try:
-            steps.append((float(hours) * 3600, float(load)))
+            steps.append((float(hours) * 3600, float(level)))
         except ValueError:
             raise ValueError(f"local_load_steps: expected HOURS:LOAD items, got {item!r}") from None
         if not sep:

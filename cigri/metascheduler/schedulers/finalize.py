@@ -26,7 +26,14 @@ from typing import Any
 
 from cigri import db as database
 from cigri.backends import Capacity
-from cigri.states import JOB_ACTIVE, CampaignState, JobState, KillReason, TaskState, sql_in
+from cigri.states import (
+    JOB_ACTIVE,
+    CampaignState,
+    JobState,
+    KillReason,
+    TaskState,
+    sql_in,
+)
 
 log = logging.getLogger("cigri.finalize")
 BEST_EFFORT = ("best-effort", "besteffort")
@@ -96,8 +103,8 @@ def _tail_size(conn: sqlite3.Connection, campaign_id: int, room: int) -> int:
     if conn.execute("SELECT 1 FROM tasks WHERE campaign_id = ? AND state = ? LIMIT 1",
                     [campaign_id, TaskState.PENDING]).fetchone():
         return room
-    return conn.execute("SELECT count(*) FROM (SELECT 1 FROM tasks WHERE campaign_id = ? AND state IN (?, ?) LIMIT ?)",
-                        [campaign_id, TaskState.WAITING, TaskState.RUNNING, room]).fetchone()[0]
+    return int(conn.execute("SELECT count(*) FROM (SELECT 1 FROM tasks WHERE campaign_id = ? AND state IN (?, ?) "
+                            "LIMIT ?)", [campaign_id, TaskState.WAITING, TaskState.RUNNING, room]).fetchone()[0])
 
 
 def _stragglers(conn: sqlite3.Connection, campaign_id: int, now: float) -> list[tuple[int, int]]:
