@@ -127,15 +127,13 @@ def test_penalty_halves_every_half_life() -> None:
     assert predictor.decayed(8.0, since=100.0, now=220.0, half_life=60.0) == 2.0
 
 
-def test_flood_victims_past_the_timeout_and_the_youngest_beyond_the_tap_after_the_grace() -> None:
+def test_flood_victims_past_the_timeout_and_after_the_grace_where_the_tap_is_closed() -> None:
     now = 1000.0
-    jobs = [(1, 0.0), (2, 800.0), (3, 900.0), (4, 930.0), (5, 990.0)]  # oldest first
-    assert predictor.flood_victims(jobs, None, now, timeout=900, grace=60) == [1]
-    # 1 is past the timeout; of the survivors 2, 3 stay within a tap of 2; 4 waited 70 s > 60
-    # and goes; 5 is beyond the tap too but only 10 s old: it may still start
-    assert predictor.flood_victims(jobs, 2, now, timeout=900, grace=60) == [1, 4]
-    assert predictor.flood_victims(jobs, 0, now, timeout=0, grace=60) == [1, 2, 3, 4]
-    assert predictor.flood_victims([(9, None)], 0, now, timeout=1, grace=0) == []  # not yet sent
+    jobs = [(1, 0.0), (2, 800.0), (3, 900.0), (4, 930.0), (5, 990.0)]
+    assert predictor.flood_victims(jobs, False, now, timeout=900, grace=60) == [1]
+    assert predictor.flood_victims(jobs, True, now, timeout=900, grace=60) == [1, 2, 3, 4]  # 5: only 10 s
+    assert predictor.flood_victims(jobs, False, now, timeout=0, grace=60) == []  # no timeout
+    assert predictor.flood_victims([(9, None)], True, now, timeout=1, grace=0) == []  # not yet sent
 
 
 # --- figures read from a real database -----------------------------------------------------
