@@ -10,7 +10,6 @@ import json
 import signal
 import sqlite3
 import subprocess
-import time
 
 from harness import BIN, Cigri, wait_for
 
@@ -58,15 +57,15 @@ def test_a_database_error_is_one_line(cigri: Cigri) -> None:
 
 
 def test_ctrl_c_exits_130_without_a_traceback(cigri: Cigri) -> None:
-    program = cigri.script("sleep.sh", "exec sleep 30\n")
+    program = cigri.script("sleep.sh", ": > started\nexec sleep 30\n")
     jdl = cigri.jdl("interrupted", exec_file=str(program), params=["a"])
     with open(cigri.tmp / "wait.err", "w+") as err:
         proc = subprocess.Popen([str(BIN / "gridsub"), "-f", str(jdl), "--wait", "--period", "0.05"],
                                 env=cigri.env, cwd=cigri.tmp, stdout=subprocess.PIPE, stderr=err, text=True)
         assert proc.stdout is not None and proc.stdout.readline().startswith("Campaign number: ")
-        time.sleep(0.3)
+        wait_for((cigri.work / "started").exists, 60, "the task to start")  # gridsub is in its wait loop
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(20) == 130
+        assert proc.wait(60) == 130
         err.seek(0)
         assert "Traceback" not in err.read()
 
