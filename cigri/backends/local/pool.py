@@ -82,8 +82,8 @@ class Spool:
         self.log = os.path.join(self.root, "pool.log")
 
     def create(self) -> None:
-        os.makedirs(self.jobs, mode=0o700, exist_ok=True)
-        os.chmod(self.root, 0o700)
+        os.makedirs(self.root, mode=0o700, exist_ok=True)
+        os.makedirs(self.jobs, exist_ok=True)
 
     def connect(self) -> sqlite3.Connection:
         """A connection in autocommit mode; :func:`transaction` groups writes."""
@@ -185,6 +185,7 @@ class Pool:
         self.spawner = ThreadPoolExecutor(max_workers=min(slots, SPAWNERS), thread_name_prefix="spawn")
         self.starting: dict[Future[Running], tuple[int, str]] = {}
         self.early: dict[int, int] = {}  # pid -> exit status, reaped before its start was collected
+        self.cancel_on_start: set[int] = set()  # cancelled while being started
         self.last_seq = 0
         self.version = -1
         self.stop = False
@@ -260,8 +261,12 @@ class Pool:
             self.last_seq = rows[-1][0]
         cancels = [r[0] for r in self.conn.execute("SELECT seq FROM jobs WHERE cancel = 1")]
         if cancels:
+            starting = {seq for seq, _ in self.starting.values()}
             with transaction(self.conn):
                 for seq in cancels:
+                    if seq in starting:
+                        self.cancel_on_start.add(seq)  # killed once its start is collected
+                        continue
                     job = self.jobs.get(seq)
                     if job is not None and job.kill_at is None:
                         self._kill(job, "cancelled")
@@ -387,6 +392,10 @@ class Pool:
         now = time.time()
         with transaction(self.conn):
             self.conn.executemany("UPDATE jobs SET state = 'running', pid = ?, started_at = ? WHERE seq = ?", started)
+            for seq in self.cancel_on_start.intersection(self.jobs):
+                self._kill(self.jobs[seq], "cancelled")
+                self.conn.execute("UPDATE jobs SET cancel = 0 WHERE seq = ?", [seq])
+            self.cancel_on_start.difference_update(self.jobs, failed)
             # A job that cannot start ends with status 127, like a missing command.
             self.conn.executemany("UPDATE jobs SET state = 'ended', exit_code = 127, started_at = ?, ended_at = ? "
                                   "WHERE seq = ?", [(now, now, seq) for seq in failed])
