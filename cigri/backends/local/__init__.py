@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from typing import Any
 
 from cigri.backends import Capacity, JobSpec, RemoteJob, RemoteState
 from cigri.backends.local.pool import COMMAND, Spool, transaction, try_lock
@@ -83,7 +84,7 @@ class LocalBackend:
             "WHERE key IN (SELECT value FROM json_each(?))", [json.dumps(remote_ids)])}
         return {remote_id: self._job(remote_id, found.get(remote_id)) for remote_id in remote_ids}
 
-    def _job(self, remote_id: str, row: tuple | None) -> RemoteJob:
+    def _job(self, remote_id: str, row: tuple[Any, ...] | None) -> RemoteJob:
         if row is None:
             return RemoteJob(remote_id, RemoteState.UNKNOWN)
         _, state, exit_code, started_at, ended_at, killed = row

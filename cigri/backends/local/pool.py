@@ -353,7 +353,7 @@ class Pool:
         free = self.slots - len(self.jobs) - len(self.starting)
         if free <= 0 or not self.pending or self.stop:
             return False
-        claimed = []
+        claimed: list[tuple[int, str, str]] = []
         with transaction(self.conn):
             while self.pending and len(claimed) < free:
                 seq = self.pending.popleft()
