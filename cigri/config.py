@@ -334,7 +334,7 @@ def _cluster_configs(clusters: dict[str, dict[str, Any]]) -> tuple[ClusterConfig
                               "starting with a letter or digit")
         table = dict(table)
         backend = table.pop("backend", None)
-        if backend not in CLUSTER_KEYS:
+        if not isinstance(backend, str) or backend not in CLUSTER_KEYS:  # TOML may give a list
             raise ConfigError(f"clusters.{name}.backend: expected one of {sorted(CLUSTER_KEYS)}, got {backend!r}")
         kinds = CLUSTER_KEYS[backend]
         for key, value in table.items():
