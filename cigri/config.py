@@ -71,6 +71,22 @@ class RunnerSettings:
 
 
 @dataclass(frozen=True)
+class NotifySettings:
+    """The ``[notify]`` section: how notifications are sent and retried."""
+
+    smtp_host: str = ""
+    smtp_port: int = 25
+    smtp_starttls: bool = False
+    smtp_user: str = ""
+    smtp_password_file: str = ""
+    mail_from: str = "cigri@localhost"
+    subject_tag: str = "[cigri]"
+    timeout: float = 10.0
+    max_tries: int = 8
+    retry_delay: float = 30.0
+
+
+@dataclass(frozen=True)
 class MetaschedulerSettings:
     """The ``[metascheduler]`` section: fair-share preemption and the night of campaign types."""
 
@@ -115,22 +131,6 @@ class Users:
 
     def of(self, name: str) -> UserConfig:
         return self.named.get(name, self.default)
-
-
-@dataclass(frozen=True)
-class NotifySettings:
-    """The ``[notify]`` section: how notifications are sent and retried."""
-
-    smtp_host: str = ""
-    smtp_port: int = 25
-    smtp_starttls: bool = False
-    smtp_user: str = ""
-    smtp_password_file: str = ""
-    mail_from: str = "cigri@localhost"
-    subject_tag: str = "[cigri]"
-    timeout: float = 10.0
-    max_tries: int = 8
-    retry_delay: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -440,6 +440,7 @@ def _check(settings: Settings, runner: RunnerSettings) -> None:
     for key in ("flood_grace", "remote_waiting_timeout", "stress_factor"):
         if not getattr(runner, key) >= 0:  # also rejects nan
             raise ConfigError(f"runner.{key}: must be >= 0")
+
 
 def _check_notify(notify: NotifySettings) -> None:
     if not 0 < notify.smtp_port < 65536:

@@ -151,6 +151,35 @@ def m002_kill_reason(db: Database) -> None:
 
 
 @migrations()
+def m003_shares(db: Database) -> None:
+    """Fair share: a campaign's class (resolved at submission, so a later change of the
+    default class leaves it alone) and its priority among its user's campaigns."""
+    db.executescript("""
+    ALTER TABLE campaigns ADD COLUMN class TEXT NOT NULL DEFAULT 'default';
+    ALTER TABLE campaigns ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+    """)
+
+
+@migrations()
+def m004_predictor(db: Database) -> None:
+    """The predictor's throughput window reads the latest terminated jobs of a campaign through
+    an index (never a scan), and flood control remembers, per campaign and cluster, a decaying
+    penalty that lowers the cluster's affinity after it kept jobs waiting too long."""
+    db.executescript("""
+    CREATE INDEX jobs_terminated ON jobs(campaign_id, finished_at, cluster_id, started_at)
+        WHERE state = 'terminated' AND kind = 'task';
+    CREATE TABLE affinity_penalties (
+        campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
+        cluster_id INTEGER NOT NULL REFERENCES clusters(id),
+        penalty REAL NOT NULL,                           -- flood-killed jobs, halved every half_life
+        updated_at REAL NOT NULL,
+        half_life REAL NOT NULL,                         -- seconds ([runner] penalty_half_life)
+        PRIMARY KEY (campaign_id, cluster_id)
+    );
+    """)
+
+
+@migrations()
 def m006_events_notify(db: Database) -> None:
     """Aggregated events (a count, examples and the jobs they cover), per-reason resubmission
     counters, blacklist bookkeeping with automatic recovery, and notification subscriptions
@@ -219,35 +248,6 @@ def m007_grouping(db: Database) -> None:
     (the id of its first job), fixed before the submit call so that a re-sent batch is the same."""
     db.executescript("""
     ALTER TABLE jobs ADD COLUMN run_group INTEGER;  -- NULL: the job runs alone
-    """)
-
-
-@migrations()
-def m003_shares(db: Database) -> None:
-    """Fair share: a campaign's class (resolved at submission, so a later change of the
-    default class leaves it alone) and its priority among its user's campaigns."""
-    db.executescript("""
-    ALTER TABLE campaigns ADD COLUMN class TEXT NOT NULL DEFAULT 'default';
-    ALTER TABLE campaigns ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
-    """)
-
-
-@migrations()
-def m004_predictor(db: Database) -> None:
-    """The predictor's throughput window reads the latest terminated jobs of a campaign through
-    an index (never a scan), and flood control remembers, per campaign and cluster, a decaying
-    penalty that lowers the cluster's affinity after it kept jobs waiting too long."""
-    db.executescript("""
-    CREATE INDEX jobs_terminated ON jobs(campaign_id, finished_at, cluster_id, started_at)
-        WHERE state = 'terminated' AND kind = 'task';
-    CREATE TABLE affinity_penalties (
-        campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
-        cluster_id INTEGER NOT NULL REFERENCES clusters(id),
-        penalty REAL NOT NULL,                           -- flood-killed jobs, halved every half_life
-        updated_at REAL NOT NULL,
-        half_life REAL NOT NULL,                         -- seconds ([runner] penalty_half_life)
-        PRIMARY KEY (campaign_id, cluster_id)
-    );
     """)
 
 
