@@ -61,6 +61,7 @@ class Observation:
     waiting: int  # the campaign's jobs queued there (being submitted or waiting)
     free: int  # the cluster's free slots
     pending: bool  # tasks are left in the campaign's bag
+    drain: int = 0  # jobs the cluster is measured to start for the campaign in one cycle period
 
 
 @dataclass(frozen=True)
@@ -112,8 +113,13 @@ assert tuple(JOB_RATIO) == JOB_RATIOS
 
 
 def next_rate(algorithm: str, o: Observation, limits: TapLimits) -> int:
-    """The tap for the next cycle: between 1 (a cluster is always probed) and the maximum."""
-    return max(1, min(limits.maximum, JOB_RATIO[algorithm](o, limits)))
+    """The tap for the next cycle: between 1 (a cluster is always probed) and the maximum.
+
+    Never below the measured drain while tasks are pending: the free slots seen at a cycle's
+    start say nothing of the slots that short tasks free during the cycle, and a queue that
+    the cluster empties within one cycle period floods nobody (it is the throughput floor)."""
+    floor = o.drain if o.pending else 0
+    return max(1, min(limits.maximum, max(floor, JOB_RATIO[algorithm](o, limits))))
 
 
 # --- stress, penalties and flood (pure) ---------------------------------------------------
@@ -278,6 +284,8 @@ def predict(ctx: CycleContext) -> int:
     waiting = _waiting_jobs(db, list(ctx.capacities))
     pending = {c for c in campaign_ids if db.execute(
         "SELECT 1 FROM tasks WHERE campaign_id = ? AND state = ? LIMIT 1", [c, TaskState.PENDING]).fetchone()}
+    per_cycle = ctx.grid.config.settings.cycle_period / 3600
+    drain = {key: math.floor(per_hour * per_cycle) for key, per_hour in throughputs(db, campaign_ids, now).items()}
     flagged = 0
     with database.write(db) as conn:
         hot = _judge_stress(ctx, conn)
@@ -295,7 +303,7 @@ def predict(ctx: CycleContext) -> int:
                 rates[key], state = limits.initial, OPEN
             else:
                 seen = Observation(rate, queued.get(key, 0), ctx.capacities[pair.cluster_id].free_slots,
-                                   pair.campaign_id in pending)
+                                   pair.campaign_id in pending, drain.get(key, 0))
                 rates[key] = next_rate(_setting(runner, options, "job_ratio"), seen, limits)
             conn.execute("INSERT INTO taps(campaign_id, cluster_id, rate, state) VALUES (?, ?, ?, ?) "
                          "ON CONFLICT(campaign_id, cluster_id) DO UPDATE SET rate = excluded.rate, "

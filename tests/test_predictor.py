@@ -62,6 +62,15 @@ def test_every_algorithm_grows_while_nothing_waits_and_tasks_are_pending_even_if
 
 
 @pytest.mark.parametrize("algorithm", predictor.JOB_RATIO)
+def test_the_tap_never_falls_below_what_the_cluster_drains_in_a_cycle(algorithm: str) -> None:
+    """Short tasks: jobs wait at the cycle's start, yet the cluster starts 40 per period."""
+    congested = Observation(10, waiting=30, free=0, pending=True, drain=40)
+    assert next_rate(algorithm, congested, LIMITS) == 40
+    assert next_rate(algorithm, Observation(10, waiting=30, free=0, pending=True, drain=500), LIMITS) == LIMITS.maximum
+    assert next_rate(algorithm, Observation(10, waiting=30, free=0, pending=False, drain=40), LIMITS) < 40
+
+
+@pytest.mark.parametrize("algorithm", predictor.JOB_RATIO)
 def test_no_pending_task_no_growth(algorithm: str) -> None:
     assert next_rate(algorithm, Observation(7, waiting=0, free=8, pending=False), LIMITS) == 7
 
