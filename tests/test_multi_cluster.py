@@ -90,7 +90,8 @@ def test_one_campaign_over_two_slurm_clusters_and_oar(grid_setup: tuple[Cigri, P
     assert stat["tasks"]["terminated"] == TASKS and stat["progress"] == 100
     assert run_once_each(exec_dir) == Counter({f"t{i:03d}": 1 for i in range(TASKS)})
     per_cluster = {c["cluster"]: c["jobs"] for c in stat["clusters"]}
-    assert set(per_cluster) == set(CLUSTERS) and all(jobs.get("terminated", 0) > 0 for jobs in per_cluster.values())
+    assert set(per_cluster) == set(CLUSTERS) and all(jobs.get("terminated", 0) > 0 for jobs in per_cluster.values()), \
+        per_cluster
     assert sum(jobs.get("terminated", 0) for jobs in per_cluster.values()) == TASKS
     assert set(seen_progress) <= set(CLUSTERS) and seen_progress  # progress was visible while running
     with sqlite3.connect(cigri.home / "cigri.db") as db:

@@ -25,7 +25,7 @@ def test_a_thousand_tasks_survive_sixty_daemon_kills(cigri: Cigri) -> None:
     started = time.monotonic()
     runs = cigri.work / "runs"
     runs.mkdir()
-    program = cigri.script("mark.sh", ': > "runs/$1.$$"\nsleep 0.1\n')
+    program = cigri.script("mark.sh", ': > "runs/$1.$$"\nsleep 0.2\n')
     names = [f"s{i}" for i in range(TASKS)]
     campaign_id = cigri.submit(cigri.jdl("soak", exec_file=str(program), params=names))
     seed = random.randrange(1 << 32)
