@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Optional
@@ -74,6 +76,8 @@ def _wait(grid, ids: list[int], period: float, quiet: bool) -> int:
 
     Cycles run back to back while they make progress (a sleep would only idle the cluster)
     and ``period`` apart otherwise; the counts are read a few times a second, not per cycle.
+    Ctrl-C lets the running cycle finish and then leaves (KeyboardInterrupt, exit 130): raised
+    anywhere inside a cycle it could land in a finalizer, where Python only prints it.
     """
     from cigri.cycle import drive  # here: the whole cycle's imports would slow every plain submit
     from cigri.daemon import daemon_running
@@ -86,30 +90,37 @@ def _wait(grid, ids: list[int], period: float, quiet: bool) -> int:
         done_before: dict[int, int] = {}
         last_view = last_line = 0.0
         ended: set[int] = set()
-        while True:
-            report = drive(grid, daemon_running(grid))
-            if report is not None:
-                ended.update(report.finished)
-            now = time.monotonic()
-            if report is None or ended.issuperset(ids) or now - last_view >= VIEW_PERIOD:
-                last_view = now
-                summaries = [api.campaign_summary(grid, i) for i in ids]
-                if all(s["state"] in ENDED for s in summaries):
-                    break
-                show_line = not quiet and not common.fancy() and now - last_line > 2
-                for s in summaries:
-                    t = s["tasks"]
-                    done = t["terminated"] + t["failed"] + t["cancelled"]
-                    rate = (done - done_before.setdefault(s["id"], done)) / max(now - started, 1e-9)
-                    detail = (f"done {t['terminated']} running {t['running']} waiting {t['waiting']} "
-                              f"pending {t['pending']} failed {t['failed']}" + (f" {rate:.1f}/s" if rate else ""))
-                    progress.update(bars[s["id"]], total=t["total"], completed=done, detail=detail)
+        interrupted = threading.Event()
+        previous = signal.signal(signal.SIGINT, lambda *_: interrupted.set())
+        try:
+            while True:
+                if interrupted.is_set():
+                    raise KeyboardInterrupt
+                report = drive(grid, daemon_running(grid))
+                if report is not None:
+                    ended.update(report.finished)
+                now = time.monotonic()
+                if report is None or ended.issuperset(ids) or now - last_view >= VIEW_PERIOD:
+                    last_view = now
+                    summaries = [api.campaign_summary(grid, i) for i in ids]
+                    if all(s["state"] in ENDED for s in summaries):
+                        break
+                    show_line = not quiet and not common.fancy() and now - last_line > 2
+                    for s in summaries:
+                        t = s["tasks"]
+                        done = t["terminated"] + t["failed"] + t["cancelled"]
+                        rate = (done - done_before.setdefault(s["id"], done)) / max(now - started, 1e-9)
+                        detail = (f"done {t['terminated']} running {t['running']} waiting {t['waiting']} "
+                                  f"pending {t['pending']} failed {t['failed']}" + (f" {rate:.1f}/s" if rate else ""))
+                        progress.update(bars[s["id"]], total=t["total"], completed=done, detail=detail)
+                        if show_line:
+                            print(f"campaign {s['id']}: {s['state']} {detail}", file=sys.stderr)
                     if show_line:
-                        print(f"campaign {s['id']}: {s['state']} {detail}", file=sys.stderr)
-                if show_line:
-                    last_line = now
-            if report is None or not (report.updated or report.decided or report.submitted or report.finished):
-                time.sleep(period)
+                        last_line = now
+                if report is None or not (report.updated or report.decided or report.submitted or report.finished):
+                    interrupted.wait(period)
+        finally:
+            signal.signal(signal.SIGINT, previous)
     ok = all(s["state"] == "terminated" and s["tasks"]["terminated"] == s["tasks"]["total"] for s in summaries)
     if not quiet:
         for s in summaries:
