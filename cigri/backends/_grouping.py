@@ -72,6 +72,12 @@ def group_of(remote_id: str) -> str:
     return match[1] if match else remote_id
 
 
+def remote_jobs(remote_ids: list[str], valid: re.Pattern[str]) -> list[str]:
+    """The distinct remote jobs behind well-formed ids, in order: cancelling a member of a group
+    cancels the job running the whole group."""
+    return list(dict.fromkeys(group_of(i) for i in remote_ids if valid.match(i)))
+
+
 def split(specs: list[JobSpec]) -> list[list[JobSpec]]:
     """The remote jobs of a batch, in order: consecutive specs of one group, or one spec alone."""
     jobs: list[list[JobSpec]] = []

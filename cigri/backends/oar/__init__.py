@@ -191,10 +191,10 @@ class OARBackend:
 
     def cancel(self, remote_ids: list[str]) -> None:
         """Cancelling a grouped job cancels its whole group (see :mod:`cigri.backends._grouping`)."""
-        valid = list(dict.fromkeys(grouping.group_of(i) for i in remote_ids if REMOTE_ID.match(i)))
-        if valid:
+        jobs = grouping.remote_jobs(remote_ids, REMOTE_ID)
+        if jobs:
             self.calls["cancel"] += 1
-            self._via.cancel(valid)
+            self._via.cancel(jobs)
 
     def capacity(self) -> Capacity:
         self.calls["capacity"] += 1
