@@ -32,16 +32,8 @@ class HTTPTransport:
     def request(self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None,
                 accept: tuple[int, ...] = (200, 201, 202)) -> Any:
         """Send one request; return the decoded JSON body (None when empty)."""
-        self._pacer.wait()
         where = f"{self.cluster}: {method} {path}"
-        try:
-            response = self._fetch(method, path, json=json, params=params)
-        except httpx.TimeoutException:
-            raise ClusterTimeout(f"{where}: no answer within {self._client.timeout.read}s") from None
-        except httpx.HTTPError as error:
-            raise BackendError(f"{where}: {type(error).__name__}: {error}") from None
-        if response.status_code in (401, 403):
-            raise ClusterAuthFailure(f"{where}: authentication refused ({response.status_code})")
+        response = self._send(where, method, path, json=json, params=params)
         if response.status_code not in accept:
             raise ClusterBadAnswer(f"{where}: HTTP {response.status_code}: {response.text[:200]}")
         if not response.content:
@@ -53,16 +45,22 @@ class HTTPTransport:
 
     def text(self, method: str, path: str) -> str:
         """A plain-text resource (job output through OAR's media API)."""
+        response = self._send(f"{self.cluster}: {method} {path}", method, path)
+        return response.text if response.status_code == 200 else ""
+
+    def _send(self, where: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """Paced, bounded in time, and with transport and authentication failures mapped to
+        the backend errors every caller shares."""
         self._pacer.wait()
         try:
-            response = self._fetch(method, path)
+            response = self._fetch(method, path, **kwargs)
         except httpx.TimeoutException:
-            raise ClusterTimeout(f"{self.cluster}: {method} {path}: timed out") from None
+            raise ClusterTimeout(f"{where}: no answer within {self._client.timeout.read}s") from None
         except httpx.HTTPError as error:
-            raise BackendError(f"{self.cluster}: {method} {path}: {error}") from None
+            raise BackendError(f"{where}: {type(error).__name__}: {error}") from None
         if response.status_code in (401, 403):
-            raise ClusterAuthFailure(f"{self.cluster}: {method} {path}: authentication refused")
-        return response.text if response.status_code == 200 else ""
+            raise ClusterAuthFailure(f"{where}: authentication refused ({response.status_code})")
+        return response
 
     def _fetch(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """The whole answer within ``timeout`` seconds in all: httpx's timeouts bound each read,
