@@ -39,12 +39,12 @@ def daemon_running(grid: Grid) -> bool:
         return False
 
 
-def run_daemon(grid: Grid, period: float | None = None, max_cycles: int | None = None) -> int:
-    """Loop until signalled (or ``max_cycles``); return how many cycles ran."""
+def run_daemon(grid: Grid, max_cycles: int | None = None) -> int:
+    """Loop every ``cigri.cycle_period`` until signalled (or ``max_cycles``); return how many cycles ran."""
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    period = grid.config.settings.cycle_period if period is None else period
+    period = grid.config.settings.cycle_period
     cycles = 0
     with open(daemon_lock_path(grid), "a+") as handle:
         try:

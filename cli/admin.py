@@ -63,11 +63,11 @@ def cycle(as_json: bool = typer.Option(False, "--json", help="Print the cycle re
 def daemon(period: Optional[float] = typer.Option(None, "--period", help="Seconds between cycles (default: cigri.cycle_period)."),
            cycles: Optional[int] = typer.Option(None, "--cycles", help="Stop after this many cycles.")) -> None:
     """Loop over cycles until SIGTERM or SIGINT; log to {log_dir}/cigri.log."""
-    if period is not None and period <= 0:
-        raise InputError("--period must be > 0")
+    if period is not None:
+        overrides["cigri.cycle_period"] = period  # the predictor and finalize reason in cycles too
     grid = _grid()
     common.log_to_file(grid.config.log_path / "cigri.log", grid.config.settings)
-    run_daemon(grid, period, cycles)
+    run_daemon(grid, cycles)
 
 
 @app.command()

@@ -54,7 +54,7 @@ def schedule(ctx: CycleContext) -> dict[tuple[int, str], int]:
                 log.info("campaign %s: preempting %s job(s) on %s (%s)", share.id, marked, cluster, share.reason)
         started = _start(conn, ctx, gathered, allocation)
         finalize.replicate(conn, ctx.capacities, campaign_properties_of(conn, list(gathered.names)),
-                           {c.name: c.finalize for c in config.classes})
+                           {c.name: c.finalize for c in config.classes}, config.settings.cycle_period)
     return started
 
 
@@ -224,7 +224,8 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
         budget = depth - sum(n for (_, k), n in waiting.items() if k == cluster_id)
         targets = _queue_weights(gathered.scenario, allocation, cluster.name)
         total = sum(targets.values())
-        ahead = {c: 0 for c in targets if specs[c].pending > started.get((c, cluster.name), 0)}
+        # pending is counted only up to the cores: a campaign with any queues until its bag is empty
+        ahead = {c: 0 for c in targets if specs[c].pending}
         while budget > 0 and ahead:
             campaign_id = min(ahead, key=lambda c: (ahead[c] / targets[c], c))
             cap = specs[campaign_id].max_jobs_per_cluster.get(cluster.name)

@@ -3,9 +3,11 @@
 A campaign's last tasks decide when it ends, and one slow node or a long task in the tail can
 double its makespan while the grid sits idle. When a campaign's bag is empty and its open
 tasks are fewer than the free slots of its clusters, each *straggler* (a task running with a
-single copy for longer than the campaign's mean task duration so far) gets a replica on a free
-slot (another cluster first). A task that has not yet outlived the mean is left alone: a copy
-of it would most likely lose, and would only burn a slot. The first copy to finish ends the
+single copy for longer than the campaign's mean task duration so far, plus one cycle period)
+gets a replica on a free slot (another cluster first). A task that has not yet outlived the
+mean is left alone: a copy of it would most likely lose, and would only burn a slot. The extra
+cycle is the poll's lag: a task of a second may have ended since the updator last looked, and
+a copy of a task that is already done only runs it twice. The first copy to finish ends the
 task (the updator); every other copy still active is then marked ``kill_reason = 'replica'``
 and nikita cancels it at the end of the cycle, so the task counts once. Colombo judges a
 task's ending only once no copy of it is active, so a replica that fails decides nothing while
@@ -66,7 +68,8 @@ def free_slots(conn: sqlite3.Connection, capacities: Mapping[int, Capacity]) -> 
 
 
 def replicate(conn: sqlite3.Connection, capacities: Mapping[int, Capacity],
-              settings: Mapping[int, Mapping[int, Mapping[str, Any]]], classes: Mapping[str, bool | None]) -> int:
+              settings: Mapping[int, Mapping[int, Mapping[str, Any]]], classes: Mapping[str, bool | None],
+              cycle_period: float) -> int:
     """Give each straggler of each campaign at its tail one replica on a free slot; return how many.
 
     ``settings`` is :func:`cigri.properties.campaign_properties` of the active campaigns and
@@ -83,7 +86,7 @@ def replicate(conn: sqlite3.Connection, capacities: Mapping[int, Capacity],
         room = sum(free[cid] for cid in clusters)
         if room == 0 or _tail_size(conn, campaign_id, room) >= room:
             continue
-        for task_id, original in _stragglers(conn, campaign_id, database.now()):
+        for task_id, original in _stragglers(conn, campaign_id, database.now() - cycle_period):
             target = max((cid for cid in clusters if free[cid] > 0),
                          key=lambda cid: (cid != original, free[cid], -cid), default=None)
             if target is None:
@@ -107,9 +110,9 @@ def _tail_size(conn: sqlite3.Connection, campaign_id: int, room: int) -> int:
                             "LIMIT ?)", [campaign_id, TaskState.WAITING, TaskState.RUNNING, room]).fetchone()[0])
 
 
-def _stragglers(conn: sqlite3.Connection, campaign_id: int, now: float) -> list[tuple[int, int]]:
-    """Tasks running with a single active copy for longer than the campaign's mean task
-    duration, longest running first, with that copy's cluster; none before a task has ended."""
+def _stragglers(conn: sqlite3.Connection, campaign_id: int, since: float) -> list[tuple[int, int]]:
+    """Tasks running with a single active copy from before ``since`` less the campaign's mean
+    task duration, longest running first, with that copy's cluster; none before a task has ended."""
     done, total = conn.execute("SELECT coalesce(sum(terminated), 0), coalesce(sum(duration_sum), 0) "
                                "FROM campaign_stats WHERE campaign_id = ?", [campaign_id]).fetchone()
     if not done:
@@ -118,4 +121,4 @@ def _stragglers(conn: sqlite3.Connection, campaign_id: int, now: float) -> list[
         f"SELECT task_id, min(cluster_id) FROM jobs WHERE campaign_id = ? AND kind = 'task' "
         f"AND state IN {sql_in(JOB_ACTIVE)} AND kill_reason IS NULL GROUP BY task_id "
         "HAVING count(*) = 1 AND max(state) = ? AND min(started_at) < ? ORDER BY min(started_at), task_id",
-        [campaign_id, JobState.RUNNING, now - total / done]).fetchall()
+        [campaign_id, JobState.RUNNING, since - total / done]).fetchall()
