@@ -26,7 +26,7 @@ def gridsub(
     campaign: Optional[int] = typer.Option(None, "-c", "--campaign", metavar="N", help="Campaign to add parameters to (with -F)."),
     param_file: Optional[Path] = typer.Option(None, "-F", "--param-file", metavar="FILE", help="Parameter file to add to campaign -c."),
     wait: bool = typer.Option(False, "--wait", "-w", help="Stay attached with a live progress view until the campaigns end; drive cycles if no daemon runs."),
-    period: float = typer.Option(0.2, "--period", help="Pause after a cycle that changed nothing, when --wait drives the cycles."),
+    period: float = typer.Option(0.2, "--period", help="Pause after a cycle that sent no job, when --wait drives the cycles."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON value."),
     version: bool = common.VersionOption,
 ) -> None:
@@ -74,8 +74,9 @@ ENDED = ("terminated", "failed", "cancelled")
 def _wait(grid, ids: list[int], period: float, quiet: bool) -> int:
     """Follow the campaigns to their end; 0 if every task succeeded, 1 otherwise.
 
-    Cycles run back to back while they make progress (a sleep would only idle the cluster)
-    and ``period`` apart otherwise; the counts are read a few times a second, not per cycle.
+    Cycles run back to back while they send jobs (a sleep would only idle the clusters) and
+    ``period`` apart while they only watch jobs run and end, so no cluster's status command
+    runs in a loop; the counts are read a few times a second, not per cycle.
     Ctrl-C lets the running cycle finish and then leaves (KeyboardInterrupt, exit 130): raised
     anywhere inside a cycle it could land in a finalizer, where Python only prints it.
     """
@@ -117,7 +118,7 @@ def _wait(grid, ids: list[int], period: float, quiet: bool) -> int:
                             print(f"campaign {s['id']}: {s['state']} {detail}", file=sys.stderr)
                     if show_line:
                         last_line = now
-                if report is None or not (report.updated or report.decided or report.submitted or report.finished):
+                if report is None or not report.submitted:
                     interrupted.wait(period)
         finally:
             signal.signal(signal.SIGINT, previous)
