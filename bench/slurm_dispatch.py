@@ -7,14 +7,17 @@ just before its submission to the last start (start files are read back, so both
 timed the same way).
 
 - direct: one ``sbatch --array=0-(N-1)`` (Slurm) or ``oarsub --array N`` (OAR) over SSH;
-- cigri: ``gridsub -f JDL --wait --period P`` on a fresh CIGRI_HOME (gridsub drives the cycles),
+- cigri: ``gridsub -f JDL --wait --period P`` on a fresh CIGRI_HOME (gridsub drives the cycles:
+  back to back while they send jobs, then every P seconds, by default cigri's default
+  ``cycle_period``, the pace of a daemon: on a 2-core machine the cluster's own launcher needs
+  both cores, and every status call cigri makes there slows the starts being measured),
   the cluster with ``max_waiting``/``api_chunk_size`` and the tap opened to N, so that one submit
   call sends every task; once without and once with temporal grouping
   (``"temporal_grouping": true``, ``temporal_grouping_batch_duration`` = ``--group-seconds``).
 
 Goals (issue 3 §3): cigri ≥ 0.9× the direct array without grouping, ≥ 5× with grouping.
 
-    python bench/slurm_dispatch.py [--cluster slurm-a-ssh] [--tasks 500] [--clusters /tmp/cigri-clusters]
+    python bench/slurm_dispatch.py [--cluster slurm-a-ssh] [--tasks 500] [--repeat N] [--clusters /tmp/cigri-clusters]
     python bench/oar_dispatch.py   (the same with --cluster oar-ssh --tasks 100)
 """
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import secrets
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from cigri.backends._ssh import SSHTransport
+from cigri.config import Settings
 
 BIN = Path(sys.executable).parent
 TASK = '#!/bin/sh\ndate +%s.%N > "start.$1"\n'
@@ -105,17 +110,25 @@ def main(default_cluster: str = "slurm-a-ssh", default_tasks: int = 500) -> None
     parser.add_argument("--tasks", type=int, default=default_tasks)
     parser.add_argument("--clusters", type=Path, default=Path("/tmp/cigri-clusters"))
     parser.add_argument("--group-seconds", type=int, default=60)
-    parser.add_argument("--period", type=float, default=0.5)
+    parser.add_argument("--period", type=float, default=Settings.cycle_period)
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each side; medians are compared")
     args = parser.parse_args()
     with (args.clusters / "cigri.toml").open("rb") as handle:
         options = tomllib.load(handle)["clusters"][args.cluster]
     backend = options["backend"]
     exec_root = args.clusters / "exec"
-    rate = direct(options, backend, prepare(exec_root, "direct"), args.tasks)
-    print(f"direct {backend} array: {args.tasks} tasks, {rate:.1f} task-starts/s")
-    for label, seconds in (("cigri, arrays", 0), ("cigri, temporal grouping", args.group_seconds)):
-        mine = through_cigri(args.cluster, options, prepare(exec_root, "cigri"), args.tasks, seconds, args.period)
-        print(f"{label}: {mine:.1f} task-starts/s, {mine / rate:.2f}x the direct array")
+    runs: dict[str, list[float]] = {}
+    for _ in range(args.repeat):  # interleaved, so that a drift of the cluster's pace hits every side
+        runs.setdefault("direct", []).append(direct(options, backend, prepare(exec_root, "direct"), args.tasks))
+        for label, seconds in (("cigri, arrays", 0), ("cigri, temporal grouping", args.group_seconds)):
+            runs.setdefault(label, []).append(
+                through_cigri(args.cluster, options, prepare(exec_root, "cigri"), args.tasks, seconds, args.period))
+    rate = statistics.median(runs.pop("direct"))
+    print(f"direct {backend} array: {args.tasks} tasks, {rate:.2f} task-starts/s (median of {args.repeat})")
+    for label, rates in runs.items():
+        mine = statistics.median(rates)
+        print(f"{label}: {mine:.2f} task-starts/s, {mine / rate:.2f}x the direct array "
+              f"(runs: {', '.join(f'{r:.2f}' for r in rates)})")
 
 
 if __name__ == "__main__":

@@ -563,7 +563,7 @@ def shares(grid: Grid) -> dict[str, Any]:
             capacities[cluster_id] = grid.backend(cluster_id).capacity()
         except Exception as error:  # a broken cluster is left out, as the cycle does
             unreachable.append({"name": name, "error": str(error)})
-    gathered = gather(grid.db.conn, grid.config, capacities, database.now())
+    gathered = gather(grid, capacities, database.now())
     fraction = grid.config.metascheduler.preempt_fraction
     result = explain(gathered.scenario, fairshare.allocate(gathered.scenario, fraction))
     for campaign in result["campaigns"]:

@@ -27,7 +27,6 @@ from typing import Any
 from cigri import db as database
 from cigri.cycle_context import CycleContext
 from cigri.events import blacklist_pair, close, first_line, record
-from cigri.properties import campaign_properties
 from cigri.states import EXIT_RESUBMIT_HEAD, JOB_ACTIVE, CampaignState, JobState, KillReason, TaskState, sql_in
 
 log = logging.getLogger("cigri.colombo")
@@ -57,7 +56,7 @@ def analyse(ctx: CycleContext) -> int:
         if not jobs:
             continue
         tails = {j["id"]: _stderr_tail(ctx, j) for j in jobs if j["state"] == JobState.FAILED}
-        settings = campaign_properties(ctx.grid.db, [campaign_id])[campaign_id]
+        settings = ctx.grid.campaign_properties([campaign_id])[campaign_id]
         with database.write(ctx.grid.db) as conn:
             exit_errors: Counter[int] = Counter()
             for job in jobs:

@@ -41,7 +41,6 @@ from cigri import db as database
 from cigri.config import JOB_RATIOS, RunnerSettings
 from cigri.cycle_context import CycleContext
 from cigri.events import close, open_event
-from cigri.properties import campaign_properties
 from cigri.states import CampaignState, JobState, KillReason, TaskState
 
 log = logging.getLogger("cigri.predictor")
@@ -274,7 +273,7 @@ def predict(ctx: CycleContext) -> int:
     limits = TapLimits(runner.tap_initial, runner.tap_factor, runner.tap_max)
     campaign_ids = [r[0] for r in db.execute("SELECT id FROM campaigns WHERE state = ? ORDER BY id",
                                              [CampaignState.IN_TREATMENT])]
-    pairs = [_Pair(c, k) for c, clusters in campaign_properties(db, campaign_ids).items() for k in clusters
+    pairs = [_Pair(c, k) for c, clusters in ctx.grid.campaign_properties(campaign_ids).items() for k in clusters
              if k in ctx.capacities]
     queued: dict[tuple[int, int], int] = defaultdict(int)
     for campaign_id, cluster_id, n in db.execute(
@@ -293,11 +292,12 @@ def predict(ctx: CycleContext) -> int:
         previous = {(c, k): (rate, state) for c, k, rate, state in conn.execute(
             "SELECT campaign_id, cluster_id, rate, state FROM taps")}
         rates: dict[tuple[int, int], int] = {}
+        lowest = _lowest_penalties(pairs, penalties, hot)
         for pair in pairs:
             key = (pair.campaign_id, pair.cluster_id)
             options = ctx.cluster_options(pair.cluster_id)
             rate, state = previous.get(key, (limits.initial, CLOSED))
-            if pair.cluster_id in hot or _shunned(pair, pairs, penalties, hot):
+            if pair.cluster_id in hot or _shunned(pair, lowest, penalties):
                 rates[key], state = 0, CLOSED
             elif state == CLOSED:  # new, or reopening after stress or a penalty: start again
                 rates[key], state = limits.initial, OPEN
@@ -357,11 +357,20 @@ def _judge_stress(ctx: CycleContext, conn: sqlite3.Connection) -> set[int]:
     return hot
 
 
-def _shunned(pair: _Pair, pairs: list[_Pair], penalties: dict[tuple[int, int], float], hot: set[int]) -> bool:
+def _lowest_penalties(pairs: list[_Pair], penalties: dict[tuple[int, int], float], hot: set[int]) -> dict[int, float]:
+    """Each campaign's lowest penalty over its usable clusters that are not stressed."""
+    lowest: dict[int, float] = {}
+    for pair in pairs:
+        if pair.cluster_id not in hot:
+            penalty = penalties.get((pair.campaign_id, pair.cluster_id), 0.0)
+            lowest[pair.campaign_id] = min(penalty, lowest.get(pair.campaign_id, penalty))
+    return lowest
+
+
+def _shunned(pair: _Pair, lowest: dict[int, float], penalties: dict[tuple[int, int], float]) -> bool:
     """Penalised on this cluster at least :data:`SHUN` more than on another usable one."""
     mine = penalties.get((pair.campaign_id, pair.cluster_id), 0.0)
-    return any(other.campaign_id == pair.campaign_id and other.cluster_id not in hot
-               and mine - penalties.get((other.campaign_id, other.cluster_id), 0.0) >= SHUN for other in pairs)
+    return pair.campaign_id in lowest and mine - lowest[pair.campaign_id] >= SHUN
 
 
 def _flag(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, job_ids: list[int], now: float,

@@ -29,7 +29,6 @@ from cigri.jdl import split_param
 from cigri.jdl.parser import home_of
 from cigri.jdl.walltime import format_walltime
 from cigri.metascheduler import windows
-from cigri.properties import campaign_properties
 from cigri.states import JobState, TaskState
 
 log = logging.getLogger("cigri.runner")
@@ -44,7 +43,7 @@ def run(ctx: CycleContext) -> int:
         "FROM jobs j JOIN campaigns c ON c.id = j.campaign_id LEFT JOIN tasks t ON t.id = j.task_id "
         "WHERE j.state = ? AND j.kill_reason IS NULL ORDER BY j.cluster_id, CAST(j.batch AS INTEGER), j.id",
         [JobState.SUBMITTING]))
-    settings = campaign_properties(ctx.grid.db, sorted({r["campaign_id"] for r in rows}))
+    settings = ctx.grid.campaign_properties(sorted({r["campaign_id"] for r in rows}))
     night = windows.is_night(ctx.grid.config.metascheduler, database.now())  # semi-best-effort runs normal by night
     sent = 0
     done: set[tuple[int, int]] = set()
@@ -101,7 +100,7 @@ def _form_batches(ctx: CycleContext) -> None:
         "ORDER BY cluster_id, campaign_id, kind, id", [JobState.SUBMITTING]).fetchall()
     if not rows:
         return
-    settings = campaign_properties(ctx.grid.db, sorted({r[2] for r in rows}))
+    settings = ctx.grid.campaign_properties(sorted({r[2] for r in rows}))
     updates = []
     for (cluster_id, campaign_id, kind), group in groupby(rows, key=lambda r: (r[1], r[2], r[3])):
         ids = [r[0] for r in group]

@@ -177,7 +177,7 @@ def test_gather_reads_capacity_holdings_classes_users_and_limits(make_grid: Call
             (alice, ids["a"], "running", KillReason.PREEMPT), (bob, ids["b"], "running", None)]
     grid.db.conn.executemany("INSERT INTO jobs(campaign_id, cluster_id, kind, state, kill_reason, created_at) "
                              "VALUES (?, ?, 'task', ?, ?, 0)", jobs)
-    scenario = gather(grid.db.conn, grid.config, {ids["a"]: Capacity(8, 3), ids["b"]: Capacity(4, 1)}, now()).scenario
+    scenario = gather(grid, {ids["a"]: Capacity(8, 3), ids["b"]: Capacity(4, 1)}, now()).scenario
     # a offers its 3 free slots plus the 2 cores of alice's running job (the one being killed excluded)
     assert [(c.name, c.cores) for c in scenario.clusters] == [("a", 5), ("b", 2)]
     campaigns = {c.id: c for c in scenario.campaigns}
@@ -198,7 +198,7 @@ def test_gather_lets_nightly_campaigns_run_at_night(make_grid: Callable[[str], G
     grid = make_grid(TWO_CLUSTERS + '[metascheduler]\nnight = "00:00-23:59"\nweekend = true\n')
     nightly = _submit(grid, tmp_path, "carol", 4, type="nightly")
     ids = grid.cluster_ids()
-    scenario = gather(grid.db.conn, grid.config, {ids["a"]: Capacity(8, 8)},
+    scenario = gather(grid, {ids["a"]: Capacity(8, 8)},
                       datetime(2026, 11, 23, 12).timestamp()).scenario
     assert [(c.id, c.clusters, c.class_name) for c in scenario.campaigns] == [(nightly, ("a",), "default")]
 

@@ -9,6 +9,7 @@ tasks from the bags, never letting more of a campaign's jobs wait on a cluster t
 
 from __future__ import annotations
 
+import heapq
 import logging
 import re
 import sqlite3
@@ -21,9 +22,9 @@ from cigri import predictor
 from cigri.backends import Capacity
 from cigri.config import Config
 from cigri.cycle_context import CycleContext
+from cigri.grid import Grid
 from cigri.metascheduler import fairshare, windows
 from cigri.metascheduler.schedulers import finalize, test, workqueue
-from cigri.properties import campaign_properties
 from cigri.states import JOB_ACTIVE, TASK_OPEN, CampaignState, JobState, KillReason, TaskState, sql_in
 
 log = logging.getLogger("cigri.metascheduler")
@@ -46,30 +47,30 @@ def schedule(ctx: CycleContext) -> dict[tuple[int, str], int]:
     config = ctx.grid.config
     with database.write(ctx.grid.db) as conn:
         _queue_scripts(conn, ctx)
-        gathered = gather(conn, config, ctx.capacities, database.now())
+        gathered = gather(ctx.grid, ctx.capacities, database.now())
         allocation = fairshare.allocate(gathered.scenario, config.metascheduler.preempt_fraction)
         for share in allocation.campaigns:
             for cluster, count in share.preempt.items():
                 marked = _preempt(conn, share.id, gathered.cluster_ids[cluster], count)
                 log.info("campaign %s: preempting %s job(s) on %s (%s)", share.id, marked, cluster, share.reason)
         started = _start(conn, ctx, gathered, allocation)
-        finalize.replicate(conn, ctx.capacities, campaign_properties_of(conn, list(gathered.names)),
+        finalize.replicate(conn, ctx.capacities, ctx.grid.campaign_properties(list(gathered.names)),
                            {c.name: c.finalize for c in config.classes}, config.settings.cycle_period)
     return started
 
 
-def gather(conn: sqlite3.Connection, config: Config, capacities: Mapping[int, Capacity],
-           now: float) -> Gathered:
-    """Read the grid into a scenario; nothing is written.
+def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gathered:
+    """Read the grid into a scenario (inside the caller's transaction, if any); nothing is written.
 
     A cluster offers cigri its free slots plus the cores of cigri's running jobs there. A
     campaign holds its active jobs (queued ones included) not already marked for a kill, and
     may use the clusters its JDL names where its prologue has run and its type may run now.
     """
+    conn, config = grid.db.conn, grid.config
     cluster_names = {cid: name for cid, name in conn.execute("SELECT id, name FROM clusters")}
     rows = conn.execute("SELECT id, name, user, state, class, priority FROM campaigns WHERE state IN (?, ?) "
                         "ORDER BY id", [CampaignState.IN_TREATMENT, CampaignState.PAUSED]).fetchall()
-    settings = campaign_properties_of(conn, [r[0] for r in rows])
+    settings = grid.campaign_properties([r[0] for r in rows])
     held: dict[tuple[int, int], int] = {}
     running_cores: dict[int, int] = {}
     costs = {r[0]: _cores_per_task(settings[r[0]]) for r in rows}
@@ -119,13 +120,6 @@ def gather(conn: sqlite3.Connection, config: Config, capacities: Mapping[int, Ca
     return Gathered(scenario, {name: cid for cid, name in cluster_names.items()}, {r[0]: r[1] for r in rows})
 
 
-def campaign_properties_of(conn: sqlite3.Connection, campaign_ids: list[int]) -> dict[int, dict[int, dict[str, Any]]]:
-    """:func:`campaign_properties` on a bare connection (inside the cycle's transaction)."""
-    from sqlite_utils import Database
-
-    return campaign_properties(Database(conn), campaign_ids)
-
-
 def _user(config: Config, name: str, clusters: set[str]) -> fairshare.UserSpec:
     user = config.users.of(name)
     return fairshare.UserSpec(name, allotment_cores=user.allotment, allotment_memory_gb=user.allotment_memory_gb,
@@ -166,7 +160,9 @@ def _queue_scripts(conn: sqlite3.Connection, ctx: CycleContext) -> None:
     ids = [r[0] for r in conn.execute("SELECT id FROM campaigns WHERE state = ?", [CampaignState.IN_TREATMENT])]
     queued = {(c, k, kind) for c, k, kind in conn.execute(
         "SELECT campaign_id, cluster_id, kind FROM jobs WHERE kind != 'task'")}
-    for campaign_id, clusters in campaign_properties_of(conn, ids).items():
+    for campaign_id, clusters in ctx.grid.campaign_properties(ids).items():
+        if not any(values.get("prologue") or values.get("epilogue") for values in clusters.values()):
+            continue
         open_tasks = _has_open_tasks(conn, campaign_id)
         for cluster_id, values in clusters.items():
             kind = "prologue" if open_tasks else "epilogue"
@@ -224,22 +220,39 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
         budget = depth - sum(n for (_, k), n in waiting.items() if k == cluster_id)
         targets = _queue_weights(gathered.scenario, allocation, cluster.name)
         total = sum(targets.values())
-        # pending is counted only up to the cores: a campaign with any queues until its bag is empty
-        ahead = {c: 0 for c in targets if specs[c].pending}
-        while budget > 0 and ahead:
-            campaign_id = min(ahead, key=lambda c: (ahead[c] / targets[c], c))
-            cap = specs[campaign_id].max_jobs_per_cluster.get(cluster.name)
-            held = specs[campaign_id].running.get(cluster.name, 0) + started.get((campaign_id, cluster.name), 0)
-            target = share_of[campaign_id].target.get(cluster.name, 0)
-            quota = target + -(-depth * targets[campaign_id] // total)
-            if (cap is not None and held >= cap) or held >= quota or not take(campaign_id, cluster.name, 1):
-                del ahead[campaign_id]
-                continue
-            ahead[campaign_id] += 1
-            budget -= 1
+        room = {}
+        for c in targets:
+            if specs[c].pending:  # counted only up to the cores: any pending task may queue
+                quota = share_of[c].target.get(cluster.name, 0) + -(-depth * targets[c] // total)
+                cap = specs[c].max_jobs_per_cluster.get(cluster.name, quota)
+                held = specs[c].running.get(cluster.name, 0) + started.get((c, cluster.name), 0)
+                room[c] = min(quota, cap) - held
+        ahead = {c: 0 for c, n in room.items() if n > 0}
+        while budget > 0 and ahead:  # each round ends with the budget spent or a campaign out
+            for campaign_id, count in _weighted_split(budget, ahead, targets, room).items():
+                taken = take(campaign_id, cluster.name, count)
+                ahead[campaign_id] += taken
+                budget -= taken
+                if taken < count or ahead[campaign_id] >= room[campaign_id]:  # bag empty or tap full
+                    del ahead[campaign_id]
     for (campaign_id, name), taken in started.items():
         log.info("campaign %s: %s new job(s) on %s", campaign_id, taken, name)
     return started
+
+
+def _weighted_split(budget: int, ahead: dict[int, int], targets: dict[int, int], room: dict[int, int]) -> dict[int, int]:
+    """Hand ``budget`` queue places out one at a time to the campaign least ahead for its
+    weight (ties: the oldest), each up to its room; one SQL take per campaign, not per place."""
+    plan = dict.fromkeys(ahead, 0)
+    heap = [(ahead[c] / targets[c], c) for c in ahead]
+    heapq.heapify(heap)
+    while budget > 0 and heap:
+        _, c = heapq.heappop(heap)
+        plan[c] += 1
+        budget -= 1
+        if ahead[c] + plan[c] < room[c]:
+            heapq.heappush(heap, ((ahead[c] + plan[c]) / targets[c], c))
+    return {c: n for c, n in plan.items() if n}
 
 
 def _queue_weights(scenario: fairshare.Scenario, allocation: fairshare.Allocation, cluster: str) -> dict[int, int]:
