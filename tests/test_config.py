@@ -96,6 +96,7 @@ BAD_FILES = [
     ("[cigri]\ndefault_walltime = '1:2:3:4'\n", "cigri.default_walltime"),
     ("[cigri]\ndefault_walltime = '0'\n", "cigri.default_walltime"),
     ("[cigri]\ncycle_period = 0\n", "cigri.cycle_period"),
+    ("[metascheduler]\nreplica_delay = -1\n", "metascheduler.replica_delay"),
     ("[cigri]\nmax_resubmit = -1\n", "cigri.max_resubmit"),
     ("[runner]\ntap_factor = 0.5\n", "runner.tap_factor"),
     ("[runner]\ntap_initial = 10\ntap_max = 5\n", "runner.tap_initial"),

@@ -44,6 +44,7 @@ def test_a_class_turns_finalize_on_or_off_and_the_jdl_overrides_it() -> None:
 
 @pytest.mark.slow
 def test_a_straggler_is_replicated_and_the_first_copy_to_finish_wins(cigri: Cigri) -> None:
+    cigri.config.write_text(cigri.config.read_text() + "[metascheduler]\nreplica_delay = 1\n")
     program = cigri.script("straggler.sh", STRAGGLER)
     campaign = cigri.submit(cigri.jdl("tail", exec_file=str(program), type="best-effort",
                                       params=["a", "b", "c", "slow"]))

@@ -55,7 +55,7 @@ def schedule(ctx: CycleContext) -> dict[tuple[int, str], int]:
                 log.info("campaign %s: preempting %s job(s) on %s (%s)", share.id, marked, cluster, share.reason)
         started = _start(conn, ctx, gathered, allocation)
         finalize.replicate(conn, ctx.capacities, ctx.grid.campaign_properties(list(gathered.names)),
-                           {c.name: c.finalize for c in config.classes}, config.settings.cycle_period)
+                           {c.name: c.finalize for c in config.classes}, config.metascheduler.replica_delay)
     return started
 
 

@@ -3,11 +3,12 @@
 A campaign's last tasks decide when it ends, and one slow node or a long task in the tail can
 double its makespan while the grid sits idle. When a campaign's bag is empty and its open
 tasks are fewer than the free slots of its clusters, each *straggler* (a task running with a
-single copy for longer than the campaign's mean task duration so far, plus one cycle period)
-gets a replica on a free slot (another cluster first). A task that has not yet outlived the
-mean is left alone: a copy of it would most likely lose, and would only burn a slot. The extra
-cycle is the poll's lag: a task of a second may have ended since the updator last looked, and
-a copy of a task that is already done only runs it twice. The first copy to finish ends the
+single copy for longer than the campaign's mean task duration so far, plus
+``metascheduler.replica_delay``) gets a replica on a free slot (another cluster first). A task
+that has not yet outlived the mean is left alone: a copy of it would most likely lose, and would
+only burn a slot. The delay (Spark's ``speculation.minTaskRuntime``, at a batch cluster's scale)
+keeps short tasks from being copied: a copy needs time to start and win, and a task of a second
+may have ended since the updator's poll, so that its copy would only run it twice. The first copy to finish ends the
 task (the updator); every other copy still active is then marked ``kill_reason = 'replica'``
 and nikita cancels it at the end of the cycle, so the task counts once. Colombo judges a
 task's ending only once no copy of it is active, so a replica that fails decides nothing while
@@ -69,7 +70,7 @@ def free_slots(conn: sqlite3.Connection, capacities: Mapping[int, Capacity]) -> 
 
 def replicate(conn: sqlite3.Connection, capacities: Mapping[int, Capacity],
               settings: Mapping[int, Mapping[int, Mapping[str, Any]]], classes: Mapping[str, bool | None],
-              cycle_period: float) -> int:
+              replica_delay: float) -> int:
     """Give each straggler of each campaign at its tail one replica on a free slot; return how many.
 
     ``settings`` is :func:`cigri.properties.campaign_properties` of the active campaigns and
@@ -86,7 +87,7 @@ def replicate(conn: sqlite3.Connection, capacities: Mapping[int, Capacity],
         room = sum(free[cid] for cid in clusters)
         if room == 0 or _tail_size(conn, campaign_id, room) >= room:
             continue
-        for task_id, original in _stragglers(conn, campaign_id, database.now() - cycle_period):
+        for task_id, original in _stragglers(conn, campaign_id, database.now() - replica_delay):
             target = max((cid for cid in clusters if free[cid] > 0),
                          key=lambda cid: (cid != original, free[cid], -cid), default=None)
             if target is None:
