@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import tomllib
 from pathlib import Path
 from typing import Any, Optional
@@ -64,7 +65,9 @@ def daemon(period: Optional[float] = typer.Option(None, "--period", help="Second
            cycles: Optional[int] = typer.Option(None, "--cycles", help="Stop after this many cycles.")) -> None:
     """Loop over cycles until SIGTERM or SIGINT; log to {log_dir}/cigri.log."""
     if period is not None:
-        overrides["cigri.cycle_period"] = period  # the predictor and finalize reason in cycles too
+        if not 0 < period < math.inf:  # also rejects nan
+            raise InputError("--period: must be > 0 and finite")
+        overrides["cigri.cycle_period"] = period  # the predictor's drain floor and flood timeout use it too
     grid = _grid()
     common.log_to_file(grid.config.log_path / "cigri.log", grid.config.settings)
     run_daemon(grid, cycles)

@@ -6,6 +6,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -85,43 +87,26 @@ def _wait(grid, ids: list[int], period: float, quiet: bool) -> int:
 
     columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[detail]}"), TimeRemainingColumn()]
-    with Progress(*columns, console=common.stderr, disable=quiet or not common.fancy()) as progress:
-        bars = {i: progress.add_task(f"campaign {i}", total=None, detail="") for i in ids}
-        started = time.monotonic()
-        done_before: dict[int, int] = {}
-        last_view = last_line = 0.0
+    with Progress(*columns, console=common.stderr, disable=quiet or not common.fancy()) as progress, \
+            _sigint_as_flag() as interrupted:
+        view = _View(progress, ids, quiet)
+        last_view = 0.0
         ended: set[int] = set()
-        interrupted = threading.Event()
-        previous = signal.signal(signal.SIGINT, lambda *_: interrupted.set())
-        try:
-            while True:
-                if interrupted.is_set():
-                    raise KeyboardInterrupt
-                report = drive(grid, daemon_running(grid))
-                if report is not None:
-                    ended.update(report.finished)
-                now = time.monotonic()
-                if report is None or ended.issuperset(ids) or now - last_view >= VIEW_PERIOD:
-                    last_view = now
-                    summaries = [api.campaign_summary(grid, i) for i in ids]
-                    if all(s["state"] in ENDED for s in summaries):
-                        break
-                    show_line = not quiet and not common.fancy() and now - last_line > 2
-                    for s in summaries:
-                        t = s["tasks"]
-                        done = t["terminated"] + t["failed"] + t["cancelled"]
-                        rate = (done - done_before.setdefault(s["id"], done)) / max(now - started, 1e-9)
-                        detail = (f"done {t['terminated']} running {t['running']} waiting {t['waiting']} "
-                                  f"pending {t['pending']} failed {t['failed']}" + (f" {rate:.1f}/s" if rate else ""))
-                        progress.update(bars[s["id"]], total=t["total"], completed=done, detail=detail)
-                        if show_line:
-                            print(f"campaign {s['id']}: {s['state']} {detail}", file=sys.stderr)
-                    if show_line:
-                        last_line = now
-                if report is None or not report.submitted:
-                    interrupted.wait(period)
-        finally:
-            signal.signal(signal.SIGINT, previous)
+        while True:
+            if interrupted.is_set():
+                raise KeyboardInterrupt
+            report = drive(grid, daemon_running(grid))
+            if report is not None:
+                ended.update(report.finished)
+            now = time.monotonic()
+            if report is None or ended.issuperset(ids) or now - last_view >= VIEW_PERIOD:
+                last_view = now
+                summaries = [api.campaign_summary(grid, i) for i in ids]
+                if all(s["state"] in ENDED for s in summaries):
+                    break
+                view.show(summaries, now)
+            if report is None or not report.submitted:
+                interrupted.wait(period)
     ok = all(s["state"] == "terminated" and s["tasks"]["terminated"] == s["tasks"]["total"] for s in summaries)
     if not quiet:
         for s in summaries:
@@ -129,6 +114,42 @@ def _wait(grid, ids: list[int], period: float, quiet: bool) -> int:
             print(f"campaign {s['id']}: {s['state']}, {t['terminated']} succeeded, {t['failed']} failed, "
                   f"{t['cancelled']} cancelled", file=sys.stderr)
     return 0 if ok else 1
+
+
+@contextmanager
+def _sigint_as_flag() -> Iterator[threading.Event]:
+    """SIGINT sets the event instead of raising where it lands; the old handler comes back after."""
+    interrupted = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda *_: interrupted.set())
+    try:
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+class _View:
+    """The campaigns' progress: rich bars on a terminal, else a line per campaign every 2 s."""
+
+    def __init__(self, progress: Progress, ids: list[int], quiet: bool) -> None:
+        self.progress, self.quiet = progress, quiet
+        self.bars = {i: progress.add_task(f"campaign {i}", total=None, detail="") for i in ids}
+        self.started = time.monotonic()
+        self.done_before: dict[int, int] = {}
+        self.last_line = 0.0
+
+    def show(self, summaries: list[dict], now: float) -> None:
+        show_line = not self.quiet and not common.fancy() and now - self.last_line > 2
+        for s in summaries:
+            t = s["tasks"]
+            done = t["terminated"] + t["failed"] + t["cancelled"]
+            rate = (done - self.done_before.setdefault(s["id"], done)) / max(now - self.started, 1e-9)
+            detail = (f"done {t['terminated']} running {t['running']} waiting {t['waiting']} "
+                      f"pending {t['pending']} failed {t['failed']}" + (f" {rate:.1f}/s" if rate else ""))
+            self.progress.update(self.bars[s["id"]], total=t["total"], completed=done, detail=detail)
+            if show_line:
+                print(f"campaign {s['id']}: {s['state']} {detail}", file=sys.stderr)
+        if show_line:
+            self.last_line = now
 
 
 def main() -> None:

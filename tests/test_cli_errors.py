@@ -11,6 +11,7 @@ import signal
 import sqlite3
 import subprocess
 
+import pytest
 from harness import BIN, Cigri, wait_for
 
 
@@ -97,3 +98,9 @@ def test_the_daemon_survives_a_failing_cycle(cigri: Cigri) -> None:
     wait_for(lambda: log.exists() and log.read_text().count("cycle failed") >= 2, 20, "two failed cycles")
     assert daemon.poll() is None, cigri.daemon_log(daemon)
     assert "Traceback" in log.read_text()
+
+
+@pytest.mark.parametrize("period", ["0", "-1", "nan", "inf"])
+def test_a_bad_daemon_period_is_one_line_naming_the_flag(cigri: Cigri, period: str) -> None:
+    result = cigri.run("cigri", "daemon", "--period", period, "--cycles", "1", expect=2)
+    assert result.stderr.splitlines() == ["cigri: --period: must be > 0 and finite"]

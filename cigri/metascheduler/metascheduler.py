@@ -220,7 +220,7 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
         budget = depth - sum(n for (_, k), n in waiting.items() if k == cluster_id)
         targets = _queue_weights(gathered.scenario, allocation, cluster.name)
         total = sum(targets.values())
-        room = {}
+        room: dict[int, int] = {}
         for c in targets:
             if specs[c].pending:  # counted only up to the cores: any pending task may queue
                 quota = share_of[c].target.get(cluster.name, 0) + -(-depth * targets[c] // total)

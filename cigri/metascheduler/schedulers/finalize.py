@@ -8,9 +8,9 @@ single copy for longer than the campaign's mean task duration so far, plus
 that has not yet outlived the mean is left alone: a copy of it would most likely lose, and would
 only burn a slot. The delay (Spark's ``speculation.minTaskRuntime``, at a batch cluster's scale)
 keeps short tasks from being copied: a copy needs time to start and win, and a task of a second
-may have ended since the updator's poll, so that its copy would only run it twice. The first copy to finish ends the
-task (the updator); every other copy still active is then marked ``kill_reason = 'replica'``
-and nikita cancels it at the end of the cycle, so the task counts once. Colombo judges a
+may have ended since the updator's poll, so that its copy would only run it twice. The first
+copy to finish ends the task (the updator); every other copy still active is then marked
+``kill_reason = 'replica'`` and nikita cancels it at the end of the cycle, so the task counts once. Colombo judges a
 task's ending only once no copy of it is active, so a replica that fails decides nothing while
 another copy runs.
 
