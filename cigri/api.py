@@ -6,10 +6,10 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cigri import bag
 from cigri import db as database
 from cigri import predictor
 from cigri.errors import InputError, NotFound, Refused
@@ -90,25 +90,49 @@ def _ingest(grid: Grid) -> Iterator[sqlite3.Connection]:
 
 
 def _insert_tasks(conn: sqlite3.Connection, campaign_id: int, source: ParamSource) -> int:
-    """Stream parameters into the bag a block at a time; a duplicate name aborts the transaction.
+    """Stream parameters into the bag a block at a time, as one block of fresh tasks (see
+    :mod:`cigri.bag`); a duplicate name aborts the transaction.
 
     One prepared statement, bound to whole blocks, with the campaign id in the SQL: the
-    per-row work left is SQLite's (the row and its two index entries).
+    per-row work left is SQLite's, and no index is maintained. Names are checked once at the
+    end, by one sort in SQLite (bounded memory, unlike a set of a million names).
     """
     sql = f"INSERT INTO tasks(campaign_id, name, param) VALUES ({int(campaign_id)}, ?, ?)"
+    first_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM tasks").fetchone()[0]
     total = 0
     for rows in param_rows(source, INSERT_CHUNK):
-        before = conn.total_changes
-        try:
-            conn.executemany(sql, rows)
-        except sqlite3.IntegrityError:
-            failed = total + conn.total_changes - before  # rows before it were inserted
-            position, name, _ = next(islice(iter_params(source), failed, None))
-            raise InputError(f"{describe(source, position)}: duplicate task name {name!r} "
-                             "(the first word of a line names its task)") from None
+        conn.executemany(sql, rows)
         total += len(rows)
+    if total == 0:
+        return 0
+    last_id = conn.execute("SELECT max(id) FROM tasks").fetchone()[0]
+    assert last_id - first_id + 1 == total, "the write lock keeps one submission's ids consecutive"
+    bag.add_block(conn, campaign_id, first_id, last_id)
+    _refuse_duplicate_names(conn, campaign_id, source, first_id)
     conn.execute("UPDATE campaigns SET nb_tasks = nb_tasks + ? WHERE id = ?", [total, campaign_id])
     return total
+
+
+def _refuse_duplicate_names(conn: sqlite3.Connection, campaign_id: int, source: ParamSource, first_id: int) -> None:
+    """InputError naming the first parameter (in file order) whose name an earlier task of the
+    campaign already has; the tasks from ``first_id`` on are the ones just inserted."""
+    low, high = bag.span(conn, campaign_id)
+    repeated = [r[0] for r in conn.execute(
+        "SELECT name FROM tasks WHERE id BETWEEN ? AND ? AND campaign_id = ? GROUP BY name HAVING count(*) > 1",
+        [low, high, campaign_id])]
+    if not repeated:
+        return
+    wanted = set(repeated)
+    seen = {name for (name,) in conn.execute(  # the campaign's names from before this block
+        "SELECT name FROM tasks WHERE id BETWEEN ? AND ? AND campaign_id = ?", [low, first_id - 1, campaign_id])
+        if name in wanted}
+    for position, name, _ in iter_params(source):
+        if name in seen:
+            raise InputError(f"{describe(source, position)}: duplicate task name {name!r} "
+                             "(the first word of a line names its task)")
+        if name in wanted:
+            seen.add(name)
+    raise AssertionError("a repeated name was found in the database but not in the source")
 
 
 # --- control ------------------------------------------------------------------------------
@@ -131,8 +155,7 @@ def cancel(grid: Grid, campaign_id: int, *, user: str) -> None:
             raise Refused(f"campaign {campaign_id} is already {campaign['state']}")
         conn.execute("UPDATE campaigns SET state = ?, finished_at = ? WHERE id = ?",
                      [CampaignState.CANCELLED, database.now(), campaign_id])
-        conn.execute(f"UPDATE tasks SET state = ? WHERE campaign_id = ? AND state IN {sql_in(TASK_OPEN)}",
-                     [TaskState.CANCELLED, campaign_id])
+        bag.end_all(conn, campaign_id, TASK_OPEN, TaskState.CANCELLED)
         conn.execute(f"UPDATE jobs SET kill_reason = ? WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)}",
                      [KillReason.USER, campaign_id])
         record(conn, "USER_CANCEL", f"campaign cancelled by {user}", campaign_id=campaign_id)
@@ -174,9 +197,7 @@ TASK_COUNT_KEYS = ("total", "pending", "waiting", "running", "terminated", "fail
 
 def _task_counts(grid: Grid, campaign_id: int) -> dict[str, int]:
     counts = dict.fromkeys(TASK_COUNT_KEYS, 0)
-    for state, n in grid.db.execute("SELECT state, count(*) FROM tasks WHERE campaign_id = ? GROUP BY state",
-                                    [campaign_id]):
-        counts[state] = n
+    counts.update(bag.counts(grid.db, campaign_id))
     counts["total"] = sum(counts[s] for s in TaskState)
     return counts
 
@@ -276,8 +297,9 @@ def campaign_tasks(grid: Grid, campaign_id: int) -> Iterator[dict[str, Any]]:
             "j.started_at, j.finished_at FROM jobs j JOIN clusters c ON c.id = j.cluster_id "
             "WHERE j.campaign_id = ? AND j.task_id IS NOT NULL ORDER BY j.id", [campaign_id]):
         jobs.setdefault(job.pop("task_id"), []).append(job)
-    for task in grid.db.query("SELECT id, name, param, state, attempts FROM tasks WHERE campaign_id = ? "
-                              "ORDER BY id", [campaign_id]):
+    low, high = bag.span(grid.db, campaign_id)
+    for task in grid.db.query("SELECT id, name, param, state, attempts FROM tasks WHERE id BETWEEN ? AND ? "
+                              "AND campaign_id = ? ORDER BY id", [low, high, campaign_id]):
         task["jobs"] = jobs.get(task["id"], [])
         yield task
 
@@ -392,7 +414,7 @@ def _resubmit_failed(conn: sqlite3.Connection, event_ids: list[int]) -> int:
                  [CampaignState.IN_TREATMENT, CampaignState.TERMINATED, CampaignState.FAILED, TaskState.FAILED,
                   *event_ids])
     return conn.execute(
-        f"UPDATE tasks SET state = ?, priority = 20, resubmits = 0, walltime_kills = 0 WHERE state = ? "
+        f"UPDATE tasks SET state = ?, priority = {bag.PRIORITY_HEAD}, resubmits = 0, walltime_kills = 0 WHERE state = ? "
         f"AND id IN ({tasks}) AND campaign_id IN (SELECT id FROM campaigns WHERE state IN (?, ?))",
         [TaskState.PENDING, TaskState.FAILED, *event_ids, *CAMPAIGN_ACTIVE]).rowcount
 

@@ -24,13 +24,13 @@ import logging
 from collections import Counter
 from typing import Any
 
+from cigri import bag
 from cigri import db as database
 from cigri.cycle_context import CycleContext
 from cigri.events import blacklist_pair, close, first_line, record
 from cigri.states import EXIT_RESUBMIT_HEAD, JOB_ACTIVE, CampaignState, JobState, KillReason, TaskState, sql_in
 
 log = logging.getLogger("cigri.colombo")
-PRIORITY_HEAD, PRIORITY_TAIL = 20, 0
 DEFAULT_WALLTIME_RESUBMIT = 3
 UNDECIDED = (JobState.FAILED, JobState.TIMEOUT, JobState.LOST, JobState.RESUBMIT, JobState.CANCELLED,
              JobState.PREEMPTED)
@@ -89,7 +89,7 @@ def _decide(ctx: CycleContext, conn: Any, campaign_id: int, job: dict[str, Any],
     elif state == JobState.PREEMPTED:  # the cluster's own users (or fair share) came first: not the task's fault
         conn.execute("UPDATE tasks SET state = ?, priority = ?, attempts = attempts - 1, preemptions = preemptions + 1 "
                      "WHERE id = ? AND state IN (?, ?)",
-                     [TaskState.PENDING, PRIORITY_HEAD, task_id, TaskState.WAITING, TaskState.RUNNING])
+                     [TaskState.PENDING, bag.PRIORITY_HEAD, task_id, TaskState.WAITING, TaskState.RUNNING])
         record(conn, "BEST_EFFORT_KILL", "best-effort job killed for the cluster's own users; task resubmitted",
                **where)
     elif state == JobState.FAILED:
@@ -103,15 +103,15 @@ def _decide(ctx: CycleContext, conn: Any, campaign_id: int, job: dict[str, Any],
         record(conn, "WALLTIME", f"task {name} was killed at its walltime {job['walltime_kills'] + 1} time(s) "
                                  f"(walltime_resubmit = {walltime_resubmit}); task failed", **where)
     elif state == JobState.TIMEOUT:
-        _resubmit(ctx, conn, job, PRIORITY_TAIL, "WALLTIME_RESUBMIT",
+        _resubmit(ctx, conn, job, bag.PRIORITY_TAIL, "WALLTIME_RESUBMIT",
                   "task killed at its walltime; resubmitted at the tail of the bag", where, walltime=True)
     elif state == JobState.RESUBMIT:
         head = job["exit_code"] == EXIT_RESUBMIT_HEAD
-        _resubmit(ctx, conn, job, PRIORITY_HEAD if head else PRIORITY_TAIL, "RESUBMIT",
+        _resubmit(ctx, conn, job, bag.PRIORITY_HEAD if head else bag.PRIORITY_TAIL, "RESUBMIT",
                   f"exit status {job['exit_code']}: resubmitted at the {'head' if head else 'tail'} of the bag",
                   where, signature=str(job["exit_code"]))
     else:
-        _resubmit(ctx, conn, job, PRIORITY_HEAD, "LOST_JOB",
+        _resubmit(ctx, conn, job, bag.PRIORITY_HEAD, "LOST_JOB",
                   f"job {state} on the cluster (not by cigri); resubmitted", where, signature=state)
     return False
 
@@ -207,6 +207,5 @@ def _script_failures(ctx: CycleContext) -> None:
                 [campaign_id, JobState.SUBMITTING, JobState.WAITING, JobState.RUNNING, JobState.TERMINATED]
             ).fetchone()[0]
             if kind == "prologue" and clusters_left == 0:
-                conn.execute("UPDATE tasks SET state = ? WHERE campaign_id = ? AND state = ?",
-                             [TaskState.FAILED, campaign_id, TaskState.PENDING])
+                bag.end_all(conn, campaign_id, (TaskState.PENDING,), TaskState.FAILED)
                 log.warning("campaign %s: prologue failed on every cluster; its tasks fail", campaign_id)

@@ -251,6 +251,49 @@ def m007_grouping(db: Database) -> None:
     """)
 
 
+@migrations()
+def m008_task_blocks(db: Database) -> None:
+    """Fresh tasks leave the indexes (see :mod:`cigri.bag`): the bag index becomes partial, and
+    the UNIQUE (campaign_id, name) index goes, names being checked once per submission instead.
+    Existing tasks are described as blocks: each campaign's runs of consecutive ids, fresh
+    from past the last task that was ever taken, ended or requeued (tasks are taken in id order
+    and never return to the bag at the fresh priority, so the fresh ones are exactly those).
+    The table is rebuilt to drop its UNIQUE constraint (SQLite's documented procedure)."""
+    db.executescript("""
+    CREATE TABLE task_blocks (
+        campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
+        first_id INTEGER NOT NULL,                    -- the block is tasks first_id..last_id,
+        last_id INTEGER NOT NULL,                     -- inserted by one submission or extension
+        next_fresh INTEGER NOT NULL,                  -- next_fresh..last_id: never taken (pending)
+        PRIMARY KEY (campaign_id, first_id)
+    );
+    INSERT INTO task_blocks(campaign_id, first_id, last_id, next_fresh)
+        WITH runs AS (
+            SELECT campaign_id, id, id - row_number() OVER (PARTITION BY campaign_id ORDER BY id) AS run,
+                   max(CASE WHEN state <> 'pending' OR priority <> 10 THEN id END) OVER (PARTITION BY campaign_id) AS last_touched
+            FROM tasks)
+        SELECT campaign_id, min(id), max(id), max(min(id), min(max(id), coalesce(max(last_touched), 0)) + 1)
+        FROM runs GROUP BY campaign_id, run;
+    CREATE TABLE tasks_new (
+        id INTEGER PRIMARY KEY,
+        campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
+        name TEXT NOT NULL,
+        param TEXT NOT NULL,
+        priority INTEGER NOT NULL DEFAULT 10,          -- 10: fresh (cigri.bag)
+        state TEXT NOT NULL DEFAULT 'pending',
+        attempts INTEGER NOT NULL DEFAULT 0,
+        resubmits INTEGER NOT NULL DEFAULT 0,         -- in a row, best-effort kills aside
+        walltime_kills INTEGER NOT NULL DEFAULT 0,
+        preemptions INTEGER NOT NULL DEFAULT 0
+    );
+    INSERT INTO tasks_new SELECT id, campaign_id, name, param, priority, state, attempts, resubmits,
+                                 walltime_kills, preemptions FROM tasks;
+    DROP TABLE tasks;
+    ALTER TABLE tasks_new RENAME TO tasks;
+    CREATE INDEX tasks_bag ON tasks(campaign_id, state, priority DESC, id) WHERE state <> 'pending' OR priority <> 10;
+    """)
+
+
 def connect(path: Path) -> Database:
     """Open (creating if needed) and migrate the database; files are private to the owner."""
     try:
@@ -263,16 +306,24 @@ def connect(path: Path) -> Database:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA foreign_keys = ON")
         db = Database(conn)
         if migrations.pending(db):
-            with _immediate(conn):  # concurrent first opens queue on the write lock
-                migrations.apply(db)
+            _migrate(db)
+        conn.execute("PRAGMA foreign_keys = ON")
         return db
     except sqlite3.Error as error:
         raise CigriError(f"database {path}: {error}") from None
     except OSError as error:
         raise CigriError(f"database {path}: {error.strerror}") from None
+
+
+def _migrate(db: Database) -> None:
+    """Apply pending migrations in one transaction, with foreign keys off so that a table can
+    be rebuilt, and checked before commit (SQLite's documented procedure for schema changes)."""
+    with _immediate(db.conn):  # concurrent first opens queue on the write lock
+        migrations.apply(db)
+        if violation := db.conn.execute("PRAGMA foreign_key_check").fetchone():
+            raise sqlite3.IntegrityError(f"migration broke a foreign key: {violation}")
 
 
 @contextmanager

@@ -37,11 +37,12 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from cigri import bag
 from cigri import db as database
 from cigri.config import JOB_RATIOS, RunnerSettings
 from cigri.cycle_context import CycleContext
 from cigri.events import close, open_event
-from cigri.states import CampaignState, JobState, KillReason, TaskState
+from cigri.states import TASK_OPEN, CampaignState, JobState, KillReason, TaskState
 
 log = logging.getLogger("cigri.predictor")
 WINDOW = 3600.0  # seconds of ended jobs the throughput is measured over
@@ -204,8 +205,7 @@ def cluster_figures(db: Reader, campaign_id: int, now: float, window: float = WI
 
 
 def remaining_tasks(db: Reader, campaign_id: int) -> int:
-    return db.execute("SELECT count(*) FROM tasks WHERE campaign_id = ? AND state IN (?, ?, ?)",
-                      [campaign_id, TaskState.PENDING, TaskState.WAITING, TaskState.RUNNING]).fetchone()[0]
+    return bag.count(db, campaign_id, TASK_OPEN)
 
 
 def campaign_figures(db: Reader, campaign_id: int, now: float, *, remaining: int | None = None,
@@ -281,8 +281,7 @@ def predict(ctx: CycleContext) -> int:
             "GROUP BY campaign_id, cluster_id", [JobState.SUBMITTING, JobState.WAITING]):
         queued[(campaign_id, cluster_id)] = n
     waiting = _waiting_jobs(db, list(ctx.capacities))
-    pending = {c for c in campaign_ids if db.execute(
-        "SELECT 1 FROM tasks WHERE campaign_id = ? AND state = ? LIMIT 1", [c, TaskState.PENDING]).fetchone()}
+    pending = {c for c in campaign_ids if bag.count(db, c, (TaskState.PENDING,), limit=1)}
     per_cycle = ctx.grid.config.settings.cycle_period / 3600
     drain = {key: math.floor(per_hour * per_cycle) for key, per_hour in throughputs(db, campaign_ids, now).items()}
     flagged = 0

@@ -25,14 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cigri import api, clock, predictor
+from cigri import api, bag, clock, predictor
 from cigri import config as configuration
 from cigri.backends.sim import SimBackend
 from cigri.backends.sim.world import GRICAD_MEDIAN_SECONDS, GRICAD_SIGMA, lognormal
 from cigri.cycle import run_cycle
 from cigri.errors import InputError
 from cigri.grid import Grid, open_grid
-from cigri.states import CAMPAIGN_ACTIVE, TASK_OPEN, sql_in
+from cigri.states import CAMPAIGN_ACTIVE, TASK_OPEN, TaskState, sql_in
 
 START = 1_767_225_600.0  # 2026-01-01 00:00 UTC: every run starts at the same virtual time
 LAWS = ("constant", "lognormal", "exponential", "uniform", "gricad")
@@ -322,9 +322,7 @@ def _sample(grid: Grid, run: Run, worlds: dict[int, SimBackend], now: float) -> 
         if cid in campaigns:
             held[cid] = n * cores[cid]
     total = sum(held.values())
-    demand = {cid: cores[cid] * grid.db.execute(
-        f"SELECT count(*) FROM (SELECT 1 FROM tasks WHERE campaign_id = ? AND state IN {sql_in(TASK_OPEN)} LIMIT ?)",
-        [cid, total + 1]).fetchone()[0] for cid in campaigns}
+    demand = {cid: cores[cid] * bag.count(grid.db, cid, TASK_OPEN, limit=total + 1) for cid in campaigns}
     classes = _classes(run)
     tree: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
     for cid, (user, klass) in campaigns.items():
@@ -341,8 +339,7 @@ def _sample(grid: Grid, run: Run, worlds: dict[int, SimBackend], now: float) -> 
         ideal_class[klass] += ideal_campaign.get(cid, 0.0)
     harvestable = sum(b.world.cores - b.world.local_cores() for b in worlds.values())
     queued = grid.db.execute("SELECT count(*) FROM jobs WHERE state IN ('submitting', 'waiting')").fetchone()[0]
-    pending = sum(grid.db.execute("SELECT count(*) FROM (SELECT 1 FROM tasks WHERE campaign_id = ? AND state = 'pending' "
-                                  "LIMIT ?)", [cid, harvestable + 1]).fetchone()[0] for cid in campaigns)
+    pending = sum(bag.count(grid.db, cid, (TaskState.PENDING,), limit=harvestable + 1) for cid in campaigns)
     previous = run.samples[-1].at * 3600 + START if run.samples else START
     return Sample((now - START) / 3600, now - previous, dict(running), dict(ideal), dict(by_class), dict(ideal_class),
                   harvestable, queued, pending)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 
+from cigri import bag
 from cigri import db as database
 from cigri.backends import RemoteJob, RemoteState
 from cigri.cycle_context import CycleContext
@@ -130,8 +131,7 @@ def finish_campaigns(ctx: CycleContext) -> list[int]:
         candidates = [r[0] for r in conn.execute(
             "SELECT id FROM campaigns WHERE state IN (?, ?)", [CampaignState.IN_TREATMENT, CampaignState.PAUSED])]
         for campaign_id in candidates:
-            if conn.execute(f"SELECT 1 FROM tasks WHERE campaign_id = ? AND state IN {sql_in(TASK_OPEN)} LIMIT 1",
-                            [campaign_id]).fetchone():
+            if bag.count(conn, campaign_id, TASK_OPEN, limit=1):
                 continue
             if conn.execute(f"SELECT 1 FROM jobs WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)} LIMIT 1",
                             [campaign_id]).fetchone():
@@ -141,8 +141,7 @@ def finish_campaigns(ctx: CycleContext) -> list[int]:
                     "AND p.value != '\"\"' AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.campaign_id = p.campaign_id "
                     "AND j.cluster_id = p.cluster_id AND j.kind = 'epilogue')", [campaign_id]).fetchone():
                 continue
-            failed = conn.execute("SELECT count(*) FROM tasks WHERE campaign_id = ? AND state = ?",
-                                  [campaign_id, TaskState.FAILED]).fetchone()[0]
+            failed = bag.count(conn, campaign_id, (TaskState.FAILED,))
             end = CampaignState.FAILED if failed else CampaignState.TERMINATED
             conn.execute("UPDATE campaigns SET state = ?, finished_at = ? WHERE id = ? AND state IN (?, ?)",
                          [end, database.now(), campaign_id, CampaignState.IN_TREATMENT, CampaignState.PAUSED])

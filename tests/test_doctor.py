@@ -51,10 +51,10 @@ def test_a_corrupt_database_and_a_bad_configuration(cigri: Cigri) -> None:
     database = cigri.home / "cigri.db"
     conn = sqlite3.connect(database)
     root, size = conn.execute("SELECT rootpage, (SELECT page_size FROM pragma_page_size) FROM sqlite_master "
-                              "WHERE name = 'tasks_bag'").fetchone()
+                              "WHERE name = 'tasks'").fetchone()
     conn.close()
     data = bytearray(database.read_bytes())
-    data[(root - 1) * size + 8:root * size] = bytes(size - 8)  # zero the index's root page past its header
+    data[(root - 1) * size + 8:root * size] = bytes(size - 8)  # zero the table's root page past its header
     database.write_bytes(bytes(data))
     checks = _doctor(cigri, 1)
     assert _failed(checks) == ["database"], checks

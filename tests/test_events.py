@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from harness import Cigri
 
-from cigri import api, colombo, config
+from cigri import api, bag, colombo, config
 from cigri import db as database
 from cigri.backends import Capacity
 from cigri.cycle import run_cycle
@@ -46,12 +46,20 @@ def grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Grid]:
     grid.close()
 
 
-def campaign(grid: Grid, tmp_path: Path, tasks: int, user: str = USER, **cluster: Any) -> tuple[int, list[int]]:
+def campaign(grid: Grid, tmp_path: Path, tasks: int, user: str = USER, *, taken: bool = False,
+             **cluster: Any) -> tuple[int, list[int]]:
+    """A campaign of ``tasks`` tasks, pending, or ``taken`` from the bag (waiting) for tests
+    that end their jobs by hand, in any order."""
     document = {"name": "c", "exec_file": "/bin/true", "nb_jobs": tasks, "exec_directory": str(tmp_path),
                 "clusters": {"local": cluster}}
     campaign_id, _ = api.submit(grid, json.dumps(document), base_dir=tmp_path, user=user)
-    return campaign_id, [r[0] for r in grid.db.execute("SELECT id FROM tasks WHERE campaign_id = ? ORDER BY id",
-                                                        [campaign_id])]
+    if not taken:
+        return campaign_id, [r[0] for r in grid.db.execute("SELECT id FROM tasks WHERE campaign_id = ? ORDER BY id",
+                                                            [campaign_id])]
+    with database.write(grid.db) as conn:  # as the workqueue takes them, before their jobs exist
+        task_ids = bag.take(conn, campaign_id, tasks)
+        conn.executemany("UPDATE tasks SET state = ? WHERE id = ?", [(TaskState.WAITING, t) for t in task_ids])
+    return campaign_id, task_ids
 
 
 def end_job(grid: Grid, task_id: int, state: JobState, exit_code: int | None = None) -> int:
@@ -81,38 +89,38 @@ def codes(grid: Grid) -> list[tuple[str, str, int]]:
 # --- reason-aware resubmission -------------------------------------------------------------
 
 def test_best_effort_kills_are_resubmitted_without_limit_but_counted(grid: Grid, tmp_path: Path) -> None:
-    _, (task_id,) = campaign(grid, tmp_path, 1)
+    _, (task_id,) = campaign(grid, tmp_path, 1, taken=True)
     for _ in range(12):  # far beyond max_resubmit (4)
         end_job(grid, task_id, JobState.PREEMPTED)
         analyse(grid)
         assert task(grid, task_id)["state"] == TaskState.PENDING
     row = task(grid, task_id)
-    assert (row["preemptions"], row["resubmits"], row["attempts"], row["priority"]) == (12, 0, 0, colombo.PRIORITY_HEAD)
+    assert (row["preemptions"], row["resubmits"], row["attempts"], row["priority"]) == (12, 0, 0, bag.PRIORITY_HEAD)
     assert codes(grid) == [("BEST_EFFORT_KILL", "closed", 12)]  # one counted row, not twelve
 
 
 def test_walltime_kills_resubmit_up_to_the_jdl_limit_then_fail(grid: Grid, tmp_path: Path) -> None:
-    _, (default, strict) = campaign(grid, tmp_path, 2)
-    _, (none,) = campaign(grid, tmp_path, 1, walltime_resubmit=0)
+    _, (default, strict) = campaign(grid, tmp_path, 2, taken=True)
+    _, (none,) = campaign(grid, tmp_path, 1, taken=True, walltime_resubmit=0)
     for _ in range(3):
         end_job(grid, default, JobState.TIMEOUT)
         analyse(grid)
         assert task(grid, default)["state"] == TaskState.PENDING
-        assert task(grid, default)["priority"] == colombo.PRIORITY_TAIL
+        assert task(grid, default)["priority"] == bag.PRIORITY_TAIL
     end_job(grid, default, JobState.TIMEOUT)
     end_job(grid, none, JobState.TIMEOUT)
     analyse(grid)
     assert task(grid, default)["state"] == task(grid, none)["state"] == TaskState.FAILED
-    assert task(grid, default)["walltime_kills"] == 4 and task(grid, strict)["state"] == TaskState.PENDING
+    assert task(grid, default)["walltime_kills"] == 4 and task(grid, strict)["state"] == TaskState.WAITING
     assert [c for c in codes(grid) if c[0] == "WALLTIME"] == [("WALLTIME", "open", 1), ("WALLTIME", "open", 1)]
 
 
 def test_exit_66_goes_to_the_head_67_to_the_tail_and_endless_resubmission_fails(grid: Grid, tmp_path: Path) -> None:
-    _, (head, tail, lost) = campaign(grid, tmp_path, 3)
+    _, (head, tail, lost) = campaign(grid, tmp_path, 3, taken=True)
     end_job(grid, head, JobState.RESUBMIT, 66)
     end_job(grid, tail, JobState.RESUBMIT, 67)
     analyse(grid)
-    assert (task(grid, head)["priority"], task(grid, tail)["priority"]) == (colombo.PRIORITY_HEAD, colombo.PRIORITY_TAIL)
+    assert (task(grid, head)["priority"], task(grid, tail)["priority"]) == (bag.PRIORITY_HEAD, bag.PRIORITY_TAIL)
     for _ in range(grid.config.settings.max_resubmit):
         end_job(grid, lost, JobState.LOST)
         analyse(grid)
@@ -126,7 +134,7 @@ def test_exit_66_goes_to_the_head_67_to_the_tail_and_endless_resubmission_fails(
 # --- aggregation, blacklist of a campaign on a cluster, fixing -----------------------------
 
 def test_identical_failures_are_one_event_and_fix_resubmit_puts_them_back(grid: Grid, tmp_path: Path) -> None:
-    campaign_id, task_ids = campaign(grid, tmp_path, 300)
+    campaign_id, task_ids = campaign(grid, tmp_path, 300, taken=True)
     jobs = [end_job(grid, t, JobState.FAILED, 1) for t in task_ids]
     analyse(grid)
     events = api.events(grid, user=USER, campaign_id=campaign_id)
@@ -149,7 +157,7 @@ def test_identical_failures_are_one_event_and_fix_resubmit_puts_them_back(grid: 
 
 
 def test_a_campaign_blacklist_is_lifted_after_autofix_delay_when_the_cluster_answers(grid: Grid, tmp_path: Path) -> None:
-    _, task_ids = campaign(grid, tmp_path, 20)
+    _, task_ids = campaign(grid, tmp_path, 20, taken=True)
     for t in task_ids[:10]:
         end_job(grid, t, JobState.FAILED, 2)
     analyse(grid)
@@ -163,7 +171,7 @@ def test_a_campaign_blacklist_is_lifted_after_autofix_delay_when_the_cluster_ans
 
 
 def test_a_campaign_whose_tasks_failed_ends_failed_even_with_open_events(grid: Grid, tmp_path: Path) -> None:
-    campaign_id, (ok, bad) = campaign(grid, tmp_path, 2)
+    campaign_id, (ok, bad) = campaign(grid, tmp_path, 2, taken=True)
     grid.db.execute("UPDATE tasks SET state = 'terminated' WHERE id = ?", [ok])
     end_job(grid, bad, JobState.FAILED, 1)
     run_cycle(grid)
@@ -174,7 +182,7 @@ def test_a_campaign_whose_tasks_failed_ends_failed_even_with_open_events(grid: G
 
 def test_jobs_stuck_submitting_are_reported_once_and_the_report_closes_when_they_are_sent(grid: Grid,
                                                                                         tmp_path: Path) -> None:
-    _, task_ids = campaign(grid, tmp_path, 3)
+    _, task_ids = campaign(grid, tmp_path, 3, taken=True)
     stuck = [end_job(grid, t, JobState.SUBMITTING) for t in task_ids]
     grid.db.execute("UPDATE jobs SET created_at = created_at - 601")
     analyse(grid)

@@ -45,7 +45,7 @@ def test_a_killed_million_line_submission_leaves_all_or_nothing(cigri: Cigri) ->
     seed = random.randrange(1 << 32)
     rng = random.Random(seed)
     # one kill while the JDL is read and checked, the others spread over the ingest
-    moments = [rng.uniform(0.2, 0.8), *sorted(rng.uniform(1.0, 9.0) for _ in range(3))]
+    moments = [rng.uniform(0.2, 0.8), *sorted(rng.uniform(1.0, 5.0) for _ in range(3))]
     outcomes = []
     for moment in moments:
         proc = subprocess.Popen([str(BIN / "gridsub"), "-f", str(jdl)], env=cigri.env, cwd=cigri.tmp,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from test_submit import grid  # noqa: F401  (a fixture: two local clusters, "local" and "other")
 
-from cigri import api, predictor
+from cigri import api, bag, predictor
 from cigri.grid import Grid
 from cigri.predictor import Observation, TapLimits, next_rate
 
@@ -152,8 +152,7 @@ def ended(grid: Grid, campaign_id: int, cluster: str, durations_and_ends: list[t
     cluster_id = grid.cluster_ids()[cluster]
     conn = grid.db.conn
     for duration, end in durations_and_ends:
-        task_id = conn.execute("SELECT id FROM tasks WHERE campaign_id = ? AND state = 'pending' ORDER BY id LIMIT 1",
-                               [campaign_id]).fetchone()[0]
+        task_id, = bag.take(conn, campaign_id, 1)
         conn.execute("UPDATE tasks SET state = 'terminated' WHERE id = ?", [task_id])
         conn.execute("INSERT INTO jobs(campaign_id, task_id, cluster_id, state, created_at, started_at, finished_at) "
                      "VALUES (?, ?, ?, 'terminated', ?, ?, ?)",

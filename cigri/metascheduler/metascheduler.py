@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cigri import bag
 from cigri import db as database
 from cigri import predictor
 from cigri.backends import Capacity
@@ -271,11 +272,9 @@ def _queue_weights(scenario: fairshare.Scenario, allocation: fairshare.Allocatio
 
 
 def _has_open_tasks(conn: sqlite3.Connection, campaign_id: int) -> bool:
-    return conn.execute(f"SELECT 1 FROM tasks WHERE campaign_id = ? AND state IN {sql_in(TASK_OPEN)} "
-                        "LIMIT 1", [campaign_id]).fetchone() is not None
+    return bag.count(conn, campaign_id, TASK_OPEN, limit=1) > 0
 
 
 def _pending(conn: sqlite3.Connection, campaign_id: int, limit: int) -> int:
     """Pending tasks, counted only up to what could be started (cheap on huge bags)."""
-    return int(conn.execute("SELECT count(*) FROM (SELECT 1 FROM tasks WHERE campaign_id = ? AND state = ? LIMIT ?)",
-                            [campaign_id, TaskState.PENDING, limit]).fetchone()[0])
+    return bag.count(conn, campaign_id, (TaskState.PENDING,), limit=limit)

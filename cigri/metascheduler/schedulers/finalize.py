@@ -27,6 +27,7 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
+from cigri import bag
 from cigri import db as database
 from cigri.backends import Capacity
 from cigri.states import (
@@ -104,11 +105,9 @@ def replicate(conn: sqlite3.Connection, capacities: Mapping[int, Capacity],
 
 def _tail_size(conn: sqlite3.Connection, campaign_id: int, room: int) -> int:
     """The campaign's open tasks, counted up to ``room``; a non-empty bag counts as no tail."""
-    if conn.execute("SELECT 1 FROM tasks WHERE campaign_id = ? AND state = ? LIMIT 1",
-                    [campaign_id, TaskState.PENDING]).fetchone():
+    if bag.count(conn, campaign_id, (TaskState.PENDING,), limit=1):
         return room
-    return int(conn.execute("SELECT count(*) FROM (SELECT 1 FROM tasks WHERE campaign_id = ? AND state IN (?, ?) "
-                            "LIMIT ?)", [campaign_id, TaskState.WAITING, TaskState.RUNNING, room]).fetchone()[0])
+    return bag.count(conn, campaign_id, (TaskState.WAITING, TaskState.RUNNING), limit=room)
 
 
 def _stragglers(conn: sqlite3.Connection, campaign_id: int, since: float) -> list[tuple[int, int]]:

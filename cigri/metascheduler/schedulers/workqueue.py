@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import sqlite3
 
+from cigri import bag
 from cigri import db as database
 from cigri.states import JobState, TaskState
 
 
 def take_tasks(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, count: int) -> int:
     """Move up to ``count`` pending tasks into new ``submitting`` jobs; return how many."""
-    task_ids = [r[0] for r in conn.execute(
-        "SELECT id FROM tasks WHERE campaign_id = ? AND state = ? ORDER BY priority DESC, id LIMIT ?",
-        [campaign_id, TaskState.PENDING, count])]
+    task_ids = bag.take(conn, campaign_id, count)
     if not task_ids:
         return 0
     now = database.now()
