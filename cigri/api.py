@@ -123,15 +123,15 @@ def _refuse_duplicate_names(conn: sqlite3.Connection, campaign_id: int, source: 
     if not repeated:
         return
     wanted = set(repeated)
-    seen = {name for (name,) in conn.execute(  # the campaign's names from before this block
+    first_seen = {name: f"already in campaign {campaign_id}" for (name,) in conn.execute(  # names from before this block
         "SELECT name FROM tasks WHERE id BETWEEN ? AND ? AND campaign_id = ?", [low, first_id - 1, campaign_id])
         if name in wanted}
     for position, name, _ in iter_params(source):
-        if name in seen:
+        if name in first_seen:
             raise InputError(f"{describe(source, position)}: duplicate task name {name!r} "
-                             "(the first word of a line names its task)")
+                             f"({first_seen[name]}; the first word of a line names its task)")
         if name in wanted:
-            seen.add(name)
+            first_seen[name] = f"first at {describe(source, position)}"
     raise AssertionError("a repeated name was found in the database but not in the source")
 
 

@@ -213,7 +213,8 @@ def test_a_million_lines_one_of_them_bad_write_nothing(grid: Grid, tmp_path: Pat
     with pytest.raises(InputError) as refused:
         api.submit(grid, json.dumps({"name": "m", "clusters": {"local": {}}, "exec_file": "/bin/true",
                                      "param_file": str(path)}), base_dir=tmp_path, user="fuzzer")
-    assert str(refused.value) == f"{path}:1000000: duplicate task name 'p5' (the first word of a line names its task)"
+    assert str(refused.value) == (f"{path}:1000000: duplicate task name 'p5' (first at {path}:6; "
+                                  "the first word of a line names its task)")
     assert _counts(grid) == before
     CASES["params"] += 1
 

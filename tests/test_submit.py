@@ -116,7 +116,7 @@ def param_jdl(path: Path) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("content", "named"), [
-    ("a 1\nb 2\nc 3\nb 4\n", ":4: duplicate task name 'b'"),
+    ("a 1\nb 2\nc 3\nb 4\n", ":4: duplicate task name 'b' (first at "),
     ("a 1\n\n# c\nb 2\n'a' 3\n", ":5: duplicate task name 'a'"),
     ("a 1\nb 2\nc 'unbalanced\n", ":3: No closing quotation"),
     ("a 1\nb \x00\n", ":2: contains a NUL byte"),
@@ -165,6 +165,21 @@ def test_extend_is_atomic(grid: Grid, tmp_path: Path, content: str, line: int) -
     with pytest.raises(InputError, match=f"{more}:{line}:"):
         api.extend(grid, campaign_id, more, user=USER)
     assert snapshot(grid) == before
+
+
+def test_a_duplicate_name_names_its_first_occurrence(grid: Grid, tmp_path: Path) -> None:
+    campaign_id, _ = submit(grid, {"name": "x", "params": ["a 1", "b 2"], "exec_file": "/bin/true",
+                                   "clusters": {"local": {}}}, tmp_path)
+    submit(grid, {"name": "y", "params": ["c 1"], "exec_file": "/bin/true", "clusters": {"local": {}}}, tmp_path)
+    more = tmp_path / "more.txt"
+    more.write_text("c 3\nd 4\n\nd 5\n")  # c belongs to another campaign only
+    with pytest.raises(InputError) as within:
+        api.extend(grid, campaign_id, more, user=USER)
+    assert str(within.value).startswith(f"{more}:4: duplicate task name 'd' (first at {more}:2; ")
+    more.write_text("c 3\nb 4\n")
+    with pytest.raises(InputError) as earlier:
+        api.extend(grid, campaign_id, more, user=USER)
+    assert str(earlier.value).startswith(f"{more}:2: duplicate task name 'b' (already in campaign {campaign_id}; ")
 
 
 def test_extend_refuses_other_users_and_cancelled_campaigns(grid: Grid, tmp_path: Path) -> None:
