@@ -74,15 +74,23 @@ def idle_while_pending(report: dict[str, Any]) -> float:
 
 
 def settling(report: dict[str, Any], step_hour: float, period: float) -> dict[str, Any]:
-    """Cycles after the step until cigri's waiting jobs stay within +-20 % of their later level."""
+    """Cycles after the step until cigri's waiting jobs stay within +-20 % of their later level
+    (at least +-1 job), the share of samples after the step inside that band, and the longest
+    run of samples outside it (a transient)."""
     after = [p for p in report["timeline"] if p["hour"] >= step_hour]
     tail = after[len(after) // 2:]
     reference = sum(p["waiting"] for p in tail) / len(tail) if tail else 0.0
     band = max(1.0, 0.2 * reference)
-    settled_at = next((i for i in range(len(after))
-                       if all(abs(p["waiting"] - reference) <= band for p in after[i:])), None)
+    inside = [abs(p["waiting"] - reference) <= band for p in after]
+    settled_at = next((i for i in range(len(after)) if all(inside[i:])), None)
+    longest, run = 0, 0
+    for ok in inside:
+        run = 0 if ok else run + 1
+        longest = max(longest, run)
     return {"reference_waiting": round(reference, 1), "settling_cycles":
-            None if settled_at is None else round((after[settled_at]["hour"] - step_hour) * 3600 / period)}
+            None if settled_at is None else round((after[settled_at]["hour"] - step_hour) * 3600 / period),
+            "inside_band": round(sum(inside) / len(inside), 3) if inside else None,
+            "longest_excursion_samples": longest}
 
 
 def main() -> None:

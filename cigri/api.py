@@ -22,6 +22,7 @@ from cigri.jdl.parser import ParamSource, cluster_keys
 from cigri.states import CAMPAIGN_ACTIVE, JOB_ACTIVE, TASK_OPEN, CampaignState, KillReason, TaskState, sql_in
 
 if TYPE_CHECKING:
+    from cigri.config import Config
     from cigri.metascheduler.fairshare import Allocation, Scenario
 
 INSERT_CHUNK = 10_000
@@ -574,7 +575,7 @@ def test_cluster(grid: Grid, name: str, directory: str, timeout: float) -> dict[
 def shares(grid: Grid) -> dict[str, Any]:
     """The live allocation explained: what the next cycle would give every class, user,
     campaign and cluster, asking each cluster its capacity now; nothing is written."""
-    from cigri.metascheduler import fairshare, gather
+    from cigri.metascheduler import allocate, gather
 
     capacities, unreachable = {}, []
     for cluster_id, name, blacklisted in grid.db.execute("SELECT id, name, blacklisted FROM clusters ORDER BY name"):
@@ -586,17 +587,16 @@ def shares(grid: Grid) -> dict[str, Any]:
         except Exception as error:  # a broken cluster is left out, as the cycle does
             unreachable.append({"name": name, "error": str(error)})
     gathered = gather(grid, capacities, database.now())
-    fraction = grid.config.metascheduler.preempt_fraction
-    result = explain(gathered.scenario, fairshare.allocate(gathered.scenario, fraction))
+    result = explain(gathered.scenario, allocate(grid.config, gathered.scenario))
     for campaign in result["campaigns"]:
         campaign["name"] = gathered.names.get(campaign["id"])
     result["clusters_left_out"] = unreachable
     return result
 
 
-def shares_of_scenario(path: Path, preempt_fraction: float) -> dict[str, Any]:
+def shares_of_scenario(path: Path, config: Config) -> dict[str, Any]:
     """``cigri shares --scenario``: the allocation of a hypothetical grid read from a JSON file."""
-    from cigri.metascheduler import fairshare
+    from cigri.metascheduler import allocate, fairshare
 
     try:
         data = json.loads(path.read_text())
@@ -608,7 +608,7 @@ def shares_of_scenario(path: Path, preempt_fraction: float) -> dict[str, Any]:
         scenario = fairshare.scenario_from_json(data)
     except ValueError as error:
         raise InputError(f"{path}: {error}") from None
-    return explain(scenario, fairshare.allocate(scenario, preempt_fraction))
+    return explain(scenario, allocate(config, scenario))
 
 
 def explain(scenario: Scenario, allocation: Allocation) -> dict[str, Any]:

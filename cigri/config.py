@@ -92,6 +92,7 @@ class MetaschedulerSettings:
     how late a straggler is replicated."""
 
     preempt_fraction: float = 0.10
+    preempt_deadzone: float = 0.10
     replica_delay: float = 60.0
     night: str = "19:00-07:00"
     weekend: bool = True
@@ -472,6 +473,8 @@ def parse_window(text: str) -> tuple[time, time] | None:
 def _check_metascheduler(settings: MetaschedulerSettings) -> None:
     if not 0 <= settings.preempt_fraction <= 1:
         raise ConfigError("metascheduler.preempt_fraction: must be between 0 and 1")
+    if not 0 <= settings.preempt_deadzone < math.inf:  # also rejects nan
+        raise ConfigError("metascheduler.preempt_deadzone: must be >= 0 and finite")
     if not 0 <= settings.replica_delay < math.inf:  # also rejects nan
         raise ConfigError("metascheduler.replica_delay: must be >= 0 and finite")
     try:

@@ -213,7 +213,7 @@ class Sample:
     by_class: dict[str, int]
     ideal_class: dict[str, float]
     harvestable: int  # cores not used by local users
-    waiting: int  # cigri jobs queued on the clusters
+    waiting: int  # cigri jobs queued on the clusters (the clusters' count, not cigri's view)
     pending: int  # tasks in the bags (counted up to the harvestable cores)
 
 
@@ -338,7 +338,9 @@ def _sample(grid: Grid, run: Run, worlds: dict[int, SimBackend], now: float) -> 
         by_class[klass] += held[cid]
         ideal_class[klass] += ideal_campaign.get(cid, 0.0)
     harvestable = sum(b.world.cores - b.world.local_cores() for b in worlds.values())
-    queued = grid.db.execute("SELECT count(*) FROM jobs WHERE state IN ('submitting', 'waiting')").fetchone()[0]
+    # counted on the clusters: cigri's own view lags a poll (a job it just sent, which the
+    # cluster started at once, still reads waiting until the next cycle's updator)
+    queued = sum(1 for b in worlds.values() for job in (*b.world.queue, *b.world.best_effort_queue) if job.key)
     pending = sum(bag.count(grid.db, cid, (TaskState.PENDING,), limit=harvestable + 1) for cid in campaigns)
     previous = run.samples[-1].at * 3600 + START if run.samples else START
     return Sample((now - START) / 3600, now - previous, dict(running), dict(ideal), dict(by_class), dict(ideal_class),

@@ -80,7 +80,7 @@ def shares(scenario: Optional[Path] = typer.Option(None, "--scenario", metavar="
            as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
     """Explain the fair-share allocation: per class, user, campaign and cluster, the share, target, running jobs, demand and why."""
     if scenario is not None:
-        result = api.shares_of_scenario(scenario, configuration.load(overrides).metascheduler.preempt_fraction)
+        result = api.shares_of_scenario(scenario, configuration.load(overrides))
     else:
         result = api.shares(_grid())
     if as_json:

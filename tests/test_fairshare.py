@@ -128,6 +128,49 @@ def test_armada_two_queue_example_converges_under_the_preemption_cap() -> None:
     assert [c.pending for c in scenario.campaigns] == [8, 18]
 
 
+@pytest.mark.parametrize(("per_hour", "killed", "reason"), [
+    (0.0, 8, "at fair share; above share: preempting 8"),
+    (600.0, 3, "at fair share; above share: preempting 3 of 8"),  # 600/h x 30 s: 5 end by themselves
+    (1200.0, 0, "at fair share; above share by 8: 8 expected to end by themselves"),
+])
+def test_jobs_about_to_end_by_themselves_spare_kills(per_hour: float, killed: int, reason: str) -> None:
+    """YARN's natural termination: the over-share jobs the predictor expects to end within the
+    cycle free space without a kill; B gets it a cycle later instead of A losing work now."""
+    scenario = Scenario((ClusterSpec("node1", 32), ClusterSpec("node2", 32)),
+                        (CampaignSpec(1, "A", pending=0, running={"node1": 32, "node2": 8},
+                                      throughput={"node2": per_hour}),
+                         CampaignSpec(2, "B", pending=50)))
+    a, b = allocate(scenario, 1.0, attrition_seconds=30).campaigns
+    assert (a.target, b.target) == ({"node1": 32}, {"node2": 32})
+    assert total(a.preempt) == killed and a.reason == reason
+    assert b.start == {"node2": 24 + killed}
+
+
+@pytest.mark.parametrize(("carol", "deadzone", "killed", "reason"), [
+    (12, 0.0, 1, "at fair share; above share: preempting 1"),
+    (12, 0.1, 0, "at fair share; above share by 1: within the preemption deadzone"),
+    (15, 0.1, 3, "at fair share; above share: preempting 3 of 4"),  # down to the deadzone's edge, 12
+])
+def test_the_deadzone_stops_kills_chasing_rounding(carol: int, deadzone: float, killed: int, reason: str) -> None:
+    """21 cores, two equal users: targets 10 and 11 (the odd core to the one re-placing more
+    running jobs). Carol holding one job more than her target (a cluster's free cores moved
+    by one) costs a kill without the deadzone, none with it; far above, she is brought back
+    to the deadzone's edge, and the rest is left to end by itself."""
+    scenario = Scenario((ClusterSpec("n", 21),), (CampaignSpec(1, "bob", pending=50, running={"n": 21 - carol}),
+                                                  CampaignSpec(2, "carol", pending=50, running={"n": carol})))
+    bob, result = allocate(scenario, 1.0, deadzone=deadzone).campaigns
+    assert (bob.target, result.target) == ({"n": 10}, {"n": 11})
+    assert total(result.preempt) == killed and result.reason == reason
+
+
+def test_the_brakes_need_finite_numbers() -> None:
+    scenario = Scenario((ClusterSpec("n", 1),), (CampaignSpec(1, "a", 1),))
+    with pytest.raises(ValueError, match="attrition_seconds"):
+        allocate(scenario, 0.1, attrition_seconds=math.inf)
+    with pytest.raises(ValueError, match="deadzone"):
+        allocate(scenario, 0.1, deadzone=math.nan)
+
+
 # YARN-4945 intra-queue preemption (cluster 100, qA 70 %, qB 30 %).
 
 def yarn(campaigns: tuple[CampaignSpec, ...], classes: tuple[ClassSpec, ...] = ()) -> Scenario:

@@ -1,5 +1,5 @@
 """The metascheduler: gather the scenario, allocate fair shares, and hand them to the campaign schedulers."""
 
-from cigri.metascheduler.metascheduler import gather, schedule
+from cigri.metascheduler.metascheduler import allocate, gather, schedule
 
-__all__ = ["gather", "schedule"]
+__all__ = ["allocate", "gather", "schedule"]

@@ -43,7 +43,8 @@ Output (:func:`allocation_to_json`, one JSON value): ``campaigns`` by id, each w
 after the kills), ``fair_share`` = ``{"jobs": n, "dominant": share of the grid}`` at target, and
 ``reason`` ("; "-joined: "test mode", "fixed_share: never preempted", "capped by demand",
 "capped by max_jobs", "capped by allotment", "at fair share", "above share: preempting N [of E]",
-"above share by E: preemption cap reached", "below share: preempting N", ...); then
+"above share by E: preemption cap reached", "above share by E: N expected to end by themselves",
+"above share by E: within the preemption deadzone", "below share: preempting N", ...); then
 ``clusters`` (capacity and what the targets use there, kills there), ``preempt_fraction`` and
 ``preempt_cap``. Per-cluster maps omit zeros.
 
@@ -83,7 +84,10 @@ only where others need the space (their targets there exceed the free space); ot
 them until they end. The kills go first to the class evaluated last, then the user furthest
 above its share (YARN's user limit), then the lowest campaign priority, then the campaign
 furthest above its share, then the youngest campaign; at most ``ceil(fraction x running jobs)``
-per cycle (default 10 %). The function gives counts: nikita kills the youngest jobs, and their
+per cycle (default 10 %). Two brakes (YARN's): the campaign keeps up to ``deadzone`` of its
+target there beyond it (killed down to that edge only), and above-target jobs expected to end
+within ``attrition_seconds`` by the campaign's ``throughput`` free space without a kill. The
+function gives counts: nikita kills the youngest jobs, and their
 tasks return to the head of the bag before the runner starts anything. ``start`` hands the
 space this cycle really frees to those below their targets, by the same fill capped at the
 targets, so ``running - preempt + start`` always fits, and repeated cycles converge. A kill can
@@ -269,10 +273,21 @@ class Allocation:
     preempt_cap: int
 
 
-def allocate(scenario: Scenario, preempt_fraction: float = 0.10) -> Allocation:
-    """Targets, kills and starts for every campaign; deterministic (ties go to the lower id)."""
+def allocate(scenario: Scenario, preempt_fraction: float = 0.10, *, attrition_seconds: float = 0.0,
+             deadzone: float = 0.0) -> Allocation:
+    """Targets, kills and starts for every campaign; deterministic (ties go to the lower id).
+
+    Two brakes on preemption, both YARN's: ``attrition_seconds`` (the cycle period): the
+    above-target jobs that a campaign's ``throughput`` says will end by themselves within it
+    free space without a kill (natural termination); ``deadzone``: a campaign may hold this
+    fraction of its target on a cluster (rounded down) beyond it before it is preempted there
+    (max_ignored_over_capacity), so kills do not chase one-job rounding moves of the targets."""
     if not 0 <= preempt_fraction <= 1:
         raise ValueError(f"preempt_fraction: {preempt_fraction} is not between 0 and 1")
+    if not 0 <= attrition_seconds < _INF:
+        raise ValueError(f"attrition_seconds: {attrition_seconds} is not a finite number >= 0")
+    if not 0 <= deadzone < _INF:
+        raise ValueError(f"deadzone: {deadzone} is not a finite number >= 0")
     plan = _Plan(scenario)
     none = {k.id: [0] * plan.size for k in plan.campaigns}
     running = {k.id: plan.counts(k.spec.running) for k in plan.campaigns}
@@ -283,7 +298,11 @@ def allocate(scenario: Scenario, preempt_fraction: float = 0.10) -> Allocation:
     ideal.run()
     target = ideal.placed
     cap = math.ceil(preempt_fraction * sum(map(sum, running.values())) - _EPSILON)
-    preempt = _preemptions(plan, running, target, cap)
+    ending = {k.id: [min(max(0, r - t), math.floor(k.spec.throughput.get(c.name, 0.0) * attrition_seconds / 3600))
+                     if k.preemptable else 0 for r, t, c in zip(running[k.id], target[k.id], scenario.clusters)]
+              for k in plan.campaigns}
+    tolerated = {k.id: [t + math.floor(deadzone * t + _EPSILON) for t in target[k.id]] for k in plan.campaigns}
+    preempt = _preemptions(plan, running, target, cap, ending, tolerated)
     kept = {k.id: [r - p for r, p in zip(running[k.id], preempt[k.id])] for k in plan.campaigns}
     now = _Fill(plan, pinned=kept, evicted=none, cluster_caps=target,
                 total_caps={k.id: sum(target[k.id]) for k in plan.campaigns})
@@ -298,7 +317,7 @@ def allocate(scenario: Scenario, preempt_fraction: float = 0.10) -> Allocation:
             start=plan.named(start), preempt=plan.named(preempt[k.id]), fair_share_jobs=sum(target[k.id]),
             fair_share_dominant=plan.share(_times(k.cost, sum(target[k.id]))),
             reason=_reason(plan, k, ideal, running[k.id], target[k.id], preempt[k.id], now.placed[k.id], killed_on,
-                           sum(killed_on) >= cap)))
+                           sum(killed_on) >= cap, sum(ending[k.id]), sum(tolerated[k.id]))))
     clusters = tuple(ClusterUse(
         name=c.name, cores=c.cores, memory_gb=c.memory_gb,
         target_cores=round(ideal.used[i][0]), target_memory_gb=ideal.used[i][1], preempt=killed_on[i])
@@ -541,8 +560,10 @@ class _Fill:
 
 
 def _preemptions(plan: _Plan, running: dict[int, list[int]], target: dict[int, list[int]],
-                 cap: int) -> dict[int, list[int]]:
-    """Kill over-target fair-share jobs only where others need the space, at most ``cap`` in all.
+                 cap: int, ending: dict[int, list[int]], tolerated: dict[int, list[int]]) -> dict[int, list[int]]:
+    """Kill fair-share jobs above ``tolerated`` (the target and its deadzone) only where others
+    need the space that the ``ending`` jobs (above target, expected to end by themselves this
+    cycle) do not free, at most ``cap``.
 
     Order: the class evaluated last, the user furthest above its share (YARN's user limit), the
     lowest campaign priority, the campaign furthest above its share, the youngest campaign.
@@ -554,6 +575,7 @@ def _preemptions(plan: _Plan, running: dict[int, list[int]], target: dict[int, l
         for k in plan.campaigns:
             free = _add(free, _times(k.cost, -running[k.id][c]))
             need = _add(need, _times(k.cost, max(0, target[k.id][c] - running[k.id][c])))
+            free = _add(free, _times(k.cost, ending[k.id][c]))
         shortage.append((need[0] - free[0] if need[0] > 0 else 0.0, need[1] - free[1] if need[1] > 0 else 0.0))
     now: defaultdict[Any, Vector] = defaultdict(lambda: _ZERO)
     goal: defaultdict[Any, Vector] = defaultdict(lambda: _ZERO)
@@ -577,12 +599,12 @@ def _preemptions(plan: _Plan, running: dict[int, list[int]], target: dict[int, l
     killed = 0
     while killed < cap and (top := queue.top()) is not None:
         k = by_id[top]
-        useful = [c for c in range(plan.size) if running[k.id][c] - preempt[k.id][c] > target[k.id][c]
+        useful = [c for c in range(plan.size) if running[k.id][c] - preempt[k.id][c] - ending[k.id][c] > tolerated[k.id][c]
                   and any(short > _EPSILON and need > 0 for short, need in zip(shortage[c], k.cost))]
         if not useful:
             queue.drop(k.id)
             continue
-        c = min(useful, key=lambda c: (target[k.id][c] + preempt[k.id][c] - running[k.id][c], c))
+        c = min(useful, key=lambda c: (tolerated[k.id][c] + preempt[k.id][c] - running[k.id][c], c))
         preempt[k.id][c] += 1
         killed += 1
         shortage[c] = _add(shortage[c], _times(k.cost, -1))
@@ -595,7 +617,8 @@ def _preemptions(plan: _Plan, running: dict[int, list[int]], target: dict[int, l
 
 
 def _reason(plan: _Plan, k: _Campaign, fill: _Fill, running: list[int], target: list[int],
-            preempt: list[int], hold: list[int], killed_on: list[int], cap_reached: bool) -> str:
+            preempt: list[int], hold: list[int], killed_on: list[int], cap_reached: bool, ending: int,
+            tolerated: int) -> str:
     """Why the campaign gets what it gets, in the words an admin would look for."""
     parts = []
     if k.spec.test_mode:
@@ -626,8 +649,10 @@ def _reason(plan: _Plan, k: _Campaign, fill: _Fill, running: list[int], target: 
         parts.append(("above share" if excess else "leaving a cluster others need") + f": preempting {killed}"
                      + (f" of {excess}" if excess > killed else ""))
     elif excess:
-        parts.append(f"above share by {excess}: " + ("preemption cap reached" if cap_reached
-                                                     else "kept while nobody needs the space"))
+        parts.append(f"above share by {excess}: " + ("preemption cap reached" if cap_reached else
+                                                     f"{ending} expected to end by themselves" if ending else
+                                                     "within the preemption deadzone" if sum(running) <= tolerated else
+                                                     "kept while nobody needs the space"))
     if sum(hold) < total:
         waiting_on = sum(killed_on[c] for c in range(plan.size) if hold[c] < target[c])
         parts.append(f"below share: preempting {waiting_on}" if waiting_on else "below share: waiting for space")

@@ -49,7 +49,7 @@ def schedule(ctx: CycleContext) -> dict[tuple[int, str], int]:
     with database.write(ctx.grid.db) as conn:
         _queue_scripts(conn, ctx)
         gathered = gather(ctx.grid, ctx.capacities, database.now())
-        allocation = fairshare.allocate(gathered.scenario, config.metascheduler.preempt_fraction)
+        allocation = allocate(config, gathered.scenario)
         for share in allocation.campaigns:
             for cluster, count in share.preempt.items():
                 marked = _preempt(conn, share.id, gathered.cluster_ids[cluster], count)
@@ -58,6 +58,14 @@ def schedule(ctx: CycleContext) -> dict[tuple[int, str], int]:
         finalize.replicate(conn, ctx.capacities, ctx.grid.campaign_properties(list(gathered.names)),
                            {c.name: c.finalize for c in config.classes}, config.metascheduler.replica_delay)
     return started
+
+
+def allocate(config: Config, scenario: fairshare.Scenario) -> fairshare.Allocation:
+    """The pure allocation with the configuration's preemption brakes; a cycle lasts
+    ``cycle_period``, the horizon over which jobs are expected to end by themselves."""
+    settings = config.metascheduler
+    return fairshare.allocate(scenario, settings.preempt_fraction, attrition_seconds=config.settings.cycle_period,
+                              deadzone=settings.preempt_deadzone)
 
 
 def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gathered:
