@@ -106,6 +106,7 @@ def main() -> None:
     for name, scenario in runs.items():
         report = simulate(scenario)
         rows[name] = {"makespan_h": report["makespan_hours"], "bound_h": report["makespan_bound_hours"],
+                      "drained_h": report["bag_drained_hours"],
                       "bound_ratio": report["bound_ratio"], "utilization": report["utilization"],
                       "eta_mape": report["eta_mape"], "jain_users": report["share"]["jain_users"], "jain_classes": report["share"]["jain_classes"],
                       "idle_while_pending": round(idle_while_pending(report), 4),

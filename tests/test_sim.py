@@ -100,6 +100,7 @@ def test_simulation_is_deterministic_drains_everything_and_shares_fairly(tmp_pat
     assert first == second
     assert first["finished"] and first["tasks"] == {"terminated": 300}
     assert 0 < first["makespan_bound_hours"] <= first["makespan_hours"]
+    assert 0 < first["bag_drained_hours"] < first["makespan_hours"]  # the last start, then its run
     assert 0.3 < first["utilization"] <= 1.0 and first["bound_ratio"] <= 1.0
     assert first["share"]["jain_users"] >= 0.9
     assert first["harvested_core_seconds"] >= first["work_core_seconds"]
