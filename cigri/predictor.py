@@ -115,10 +115,12 @@ assert tuple(JOB_RATIO) == JOB_RATIOS
 def next_rate(algorithm: str, o: Observation, limits: TapLimits) -> int:
     """The tap for the next cycle: between 1 (a cluster is always probed) and the maximum.
 
-    Never below the measured drain while tasks are pending: the free slots seen at a cycle's
-    start say nothing of the slots that short tasks free during the cycle, and a queue that
-    the cluster empties within one cycle period floods nobody (it is the throughput floor)."""
-    floor = o.drain if o.pending else 0
+    Never below the measured drain while tasks are pending, plus a margin: the free slots seen
+    at a cycle's start say nothing of the slots that short tasks free during the cycle, and a
+    queue that the cluster empties within one cycle period floods nobody (it is the throughput
+    floor). Jobs end at random, so a cycle sees about drain +- sqrt(drain) of them end (Poisson):
+    a queue of the mean alone leaves slots idle in half the cycles."""
+    floor = o.drain + math.ceil(math.sqrt(o.drain)) if o.pending else 0
     return max(1, min(limits.maximum, max(floor, JOB_RATIO[algorithm](o, limits))))
 
 

@@ -63,11 +63,12 @@ def test_every_algorithm_grows_while_nothing_waits_and_tasks_are_pending_even_if
 
 @pytest.mark.parametrize("algorithm", predictor.JOB_RATIO)
 def test_the_tap_never_falls_below_what_the_cluster_drains_in_a_cycle(algorithm: str) -> None:
-    """Short tasks: jobs wait at the cycle's start, yet the cluster starts 40 per period."""
-    congested = Observation(10, waiting=30, free=0, pending=True, drain=40)
-    assert next_rate(algorithm, congested, LIMITS) == 40
+    """Short tasks: jobs wait at the cycle's start, yet the cluster starts 36 per period, give or
+    take 6 (the ends of random run times): the queue holds 36 + 6."""
+    congested = Observation(10, waiting=30, free=0, pending=True, drain=36)
+    assert next_rate(algorithm, congested, LIMITS) == 42
     assert next_rate(algorithm, Observation(10, waiting=30, free=0, pending=True, drain=500), LIMITS) == LIMITS.maximum
-    assert next_rate(algorithm, Observation(10, waiting=30, free=0, pending=False, drain=40), LIMITS) < 40
+    assert next_rate(algorithm, Observation(10, waiting=30, free=0, pending=False, drain=36), LIMITS) < 36
 
 
 @pytest.mark.parametrize("algorithm", predictor.JOB_RATIO)
