@@ -76,16 +76,25 @@ def idle_while_pending(report: dict[str, Any]) -> float:
     return idle / total if total else 0.0
 
 
+def band_response(values: list[float], floor: float) -> tuple[float, list[bool], int | None]:
+    """``(reference, inside, settled_at)`` of a series after a step: the reference is the mean
+    of its later half, ``inside`` whether each value is within +-20 % of it (at least
+    +-``floor``), and ``settled_at`` the first index from which every value is inside."""
+    tail = values[len(values) // 2:]
+    reference = sum(tail) / len(tail) if tail else 0.0
+    band = max(floor, 0.2 * reference)
+    inside = [abs(value - reference) <= band for value in values]
+    outside = [i for i, ok in enumerate(inside) if not ok]
+    settled_at = (outside[-1] + 1 if outside else 0) if inside and inside[-1] else None
+    return reference, inside, settled_at
+
+
 def settling(report: dict[str, Any], step_hour: float, period: float) -> dict[str, Any]:
     """Cycles after the step until cigri's waiting jobs stay within +-20 % of their later level
     (at least +-1 job), the share of samples after the step inside that band, and the longest
     run of samples outside it (a transient)."""
     after = [p for p in report["timeline"] if p["hour"] >= step_hour]
-    tail = after[len(after) // 2:]
-    reference = sum(p["waiting"] for p in tail) / len(tail) if tail else 0.0
-    band = max(1.0, 0.2 * reference)
-    inside = [abs(p["waiting"] - reference) <= band for p in after]
-    settled_at = next((i for i in range(len(after)) if all(inside[i:])), None)
+    reference, inside, settled_at = band_response([p["waiting"] for p in after], 1.0)
     longest, run = 0, 0
     for ok in inside:
         run = 0 if ok else run + 1
@@ -108,11 +117,7 @@ def ensemble_settling(data: dict[str, Any], seeds: int, step_hour: float) -> dic
     mean = {c: sum(totals[c]) / seeds for c in cycles}
     step = round(step_hour * 3600 / period)
     before = [mean[c] for c in cycles if step - 40 <= c < step]
-    after = [mean[c] for c in cycles if c >= step]
-    tail = after[len(after) // 2:]
-    reference = sum(tail) / len(tail) if tail else 0.0
-    inside = [abs(value - reference) <= 0.2 * reference for value in after]
-    settled_at = next((i for i in range(len(after)) if all(inside[i:])), None)
+    reference, inside, settled_at = band_response([mean[c] for c in cycles if c >= step], 0.0)
     return {"seeds": seeds, "mean_waiting_before": round(sum(before) / len(before), 2) if before else None,
             "reference_waiting": round(reference, 2), "settling_cycles": settled_at,
             "inside_band": round(sum(inside) / len(inside), 3) if inside else None}
@@ -123,6 +128,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="one JSON value")
     parser.add_argument("--seeds", type=int, default=8, help="runs of the flood scenario averaged (default 8)")
     args = parser.parse_args()
+    if args.seeds < 1:
+        parser.error("--seeds: must be at least 1")
     runs = {
         "cigri": parse_scenario(SHARES),
         "cigri_tap": parse_scenario(with_config(SHARES, job_ratio="cigri_tap")),

@@ -67,7 +67,7 @@ def _indexed_pending(conn: sqlite3.Connection, campaign_id: int, where: str, lim
         "ORDER BY priority DESC, id LIMIT ?", [campaign_id, TaskState.PENDING, limit])]
 
 
-def fresh(db: Reader, campaign_id: int) -> int:
+def _fresh(db: Reader, campaign_id: int) -> int:
     """The campaign's fresh tasks (pending, never taken)."""
     return int(db.execute("SELECT coalesce(sum(last_id - next_fresh + 1), 0) FROM task_blocks "
                           "WHERE campaign_id = ? AND next_fresh <= last_id", [campaign_id]).fetchone()[0])
@@ -76,7 +76,7 @@ def fresh(db: Reader, campaign_id: int) -> int:
 def count(db: Reader, campaign_id: int, states: Iterable[TaskState], limit: int | None = None) -> int:
     """The campaign's tasks in ``states``; with ``limit``, counted only up to it (cheap on huge bags)."""
     states = tuple(states)
-    total = fresh(db, campaign_id) if TaskState.PENDING in states else 0
+    total = _fresh(db, campaign_id) if TaskState.PENDING in states else 0
     if limit is not None and total >= limit:
         return limit
     sql = f"SELECT 1 FROM tasks WHERE campaign_id = ? AND state IN {sql_in(states)} AND {INDEXED}"
@@ -89,7 +89,7 @@ def counts(db: Reader, campaign_id: int) -> dict[str, int]:
     """The campaign's tasks per state (states with none are absent)."""
     result = dict(db.execute(f"SELECT state, count(*) FROM tasks WHERE campaign_id = ? AND {INDEXED} GROUP BY state",
                              [campaign_id]).fetchall())
-    if pending := fresh(db, campaign_id):
+    if pending := _fresh(db, campaign_id):
         result[TaskState.PENDING] = result.get(TaskState.PENDING, 0) + pending
     return result
 

@@ -206,10 +206,6 @@ def cluster_figures(db: Reader, campaign_id: int, now: float, window: float = WI
     return result
 
 
-def remaining_tasks(db: Reader, campaign_id: int) -> int:
-    return bag.count(db, campaign_id, TASK_OPEN)
-
-
 def campaign_figures(db: Reader, campaign_id: int, now: float, *, remaining: int | None = None,
                      window: float = WINDOW) -> CampaignFigures:
     """The campaign's throughput (sum over its clusters), durations, remaining time and ETA.
@@ -217,7 +213,7 @@ def campaign_figures(db: Reader, campaign_id: int, now: float, *, remaining: int
     ``remaining`` (open tasks) may be passed by a caller that already counted them.
     """
     clusters = cluster_figures(db, campaign_id, now, window)
-    left = remaining_tasks(db, campaign_id) if remaining is None else remaining
+    left = bag.count(db, campaign_id, TASK_OPEN) if remaining is None else remaining
     done = sum(c.terminated for c in clusters.values())
     total, squares = db.execute("SELECT coalesce(sum(duration_sum), 0), coalesce(sum(duration_sq_sum), 0) "
                                 "FROM campaign_stats WHERE campaign_id = ?", [campaign_id]).fetchone()

@@ -104,7 +104,7 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
         running = {cluster_names[k]: n for (c, k), n in held.items() if c == campaign_id}
         usable = [k for k in values if k in capacities and state == CampaignState.IN_TREATMENT
                   and k in ready.get(campaign_id, ()) and windows.job_type(values[k].get("type"), night) is not None]
-        pending = _pending(conn, campaign_id, limit) if usable else 0
+        pending = bag.count(conn, campaign_id, (TaskState.PENDING,), limit=limit) if usable else 0  # up to the cores
         if not running and not pending:
             continue
         campaigns.append(fairshare.CampaignSpec(
@@ -172,7 +172,7 @@ def _queue_scripts(conn: sqlite3.Connection, ctx: CycleContext) -> None:
     for campaign_id, clusters in ctx.grid.campaign_properties(ids).items():
         if not any(values.get("prologue") or values.get("epilogue") for values in clusters.values()):
             continue
-        open_tasks = _has_open_tasks(conn, campaign_id)
+        open_tasks = bag.count(conn, campaign_id, TASK_OPEN, limit=1) > 0
         for cluster_id, values in clusters.items():
             kind = "prologue" if open_tasks else "epilogue"
             if cluster_id in ctx.capacities and values.get(kind) and (campaign_id, cluster_id, kind) not in queued:
@@ -277,12 +277,3 @@ def _queue_weights(scenario: fairshare.Scenario, allocation: fairshare.Allocatio
     if not any(eligible.values()):
         return dict.fromkeys(eligible, 1)
     return {c: target for c, target in eligible.items() if target}
-
-
-def _has_open_tasks(conn: sqlite3.Connection, campaign_id: int) -> bool:
-    return bag.count(conn, campaign_id, TASK_OPEN, limit=1) > 0
-
-
-def _pending(conn: sqlite3.Connection, campaign_id: int, limit: int) -> int:
-    """Pending tasks, counted only up to what could be started (cheap on huge bags)."""
-    return bag.count(conn, campaign_id, (TaskState.PENDING,), limit=limit)
