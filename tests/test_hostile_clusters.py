@@ -95,15 +95,18 @@ class DropServer(paramiko.ServerInterface):
 
 
 def _serve_ssh(listener: socket.socket, host_key: paramiko.PKey, stop: threading.Event) -> None:
+    """Accept until ``stop``, then close the listener here: closed from the test's thread, it
+    made a pending accept() fail with EBADF in this one."""
     listener.settimeout(0.2)
-    while not stop.is_set():
-        try:
-            conn, _ = listener.accept()
-        except TimeoutError:
-            continue
-        transport = paramiko.Transport(conn)
-        transport.add_server_key(host_key)
-        transport.start_server(server=DropServer())
+    with listener:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            transport = paramiko.Transport(conn)
+            transport.add_server_key(host_key)
+            transport.start_server(server=DropServer())
 
 
 @pytest.fixture
@@ -120,7 +123,8 @@ def hostile(cigri: Cigri, tmp_path: Path) -> Iterator[Cigri]:
     ssh_port = listener.getsockname()[1]
     (tmp_path / "known_hosts").write_text(f"[127.0.0.1]:{ssh_port} {(tmp_path / 'host.pub').read_text()}")
     stop_ssh = threading.Event()
-    threading.Thread(target=_serve_ssh, args=(listener, host_key, stop_ssh), daemon=True).start()
+    ssh_server = threading.Thread(target=_serve_ssh, args=(listener, host_key, stop_ssh), daemon=True)
+    ssh_server.start()
     secret = tmp_path / "secret"
     secret.write_text("not-a-real-secret")
     secret.chmod(0o600)
@@ -142,7 +146,7 @@ def hostile(cigri: Cigri, tmp_path: Path) -> Iterator[Cigri]:
         Hostile.stop.set()
         stop_ssh.set()
         http.shutdown()
-        listener.close()
+        ssh_server.join()
 
 
 def _open_events(cigri: Cigri) -> dict[str, set[str]]:
