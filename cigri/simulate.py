@@ -9,8 +9,9 @@ time, and runs :func:`cigri.cycle.run_cycle` every ``cycle_period`` simulated se
 what is measured is cigri itself: updator, colombo, metascheduler, runner and nikita.
 
 A cycle that changed nothing is followed by a jump to the first cycle at which the simulated
-world changes (a job ends, a local job arrives, a campaign is submitted): no cycle that could
-act is skipped, which is what makes thousands of simulated hours take seconds.
+world changes (a job ends, a local job arrives, a campaign is submitted), unless some of
+cigri's jobs wait in a queue, as flood control acts on their age: no cycle that could act is
+skipped, which is what makes thousands of simulated hours take seconds.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from cigri.backends.sim.world import GRICAD_MEDIAN_SECONDS, GRICAD_SIGMA, lognor
 from cigri.cycle import run_cycle
 from cigri.errors import InputError
 from cigri.grid import Grid, open_grid
-from cigri.states import CAMPAIGN_ACTIVE, TASK_OPEN, TaskState, sql_in
+from cigri.states import CAMPAIGN_ACTIVE, TASK_OPEN, JobState, TaskState, sql_in
 
 START = 1_767_225_600.0  # 2026-01-01 00:00 UTC: every run starts at the same virtual time
 LAWS = ("constant", "lognormal", "exponential", "uniform", "gricad")
@@ -278,8 +279,9 @@ def _loop(grid: Grid, run: Run, time: clock.VirtualClock, home: Path) -> None:
         if not waiting and not _active_campaigns(grid):
             break
         step = period
-        if not (report.updated or report.decided or report.submitted or report.killed or report.finished):
-            upcoming = min((_next_event(b) for b in worlds.values()), default=math.inf)
+        if not (report.updated or report.decided or report.submitted or report.killed or report.finished
+                or _queued_jobs(grid)):
+            upcoming = min((b.world.next_event() for b in worlds.values()), default=math.inf)
             if waiting:
                 upcoming = min(upcoming, START + waiting[0].submit_at)
             if upcoming < math.inf:
@@ -287,9 +289,10 @@ def _loop(grid: Grid, run: Run, time: clock.VirtualClock, home: Path) -> None:
         time.advance_to(time.time + step)
 
 
-def _next_event(backend: SimBackend) -> float:
-    world = backend.world
-    return min(world._ends[0][0] if world._ends else math.inf, world._next_arrival)
+def _queued_jobs(grid: Grid) -> bool:
+    """Some of cigri's jobs wait in a queue: flood control may kill them at any next cycle."""
+    return grid.db.execute(f"SELECT 1 FROM jobs WHERE state IN {sql_in((JobState.SUBMITTING, JobState.WAITING))} "
+                           "LIMIT 1").fetchone() is not None
 
 
 def _submit(grid: Grid, plan: CampaignPlan, home: Path) -> None:

@@ -69,6 +69,37 @@ def test_a_trace_drives_the_local_load(tmp_path: Path) -> None:
         assert backend.capacity().free_slots == 4
 
 
+def test_a_trace_adds_its_jobs_to_the_poisson_load(tmp_path: Path) -> None:
+    """A step of local load: the trace's block of cores comes on top of the users' usual load."""
+    trace = tmp_path / "step.txt"
+    trace.write_text("3600 48 36000\n")
+    options = {"cores": 64, "local_load": 0.1, "local_max_cores": 8, "seed": 3}
+    with clock.virtual(0.0):
+        usual, stepped = SimBackend("c", options).world, SimBackend("c", {**options, "trace": str(trace)}).world
+    assert 0 < stepped.local_cores() == usual.local_cores()  # the same users, warmed up
+    for world in (usual, stepped):
+        world.advance(3599.0)
+    assert stepped.local_cores() == usual.local_cores() < 16
+    for world in (usual, stepped):
+        world.advance(3600.0)
+    assert stepped.local_cores() == usual.local_cores() + 48  # the block starts on the free cores
+
+
+def test_no_job_waits_past_the_timeout_while_nothing_else_happens(tmp_path: Path) -> None:
+    """Skipping quiet cycles must not skip flood control: here a local job holds every core for
+    two hours and nothing else happens, yet cigri's waiting jobs are killed at the timeout."""
+    trace = tmp_path / "busy.txt"
+    trace.write_text("0 4 7200\n")
+    report = simulate(parse_scenario({
+        "seed": 1, "cycle_period": 30, "max_hours": 3,
+        "clusters": {"c1": {"cores": 4, "trace": str(trace)}},
+        "config": {"runner": {"remote_waiting_timeout": 300}},
+        "campaigns": [{"user": "u", "tasks": 2, "type": "normal", "duration": {"law": "constant", "seconds": 60}}]}))
+    assert report["finished"]
+    assert report["kills"]["flood"] >= 2
+    assert report["max_wait_seconds"] <= 300
+
+
 def test_bad_sim_options_name_the_key(tmp_path: Path) -> None:
     with clock.virtual(0.0):
         with pytest.raises(ConfigError, match="cores"):

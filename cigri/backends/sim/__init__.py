@@ -10,7 +10,8 @@ The world lives in memory: it is meant for ``cigri simulate`` and tests, not for
 Cluster keys: ``cores``, ``memory_gb`` (0: memory not limited), ``seed``, ``local_load`` (mean
 fraction of the cores local users keep busy) or ``local_load_steps`` (``"HOURS:LOAD,..."``, a
 step function), ``local_max_cores`` (widest local job; default a quarter of the cores),
-``trace`` (a local-load trace file instead, see :func:`~cigri.backends.sim.world.read_trace`),
+``trace`` (local jobs replayed from a file, on top of that load; see
+:func:`~cigri.backends.sim.world.read_trace`),
 ``task_seconds``, ``max_waiting``.
 """
 

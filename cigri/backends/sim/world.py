@@ -88,19 +88,17 @@ class World:
     _memory: float = 0.0
     _local_cores: int = 0
     _best_effort_cores: int = 0
-    _next_arrival: float = math.inf
+    _next_arrival: float = math.inf  # the next Poisson arrival of a local job
+    _next_replay: float = math.inf  # the next local job of the trace
     _count: int = 0
 
     def __post_init__(self) -> None:
-        if self.trace:
-            self.now = self.start
-            self._next_arrival = self.start + self.trace[0][0]
-            return
         # Warm up: local users have been working for a while when the simulation starts.
         self.now = self.start - WARM_UP_SECONDS
         self._next_arrival = self._draw_arrival(self.now)
         self.advance(self.start)
         self.usage = Usage()
+        self._next_replay = self.start + self.trace[0][0] if self.trace else math.inf
 
     # --- what cigri sees ----------------------------------------------------------------
 
@@ -131,19 +129,21 @@ class World:
 
     # --- the discrete-event loop ----------------------------------------------------------
 
+    def next_event(self) -> float:
+        """When the world next changes by itself: a job ends or a local job arrives."""
+        return min(self._ends[0][0] if self._ends else math.inf, self._next_arrival, self._next_replay)
+
     def advance(self, moment: float) -> None:
         """Play every event up to ``moment``, integrating the usage between events."""
-        while True:
-            next_end = self._ends[0][0] if self._ends else math.inf
-            upcoming = min(next_end, self._next_arrival)
-            if upcoming > moment:
-                break
+        while (upcoming := self.next_event()) <= moment:
             self._integrate(upcoming)
-            if next_end <= self._next_arrival:
+            if self._ends and self._ends[0][0] == upcoming:
                 _, _, job_id = heapq.heappop(self._ends)
                 job = self.jobs[job_id]
                 if job.state == "running" and job.finished_at is None:
                     self._end(job, "completed" if job.duration <= job.walltime else "timeout")
+            elif self._next_replay == upcoming:
+                self._replay()
             else:
                 self._arrive()
             self._schedule()
@@ -161,14 +161,17 @@ class World:
         self.now = moment
 
     def _arrive(self) -> None:
+        cores = min(self.local_max_cores, 2 ** self.rng.randint(0, max(0, int(math.log2(self.local_max_cores)))))
+        self._local_job(cores, lognormal(self.rng, LOCAL_MEDIAN_SECONDS, LOCAL_SIGMA))
+        self._next_arrival = self._draw_arrival(self.now)
+
+    def _replay(self) -> None:
+        _, cores, duration = self.trace.popleft()
+        self._local_job(cores, duration)
+        self._next_replay = self.start + self.trace[0][0] if self.trace else math.inf
+
+    def _local_job(self, cores: int, duration: float) -> None:
         self._count += 1
-        if self.trace:
-            _, cores, duration = self.trace.popleft()
-            self._next_arrival = self.start + self.trace[0][0] if self.trace else math.inf
-        else:
-            cores = min(self.local_max_cores, 2 ** self.rng.randint(0, max(0, int(math.log2(self.local_max_cores)))))
-            duration = lognormal(self.rng, LOCAL_MEDIAN_SECONDS, LOCAL_SIGMA)
-            self._next_arrival = self._draw_arrival(self.now)
         self.submit(Job(f"local-{self._count}", min(cores, self.cores), 0.0, duration))
 
     def _draw_arrival(self, after: float) -> float:
