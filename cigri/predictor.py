@@ -46,6 +46,7 @@ from cigri.states import TASK_OPEN, CampaignState, JobState, KillReason, TaskSta
 
 log = logging.getLogger("cigri.predictor")
 WINDOW = 3600.0  # seconds of ended jobs the throughput is measured over
+DRAIN_CYCLES = 5  # cycle periods of job starts the drain is measured over: a step is seen within them
 OPEN, CLOSED = "open", "closed"
 Reader = Database | sqlite3.Connection  # the metascheduler reads inside its own transaction
 SHUN = 0.5  # one flood kill shuns a cluster for a half-life; each doubling of the kills, one more
@@ -234,6 +235,28 @@ def throughputs(db: Reader, campaign_ids: Iterable[int], now: float,
             if figures.throughput_per_hour is not None}
 
 
+def starts(db: Reader, campaign_ids: Iterable[int], since: float) -> dict[tuple[int, int], int]:
+    """``{(campaign, cluster): task jobs started after since}`` that are running or terminated:
+    how fast each cluster takes a campaign's jobs now, which its queue drains by. Reads the
+    running jobs and the index of the latest terminated ones, never a scan."""
+    ids = list(campaign_ids)
+    result: dict[tuple[int, int], int] = defaultdict(int)
+    if not ids:
+        return result
+    marks = ",".join("?" * len(ids))
+    for campaign_id, cluster_id, n in db.execute(
+            f"SELECT campaign_id, cluster_id, count(*) FROM jobs WHERE state = ? AND kind = 'task' "
+            f"AND started_at > ? AND campaign_id IN ({marks}) GROUP BY campaign_id, cluster_id",
+            [JobState.RUNNING, since, *ids]):
+        result[(campaign_id, cluster_id)] += n
+    for campaign_id, cluster_id, n in db.execute(
+            f"SELECT campaign_id, cluster_id, count(*) FROM jobs INDEXED BY jobs_terminated "
+            f"WHERE state = 'terminated' AND kind = 'task' AND campaign_id IN ({marks}) AND finished_at > ? "
+            f"AND started_at > ? GROUP BY campaign_id, cluster_id", [*ids, since, since]):
+        result[(campaign_id, cluster_id)] += n
+    return result
+
+
 def affinity_penalties(db: Reader, campaign_ids: Iterable[int],
                        now: float | None = None) -> dict[tuple[int, int], float]:
     """``{(campaign, cluster): penalty}`` now (flood-killed jobs, decayed); absent means 0.
@@ -280,8 +303,8 @@ def predict(ctx: CycleContext) -> int:
         queued[(campaign_id, cluster_id)] = n
     waiting = _waiting_jobs(db, list(ctx.capacities))
     pending = {c for c in campaign_ids if bag.count(db, c, (TaskState.PENDING,), limit=1)}
-    per_cycle = ctx.grid.config.settings.cycle_period / 3600
-    drain = {key: math.floor(per_hour * per_cycle) for key, per_hour in throughputs(db, campaign_ids, now).items()}
+    period = ctx.grid.config.settings.cycle_period
+    drain = {key: n // DRAIN_CYCLES for key, n in starts(db, campaign_ids, now - DRAIN_CYCLES * period).items()}
     flagged = 0
     with database.write(db) as conn:
         hot = _judge_stress(ctx, conn)
