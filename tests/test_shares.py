@@ -178,14 +178,15 @@ def test_gather_reads_capacity_holdings_classes_users_and_limits(make_grid: Call
     grid.db.conn.executemany("INSERT INTO jobs(campaign_id, cluster_id, kind, state, kill_reason, created_at) "
                              "VALUES (?, ?, 'task', ?, ?, 0)", jobs)
     scenario = gather(grid, {ids["a"]: Capacity(8, 3), ids["b"]: Capacity(4, 1)}, now()).scenario
-    # a offers its 3 free slots plus the 2 cores of alice's running job (the one being killed excluded)
-    assert [(c.name, c.cores) for c in scenario.clusters] == [("a", 5), ("b", 2)]
+    # a offers its 3 free slots plus the 2 cores of each of alice's held jobs, running or queued
+    # (the one being killed excluded): holdings and capacity count the same jobs
+    assert [(c.name, c.cores) for c in scenario.clusters] == [("a", 7), ("b", 2)]
     campaigns = {c.id: c for c in scenario.campaigns}
     assert nightly not in campaigns  # by day a nightly campaign neither runs nor holds anything
     a = campaigns[alice]
     assert (a.user, a.class_name, a.priority, a.cores_per_task, a.test_mode) == ("alice", "gold", 3, 2, True)
     assert (dict(a.running), a.clusters, dict(a.max_jobs_per_cluster)) == ({"a": 2}, ("a", "b"), {"a": 7, "b": 1})
-    assert a.pending == 7  # counted only up to the grid's cores: a huge bag costs nothing
+    assert a.pending == 9  # counted only up to the cores offered (7 + 2): a huge bag costs nothing
     b = campaigns[bob]
     assert (b.class_name, b.clusters, dict(b.running), b.pending) == ("silver", ("b",), {"b": 1}, 4)  # prologue first
     assert [(c.name, c.weight, c.policy, c.default) for c in scenario.classes] == [

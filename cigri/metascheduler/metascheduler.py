@@ -71,9 +71,11 @@ def allocate(config: Config, scenario: fairshare.Scenario) -> fairshare.Allocati
 def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gathered:
     """Read the grid into a scenario (inside the caller's transaction, if any); nothing is written.
 
-    A cluster offers cigri its free slots plus the cores of cigri's running jobs there. A
-    campaign holds its active jobs (queued ones included) not already marked for a kill, and
-    may use the clusters its JDL names where its prologue has run and its type may run now.
+    A campaign holds its active jobs (queued ones included) not already marked for a kill, and
+    may use the clusters its JDL names where its prologue has run and its type may run now. A
+    cluster offers cigri its free slots plus the cores its held jobs take or wait for there:
+    counted in the same units as the holdings, or a full cluster's queued jobs would not fit
+    the cluster they wait on, the fill would place them elsewhere and kill running jobs there.
     """
     conn, config = grid.db.conn, grid.config
     cluster_names = {cid: name for cid, name in conn.execute("SELECT id, name FROM clusters")}
@@ -81,16 +83,15 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
                         "ORDER BY id", [CampaignState.IN_TREATMENT, CampaignState.PAUSED]).fetchall()
     settings = grid.campaign_properties([r[0] for r in rows])
     held: dict[tuple[int, int], int] = {}
-    running_cores: dict[int, int] = {}
+    held_cores: dict[int, int] = {}
     costs = {r[0]: _cores_per_task(settings[r[0]]) for r in rows}
-    for campaign_id, cluster_id, state, count in conn.execute(
-            f"SELECT campaign_id, cluster_id, state, count(*) FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} "
-            "AND kind = 'task' AND kill_reason IS NULL GROUP BY campaign_id, cluster_id, state"):
+    for campaign_id, cluster_id, count in conn.execute(
+            f"SELECT campaign_id, cluster_id, count(*) FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} "
+            "AND kind = 'task' AND kill_reason IS NULL GROUP BY campaign_id, cluster_id"):
         if cluster_id in capacities and campaign_id in costs:
-            held[(campaign_id, cluster_id)] = held.get((campaign_id, cluster_id), 0) + count
-            if state == JobState.RUNNING:
-                running_cores[cluster_id] = running_cores.get(cluster_id, 0) + count * costs[campaign_id]
-    clusters = tuple(fairshare.ClusterSpec(cluster_names[cid], cap.free_slots + running_cores.get(cid, 0))
+            held[(campaign_id, cluster_id)] = count
+            held_cores[cluster_id] = held_cores.get(cluster_id, 0) + count * costs[campaign_id]
+    clusters = tuple(fairshare.ClusterSpec(cluster_names[cid], cap.free_slots + held_cores.get(cid, 0))
                      for cid, cap in sorted(capacities.items()))
     limit = max(1, sum(c.cores for c in clusters))
     night = windows.is_night(config.metascheduler, now)
