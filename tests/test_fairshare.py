@@ -272,6 +272,16 @@ def test_affinity_lyon_users_on_lyon_grenoble_users_spill_only_onto_free_space()
     assert result[1].preempt == {"lyon": 6}
 
 
+def test_a_campaign_affinity_steers_new_jobs_but_never_moves_running_ones() -> None:
+    # the live cigri lowers a campaign's affinity for a cluster after flood kills there; its jobs
+    # running there must stay (a move restarts the task), only new ones go elsewhere
+    grid = (ClusterSpec("a", 10), ClusterSpec("b", 10))
+    result = shares(Scenario(grid, (CampaignSpec(1, "u", 20, running={"a": 6}, affinity={"a": -5.0}),
+                                    CampaignSpec(2, "v", 20, running={"b": 6}))), fraction=1.0)
+    assert result[1].target == {"a": 6, "b": 4} and not result[1].preempt
+    assert result[2].target == {"a": 4, "b": 6} and not result[2].preempt
+
+
 def test_throughput_then_packing_choose_the_cluster() -> None:
     grid = (ClusterSpec("slow", 10), ClusterSpec("fast", 10))
     result = shares(Scenario(grid, (CampaignSpec(1, "a", 4, throughput={"fast": 30, "slow": 10}),

@@ -224,6 +224,21 @@ def test_jobs_queued_ahead_follow_the_shares(make_grid: Callable[[str], Grid], t
     assert schedule(ctx) == {(gold, "a"): 6, (silver, "a"): 2}
 
 
+def test_no_job_queues_beyond_its_target_on_a_cluster_being_preempted(make_grid: Callable[[str], Grid],
+                                                                       tmp_path: Path) -> None:
+    grid = make_grid('[clusters.a]\nbackend = "local"\n[runner]\ntap_initial = 50\ntap_max = 50\n')
+    alice, bob = _submit(grid, tmp_path, "alice", 20), _submit(grid, tmp_path, "bob", 20)
+    a = grid.cluster_ids()["a"]
+    grid.db.conn.executemany("INSERT INTO jobs(campaign_id, cluster_id, kind, state, created_at) "
+                             "VALUES (?, ?, 'task', 'running', 0)", [(alice, a)] * 4 + [(bob, a)] * 2)
+    full = CycleContext(grid, capacities={a: Capacity(8, 0)}, options={a: {"max_waiting": 4}})
+    # targets 3/3: one of alice's jobs is preempted and bob's new job queues; alice queueing
+    # another one there would only be the next cycle's kill
+    assert schedule(full) == {(bob, "a"): 1}
+    assert grid.db.conn.execute("SELECT campaign_id, count(*) FROM jobs WHERE kill_reason = ? GROUP BY 1",
+                                [KillReason.PREEMPT]).fetchall() == [(alice, 1)]
+
+
 # --- cigri shares --scenario --------------------------------------------------------------
 
 def test_shares_of_a_scenario_file_without_a_database(cigri: Cigri) -> None:

@@ -33,8 +33,9 @@ Scenario (JSON, read by :func:`scenario_from_json`; unknown keys are errors)::
   ``{cluster: n}``, ``running`` = ``{cluster: jobs}`` (every cluster named must be listed),
   ``priority`` (higher is served first among the same user's campaigns, and preempted last;
   default 0), ``test_mode``, ``clusters`` (usable clusters in the JDL's order; absent: all),
-  ``affinity`` (overrides the user's, per cluster), ``throughput`` = ``{cluster: predicted
-  jobs per hour}``.
+  ``affinity`` (overrides the user's, per cluster, for new jobs only: the live cigri puts the
+  predictor's flood penalties here, and a penalty must not move running jobs), ``throughput``
+  = ``{cluster: predicted jobs per hour}``.
 
 Output (:func:`allocation_to_json`, one JSON value): ``campaigns`` by id, each with ``id``,
 ``user``, ``class``, ``policy``, ``test_mode``, ``demand`` (pending + running), ``running``,
@@ -66,7 +67,8 @@ How the targets are found (DUCC's how-much, Armada's cost and placement, DRF):
    at its demand (pending + running), ``max_jobs``, allotment, or when no usable cluster fits
    its next task; what it cannot use goes on to the others, so no slot stays idle while a
    campaign that may use it has tasks (work conservation).
-4. Placement of each job ("what of"): the highest affinity (user or campaign) first; among
+4. Placement of each job ("what of"): the highest affinity first (for a running job to
+   re-place, its user's; for a new job, the campaign's, which may lower the user's); among
    equals a cluster where the campaign has a running job to re-place (the one where it runs
    most); else one where it displaces nobody's running job, then one the user already has to
    itself, then an unused one (Armada's per-queue packing, so preemption stays between few
@@ -356,6 +358,7 @@ class _Campaign:
         self.clusters = [plan.index[n] for n in names
                          if (self.klass.clusters is None or n in self.klass.clusters) and self._fits_reserve(plan, n)]
         self.affinity = [spec.affinity.get(c.name, user.affinity.get(c.name, 0.0)) for c in scenario.clusters]
+        self.claim = [user.affinity.get(c.name, 0.0) for c in scenario.clusters]  # what may move a running job
         self.throughput = [spec.throughput.get(c.name, 0.0) for c in scenario.clusters]
         per_cluster = [spec.max_jobs_per_cluster.get(c.name, _INF) for c in scenario.clusters]
         self.cluster_caps = [min(cap, 1) for cap in per_cluster] if spec.test_mode else per_cluster
@@ -529,8 +532,8 @@ class _Fill:
                     or (need_memory and used_memory + need_memory > memory + _EPSILON)):
                 continue
             affinity = -k.affinity[c]
-            if evicted[c]:
-                key: tuple[Any, ...] = (affinity, 0, -evicted[c] - placed[c], order)
+            if evicted[c]:  # a running job moves only for its user's affinity: the move restarts its task
+                key: tuple[Any, ...] = (-k.claim[c], 0, -evicted[c] - placed[c], order)
             elif best is not None and best[:2] <= (affinity, 0):
                 continue  # re-placing a running job beats any new placement of no higher affinity
             else:

@@ -201,7 +201,9 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
     freed between two cycles finds a job ready), handed out in proportion to the campaigns'
     targets there: a campaign holds at most its target plus its slice of ``max_waiting``, so one
     whose tap is full does not hand its slice to the others. A cluster that offers cigri nothing
-    now splits its queue equally among the campaigns that may use it.
+    now splits its queue equally among the campaigns that may use it. On a cluster where this
+    cycle preempts, nobody queues beyond its target: those jobs would be the next cycle's kills
+    (a campaign's queued job there started on a freed core and was killed again, every cycle).
     """
     taps = {(c, k): rate for c, k, rate in conn.execute("SELECT campaign_id, cluster_id, rate FROM taps")}
     waiting = {(c, k): n for c, k, n in conn.execute(
@@ -224,6 +226,7 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
     for share in sorted(allocation.campaigns, key=lambda s: (not s.test_mode, s.id)):  # test mode first (CiGri)
         for name, count in share.start.items():
             take(share.id, name, count)
+    contested = {use.name for use in allocation.clusters if use.preempt}
     for cluster in gathered.scenario.clusters:
         cluster_id = gathered.cluster_ids[cluster.name]
         depth = int(ctx.cluster_options(cluster_id).get("max_waiting", DEFAULT_MAX_WAITING))
@@ -233,7 +236,8 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
         room: dict[int, int] = {}
         for c in targets:
             if specs[c].pending:  # counted only up to the cores: any pending task may queue
-                quota = share_of[c].target.get(cluster.name, 0) + -(-depth * targets[c] // total)
+                target = share_of[c].target.get(cluster.name, 0)
+                quota = target if cluster.name in contested else target + -(-depth * targets[c] // total)
                 cap = specs[c].max_jobs_per_cluster.get(cluster.name, quota)
                 held = specs[c].running.get(cluster.name, 0) + started.get((c, cluster.name), 0)
                 room[c] = min(quota, cap) - held
