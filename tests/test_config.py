@@ -98,6 +98,7 @@ BAD_FILES = [
     ("[cigri]\ncycle_period = 0\n", "cigri.cycle_period"),
     ("[metascheduler]\nreplica_delay = -1\n", "metascheduler.replica_delay"),
     ("[metascheduler]\npreempt_deadzone = nan\n", "metascheduler.preempt_deadzone"),
+    ("[metascheduler]\npreempt_horizon = -30\n", "metascheduler.preempt_horizon"),
     ("[cigri]\nmax_resubmit = -1\n", "cigri.max_resubmit"),
     ("[runner]\ntap_factor = 0.5\n", "runner.tap_factor"),
     ("[runner]\ntap_initial = 10\ntap_max = 5\n", "runner.tap_initial"),

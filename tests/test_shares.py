@@ -24,7 +24,8 @@ from cigri.errors import ConfigError, InputError
 from cigri.grid import Grid, open_grid
 from cigri.cycle_context import CycleContext
 from cigri.metascheduler import gather, schedule
-from cigri.metascheduler.fairshare import Policy
+from cigri.metascheduler.fairshare import CampaignSpec, ClusterSpec, Policy, Scenario
+from cigri.metascheduler.metascheduler import allocate
 from cigri.metascheduler.windows import is_night, job_type
 from cigri.properties import campaign_properties
 from cigri.runner import job_spec
@@ -86,6 +87,17 @@ def test_classes_users_and_windows_are_read(make_grid: Callable[[str], Grid]) ->
     assert cfg.users.of("alice").allotment == 16 and cfg.users.of("alice").affinity == {"b": 2.0}
     assert cfg.users.of("bob").allotment == 16 and cfg.users.of("bob").affinity == {}
     assert (cfg.metascheduler.preempt_fraction, cfg.metascheduler.night) == (0.2, "22:00-06:00")
+
+
+@pytest.mark.parametrize(("horizon", "killed"), [(0, 4), (30, 4), (300, 0)])
+def test_preempt_horizon_lets_jobs_end_by_themselves_before_any_kill(
+        make_grid: Callable[[str], Grid], horizon: int, killed: int) -> None:
+    cfg = make_grid(f"[metascheduler]\npreempt_horizon = {horizon}\n").config
+    # 64 cores, A holds 40 and ends 60 jobs an hour, B waits: 8 of A's jobs must go; within
+    # 300 s, 5 of them end by themselves, and the deadzone tolerates the other 3
+    scenario = Scenario((ClusterSpec("c1", 64),), (CampaignSpec(1, "a", 0, running={"c1": 40}, throughput={"c1": 60.0}),
+                                                    CampaignSpec(2, "b", 50)))
+    assert sum(allocate(cfg, scenario).campaigns[0].preempt.values()) == killed
 
 
 @pytest.mark.parametrize(("text", "key"), [

@@ -279,7 +279,7 @@ def allocate(scenario: Scenario, preempt_fraction: float = 0.10, *, attrition_se
              deadzone: float = 0.0) -> Allocation:
     """Targets, kills and starts for every campaign; deterministic (ties go to the lower id).
 
-    Two brakes on preemption, both YARN's: ``attrition_seconds`` (the cycle period): the
+    Two brakes on preemption, both YARN's: ``attrition_seconds`` (``preempt_horizon``): the
     above-target jobs that a campaign's ``throughput`` says will end by themselves within it
     free space without a kill (natural termination); ``deadzone``: a campaign may hold this
     fraction of its target on a cluster (rounded down) beyond it before it is preempted there

@@ -61,10 +61,9 @@ def schedule(ctx: CycleContext) -> dict[tuple[int, str], int]:
 
 
 def allocate(config: Config, scenario: fairshare.Scenario) -> fairshare.Allocation:
-    """The pure allocation with the configuration's preemption brakes; a cycle lasts
-    ``cycle_period``, the horizon over which jobs are expected to end by themselves."""
+    """The pure allocation with the configuration's preemption brakes."""
     settings = config.metascheduler
-    return fairshare.allocate(scenario, settings.preempt_fraction, attrition_seconds=config.settings.cycle_period,
+    return fairshare.allocate(scenario, settings.preempt_fraction, attrition_seconds=settings.preempt_horizon,
                               deadzone=settings.preempt_deadzone)
 
 
