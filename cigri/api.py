@@ -489,9 +489,9 @@ def clusters(grid: Grid) -> list[dict[str, Any]]:
         try:
             capacity = grid.backend(row["id"]).capacity()
             entry.update(total_slots=capacity.total_slots, free_slots=capacity.free_slots,
-                         queued_jobs=capacity.queued_jobs, error=None)
+                         free_memory_mb=capacity.free_memory_mb, queued_jobs=capacity.queued_jobs, error=None)
         except Exception as error:  # a broken cluster is reported, not fatal for the listing
-            entry.update(total_slots=None, free_slots=None, queued_jobs=None, error=str(error))
+            entry.update(total_slots=None, free_slots=None, free_memory_mb=None, queued_jobs=None, error=str(error))
         result.append(entry)
     return result
 

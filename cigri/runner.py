@@ -158,4 +158,5 @@ def job_spec(job: dict[str, Any], settings: dict[str, Any], group_walltime: int 
         properties=settings.get("properties", ""), project=settings.get("project", ""),
         best_effort=windows.job_type(settings.get("type"), night) == windows.BEST_EFFORT and not settings.get("test_mode"),
         group=str(job["run_group"] or ""), group_walltime_seconds=group_walltime if job["run_group"] else 0,
+        memory_mb=int(settings.get("memory", 0)) if kind == "task" else 0,
     )

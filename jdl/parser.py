@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cigri.errors import InputError
+from cigri.jdl.memory import parse_memory
 from cigri.jdl.walltime import parse_walltime
 
 if TYPE_CHECKING:  # jsonschema is imported only when a JDL is parsed: status commands start faster
@@ -149,11 +150,11 @@ def _semantic_problems(document: dict[str, Any], known_clusters: list[str]) -> l
             problems.append(f"$.clusters.{name}: unknown cluster (known: {', '.join(known_clusters) or 'none'})")
         if "exec_file" not in settings and "exec_file" not in document:
             problems.append(f"$.clusters.{name}: missing mandatory key 'exec_file' (here or global)")
-        for key in WALLTIME_KEYS:
+        for key, parse in (*((k, parse_walltime) for k in WALLTIME_KEYS), ("memory", parse_memory)):
             value = settings.get(key, document.get(key))
             if value is not None:
                 try:
-                    parse_walltime(value)
+                    parse(value)
                 except ValueError as error:
                     problems.append(f"$.clusters.{name}.{key}: {error}")
         if _boolean(settings.get("dimensional_grouping", document.get("dimensional_grouping", False))):
@@ -210,6 +211,8 @@ def _resolve(document: dict[str, Any], cluster: str, home: str,
             merged[key] = parse_walltime(merged[key])
     if "max_jobs" in merged:
         merged["max_jobs"] = int(merged["max_jobs"])
+    if "memory" in merged:
+        merged["memory"] = parse_memory(merged["memory"])
     for key in SCRIPT_KEYS:
         if isinstance(merged.get(key), list):
             merged[key] = "\n".join(merged[key])

@@ -308,6 +308,7 @@ def test_usage_errors_versions_and_clusters(cigri: Cigri) -> None:
     [cluster] = cigri.json("gridclusters")
     assert cluster["name"] == "local" and cluster["total_slots"] == SLOTS
     assert cluster["free_slots"] == SLOTS and not cluster["blacklisted"] and cluster["error"] is None
+    assert cluster["free_memory_mb"] is None  # the local pool does not reserve memory
 
 
 @pytest.mark.slow

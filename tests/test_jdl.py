@@ -47,6 +47,14 @@ def test_precedence_cluster_over_global_over_default() -> None:
     assert parse(jdl()).clusters["local"]["walltime"] == 120  # the configured default
 
 
+@pytest.mark.parametrize(("memory", "mebibytes"), [("4G", 4096), ("512m", 512), ("2048", 2048), (300, 300),
+                                                   ("1T", 1024**2), ("1500K", 2)])
+def test_memory_forms_as_slurm_writes_them(memory: str | int, mebibytes: int) -> None:
+    spec = parse(jdl(memory=memory, clusters={"local": {}, "other": {"memory": "1G"}}))
+    assert (spec.clusters["local"]["memory"], spec.clusters["other"]["memory"]) == (mebibytes, 1024)
+    assert "memory" not in parse(jdl()).clusters["local"]  # none asked: the cluster's default
+
+
 @pytest.mark.parametrize(("walltime", "seconds"), [("300", 300), ("00:05:00", 300), ("05:00", 300), (90, 90)])
 def test_walltime_forms(walltime: str | int, seconds: int) -> None:
     assert parse(jdl(walltime=walltime)).clusters["local"]["walltime"] == seconds
@@ -121,6 +129,10 @@ INVALID: list[tuple[str, dict[str, Any] | str, str]] = [
     ("walltime float", jdl(walltime=1.5), "$.walltime"),
     ("bad prologue_walltime", jdl(clusters={"local": {"prologue_walltime": "soon"}}),
      "$.clusters.local.prologue_walltime"),
+    ("memory with a space", jdl(memory="4 GB"), "$.memory"),
+    ("memory 0", jdl(clusters={"local": {"memory": "0G"}}), "$.clusters.local.memory"),
+    ("memory negative", jdl(memory=-1), "$.memory"),
+    ("memory float", jdl(memory=1.5), "$.memory"),
     ("name not a string", jdl(name=3), "$.name"),
     ("empty name", jdl(name=""), "$.name"),
     ("test_mode not a boolean", jdl(test_mode="yes"), "$.test_mode"),

@@ -143,6 +143,17 @@ def test_semi_best_effort_jobs_are_best_effort_by_day_and_normal_by_night(make_g
         [True, False, False, False]
 
 
+def test_a_task_job_asks_the_jdl_memory_and_a_script_job_the_default(make_grid: Callable[[str], Grid],
+                                                                      tmp_path: Path) -> None:
+    grid = make_grid(TWO_CLUSTERS)
+    campaign_id = _submit(grid, tmp_path, "alice", 1, memory="3G", prologue="true", clusters={"a": {}})
+    settings = campaign_properties(grid.db, [campaign_id])[campaign_id][grid.cluster_ids()["a"]]
+    job = {"id": 1, "campaign_id": campaign_id, "kind": "task", "batch": "1", "task": "60", "param": "60",
+           "user": "alice", "run_group": None}
+    assert job_spec(job, settings).memory_mb == 3072
+    assert job_spec({**job, "kind": "prologue"}, settings).memory_mb == 0
+
+
 # --- JDL class ----------------------------------------------------------------------------
 
 def test_class_and_priority_are_stored_default_class_applied(make_grid: Callable[[str], Grid], tmp_path: Path) -> None:
@@ -205,6 +216,22 @@ def test_gather_reads_capacity_holdings_classes_users_and_limits(make_grid: Call
         ("gold", 3.0, Policy.FAIR_SHARE, False), ("silver", 1.0, Policy.FAIR_SHARE, True)]
     assert [(u.name, u.allotment_cores, dict(u.affinity)) for u in scenario.users] == [
         ("alice", 16, {"b": 2.0}), ("bob", 16, {})]
+
+
+def test_gather_reads_memory_per_task_and_per_cluster(make_grid: Callable[[str], Grid], tmp_path: Path) -> None:
+    grid = make_grid(TWO_CLUSTERS)
+    ids = grid.cluster_ids()
+    big = _submit(grid, tmp_path, "alice", 9, memory="2G", clusters={"a": {"resources": "/nodes=2/core=1"}, "b": {}})
+    small = _submit(grid, tmp_path, "bob", 9, clusters={"a": {}})
+    grid.db.conn.executemany("INSERT INTO jobs(campaign_id, cluster_id, kind, state, created_at) VALUES (?, ?, 'task', ?, 0)",
+                             [(big, ids["a"], "running"), (big, ids["a"], "waiting"), (small, ids["a"], "running")])
+    scenario = gather(grid, {ids["a"]: Capacity(8, 3, free_memory_mb=3072), ids["b"]: Capacity(4, 1)}, now()).scenario
+    # memory per node times the nodes (the largest over the clusters); a offers its free 3 GB
+    # plus what cigri's held jobs reserve there; b does not say, so memory is not counted there
+    assert [(c.name, c.cores, c.memory_gb) for c in scenario.clusters] == [("a", 3 + 2 * 2 + 1, 3 + 2 * 4.0), ("b", 1, None)]
+    campaigns = {c.id: c for c in scenario.campaigns}
+    assert (campaigns[big].cores_per_task, campaigns[big].memory_gb_per_task) == (2, 4.0)
+    assert (campaigns[small].cores_per_task, campaigns[small].memory_gb_per_task) == (1, 0.0)
 
 
 def test_gather_lets_nightly_campaigns_run_at_night(make_grid: Callable[[str], Grid], tmp_path: Path) -> None:

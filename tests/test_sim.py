@@ -123,6 +123,21 @@ def test_weighted_max_min_redistributes_what_the_capped_cannot_use() -> None:
     assert eta_mape([(1, 0.0, 150.0), (1, 50.0, 100.0), (2, 0.0, 5.0)], {1: 100.0}) == 0.25
 
 
+def test_the_live_cycle_splits_cores_and_memory_by_dominant_share() -> None:
+    # DRF's classic example through real cycles: 9 cores and 18 GB; a's tasks take 1 core and
+    # 4 GB (memory dominates), b's 3 cores and 1 GB: 3 tasks for a and 2 for b equalize the
+    # dominant shares (2/3 each). Counting cores only would flip between 6/3 and 3/6 cores.
+    scenario = {"seed": 1, "cycle_period": 30, "max_hours": 2, "clusters": {"c1": {"cores": 9, "memory_gb": 18}},
+                "campaigns": [{"user": "a", "tasks": 200, "jdl": {"memory": "4G"},
+                               "duration": {"law": "lognormal", "median": 600, "sigma": 0.3}},
+                              {"user": "b", "tasks": 100, "cores_per_task": 3, "jdl": {"memory": "1G"},
+                               "duration": {"law": "lognormal", "median": 600, "sigma": 0.3}}]}
+    report = simulate(parse_scenario(scenario))
+    splits = [(p["running"]["a"], p["running"]["b"]) for p in report["timeline"] if p["hour"] > 0.1]
+    assert splits.count((3, 6)) > 0.6 * len(splits)  # cores of a (3 tasks) and of b (2 tasks)
+    assert report["kills"].get("preempt", 0) <= 2
+
+
 @pytest.mark.slow
 def test_simulation_is_deterministic_drains_everything_and_shares_fairly(tmp_path: Path) -> None:
     first = simulate(parse_scenario(TWO_USERS), tmp_path)

@@ -158,6 +158,13 @@ def test_one_array_needs_one_set_of_flags() -> None:
         build([spec("1"), spec("2", directory="/elsewhere")], {})
     with pytest.raises(SubmissionRefused, match="one walltime_seconds"):
         build([spec("1"), spec("2", walltime_seconds=60)], {})
+    with pytest.raises(SubmissionRefused, match="one memory_mb"):
+        build([spec("1", memory_mb=1024), spec("2")], {})
+
+
+def test_memory_is_reserved_per_node_in_mebibytes() -> None:
+    assert "--mem=4096M" in commands.sbatch_flags(build([spec(memory_mb=4096)], {}))
+    assert not [f for f in commands.sbatch_flags(build([spec()], {})) if f.startswith("--mem")]  # the default
 
 
 # --- states ----------------------------------------------------------------------------
@@ -255,13 +262,17 @@ def test_parse_submit_refuses_anything_else() -> None:
 
 
 def test_parse_capacity_on_recorded_and_multi_node_output() -> None:
-    assert commands.parse_capacity("slurm-b-n1 0/8/0/8\n#pending\n0\n").total_slots == 8
-    # a node in two partitions is listed twice; a drained node's CPUs are "other"
-    text = "n1 3/5/0/8\nn2 0/0/16/16\nn1 3/5/0/8\nn3 8/0/0/8\n#pending\n12\n"
-    capacity = commands.parse_capacity(text)
-    assert (capacity.total_slots, capacity.free_slots, capacity.queued_jobs) == (16, 5, 12)
+    # sinfo -O 'NodeList:|,CPUsState:|,Memory:|,AllocMem:|' of slurm 22.05.8
+    assert commands.parse_capacity("slurm-a-n1|0/8/0/8|8000|0|\n#pending\n0\n") == Capacity(8, 8, 0, 8000)
+    # a node in two partitions is listed twice; a drained node's CPUs are "other", its memory
+    # is not offered; memory held by jobs is not free
+    text = ("n1|3/5/0/8|8000|3000|\nn2|0/0/16/16|16000|0|\nn1|3/5/0/8|8000|3000|\nn3|8/0/0/8|8000|8000|\n"
+            "#pending\n12\n")
+    assert commands.parse_capacity(text) == Capacity(16, 5, 12, 5000)
     with pytest.raises(ClusterBadAnswer):
         commands.parse_capacity("sinfo: error: invalid partition\n#pending\n0\n")
+    with pytest.raises(ClusterBadAnswer):
+        commands.parse_capacity("n1 3/5/0/8\n#pending\n0\n")  # the former format
     with pytest.raises(ClusterBadAnswer):
         commands.parse_capacity("#pending\n0\n")
 
@@ -315,6 +326,8 @@ def test_rest_submit_payload_and_answer() -> None:
         "name": batch.name, "array": "0-1", "current_working_directory": "/tmp", "standard_output": "/dev/null",
         "standard_error": "/dev/null", "environment": rest.ENVIRONMENT, "time_limit": 2, "tasks": 2,
         "cpus_per_task": 4, "nodes": [2, 2], "tasks_per_node": 1, "partition": "besteffort"}
+    assert "memory_per_node" not in payload["job"]
+    assert rest.submit_payload(build([spec(memory_mb=2048)], {}))["job"]["memory_per_node"] == 2048
     assert rest.parse_submit({"errors": [], "job_id": 25, "step_id": "BATCH"}) == "25"
     with pytest.raises(SubmissionRefused, match="Invalid partition name specified"):
         rest.parse_submit({"errors": [{"error": "Invalid partition name specified", "error_number": 2000}]})
@@ -324,7 +337,10 @@ def test_rest_submit_payload_and_answer() -> None:
 
 def test_rest_capacity_counts_usable_nodes_of_the_partition() -> None:
     answer = recorded("slurmrestd-nodes.json")
-    assert rest.parse_nodes(answer, "main") == Capacity(16, 13)  # n1 (8 idle) + n3 (5 idle); n2 drained
-    assert rest.parse_nodes(answer, "") == Capacity(48, 45)  # and the gpu node
+    # n1 (8 idle CPUs, 8000 MiB free) + n3 (5 idle, 5000 MiB free); n2 drained
+    assert rest.parse_nodes(answer, "main") == Capacity(16, 13, free_memory_mb=13000)
+    assert rest.parse_nodes(answer, "") == Capacity(48, 45, free_memory_mb=77000)  # and the gpu node
+    del answer["nodes"][0]["real_memory"]  # type: ignore[index]
+    assert rest.parse_nodes(answer, "main") == Capacity(16, 13)  # a node that does not say: not counted
     with pytest.raises(ClusterBadAnswer):
         rest.parse_nodes({"errors": ["x"]}, "main")

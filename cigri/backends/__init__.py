@@ -50,6 +50,7 @@ class JobSpec:
     best_effort: bool = False
     group: str = ""  # specs sharing it run one after another in one remote job (temporal grouping)
     group_walltime_seconds: int = 0  # that remote job's walltime; each spec keeps its own too
+    memory_mb: int = 0  # memory per node the job reserves (MiB); 0: the cluster's default
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class Capacity:
     total_slots: int
     free_slots: int
     queued_jobs: int = 0
+    free_memory_mb: int | None = None  # memory no job holds; None: the cluster does not say
 
 
 class ClusterBackend(Protocol):

@@ -29,7 +29,8 @@ from cigri.metascheduler.schedulers import finalize, test, workqueue
 from cigri.states import JOB_ACTIVE, TASK_OPEN, CampaignState, JobState, KillReason, TaskState, sql_in
 
 log = logging.getLogger("cigri.metascheduler")
-_LEVELS = {"nodes", "host", "network_address", "cpu", "core", "resource_id"}
+_NODE_LEVELS = {"nodes", "host", "network_address"}
+_LEVELS = _NODE_LEVELS | {"cpu", "core", "resource_id"}
 _PART = re.compile(r"^\s*(\w+)\s*=\s*(\d+)\s*$")
 DEFAULT_MAX_WAITING = 100
 
@@ -83,15 +84,21 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
     settings = grid.campaign_properties([r[0] for r in rows])
     held: dict[tuple[int, int], int] = {}
     held_cores: dict[int, int] = {}
-    costs = {r[0]: _cores_per_task(settings[r[0]]) for r in rows}
+    held_memory: dict[int, float] = {}
+    task_costs = {r[0]: _task_cost(settings[r[0]]) for r in rows}
+    costs = {c: cores for c, (cores, _) in task_costs.items()}
+    memory = {c: gigabytes for c, (_, gigabytes) in task_costs.items()}
     for campaign_id, cluster_id, count in conn.execute(
             f"SELECT campaign_id, cluster_id, count(*) FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} "
             "AND kind = 'task' AND kill_reason IS NULL GROUP BY campaign_id, cluster_id"):
         if cluster_id in capacities and campaign_id in costs:
             held[(campaign_id, cluster_id)] = count
             held_cores[cluster_id] = held_cores.get(cluster_id, 0) + count * costs[campaign_id]
-    clusters = tuple(fairshare.ClusterSpec(cluster_names[cid], cap.free_slots + held_cores.get(cid, 0))
-                     for cid, cap in sorted(capacities.items()))
+            held_memory[cluster_id] = held_memory.get(cluster_id, 0.0) + count * memory[campaign_id]
+    clusters = tuple(fairshare.ClusterSpec(
+        cluster_names[cid], cap.free_slots + held_cores.get(cid, 0),
+        None if cap.free_memory_mb is None else cap.free_memory_mb / 1024 + held_memory.get(cid, 0.0))
+        for cid, cap in sorted(capacities.items()))
     limit = max(1, sum(c.cores for c in clusters))
     night = windows.is_night(config.metascheduler, now)
     ready = _ready_clusters(conn, settings)
@@ -109,7 +116,7 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
             continue
         campaigns.append(fairshare.CampaignSpec(
             id=campaign_id, user=user, pending=pending, class_name=class_name if class_name in classes else None,
-            cores_per_task=costs[campaign_id], priority=priority, running=running,
+            cores_per_task=costs[campaign_id], memory_gb_per_task=memory[campaign_id], priority=priority, running=running,
             test_mode=any(test.is_test_mode(values[k]) for k in usable),
             max_jobs_per_cluster={cluster_names[k]: cap for k in usable if (cap := test.job_cap(values[k])) is not None},
             clusters=tuple(cluster_names[k] for k in usable) if usable else tuple(running),
@@ -135,18 +142,22 @@ def _user(config: Config, name: str, clusters: set[str]) -> fairshare.UserSpec:
                               affinity={k: v for k, v in user.affinity.items() if k in clusters})
 
 
-def _cores_per_task(values: Mapping[int, Mapping[str, Any]]) -> int:
-    """Cores one task asks for: the product of the levels of its OAR ``resources`` (the
-    largest over its clusters); a request cigri cannot read counts as one core."""
-    most = 1
+def _task_cost(values: Mapping[int, Mapping[str, Any]]) -> tuple[int, float]:
+    """``(cores, memory GB)`` one task asks for, the largest over its clusters. Cores: the
+    product of the levels of its OAR ``resources`` (a request cigri cannot read counts as one
+    core). Memory: the JDL's ``memory`` (per node, as Slurm's ``--mem``) times its nodes."""
+    cores, memory = 1, 0.0
     for settings in values.values():
-        cores = 1
+        levels = {"cores": 1, "nodes": 1}
         for part in re.split(r"[/,]", str(settings.get("resources", ""))):
             match = _PART.match(part)
             if match and match[1] in _LEVELS:
-                cores *= max(1, int(match[2]))
-        most = max(most, cores)
-    return most
+                levels["cores"] *= max(1, int(match[2]))
+                if match[1] in _NODE_LEVELS:
+                    levels["nodes"] *= max(1, int(match[2]))
+        cores = max(cores, levels["cores"])
+        memory = max(memory, int(settings.get("memory", 0)) * levels["nodes"] / 1024)
+    return cores, memory
 
 
 def _ready_clusters(conn: sqlite3.Connection, settings: dict[int, dict[int, dict[str, Any]]]) -> dict[int, set[int]]:

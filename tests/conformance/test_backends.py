@@ -106,6 +106,23 @@ def test_capacity(cluster: Target) -> None:
     assert capacity.total_slots >= (8 if cluster.remote else 1)
     assert 0 <= capacity.free_slots <= capacity.total_slots
     assert capacity.queued_jobs >= 0
+    # Slurm says how much memory no job holds (the test nodes have 8000 MiB); the others do not
+    assert (capacity.free_memory_mb is not None) == (cluster.kind == "slurm")
+    assert capacity.free_memory_mb is None or 0 < capacity.free_memory_mb <= 8000 * capacity.total_slots
+
+
+@pytest.mark.parametrize("target", [c.name for c in REMOTE if c.backend == "slurm"], indirect=True)
+def test_slurm_reserves_the_memory_asked(cluster: Target) -> None:
+    """The JDL's memory reaches Slurm: within a node's 8000 MiB the job runs, beyond it Slurm
+    refuses it at submission (it could never run)."""
+    key, directory = token(), cluster.workdir("memory")
+    ok = dataclasses.replace(spec(key, directory, "/bin/sh", "-c", "echo fits > fits"), memory_mb=2048)
+    remote_id = cluster.submit([ok])[key]
+    assert wait(cluster, [remote_id], ended)[remote_id].state == RemoteState.COMPLETED
+    assert (directory / "fits").read_text() == "fits\n"
+    big = token()
+    with pytest.raises(SubmissionRefused, match="memory|configuration|never run"):
+        cluster.submit([dataclasses.replace(spec(big, directory, "/bin/true"), memory_mb=64 * 1024)])
 
 
 def test_stderr_tail_of_a_failing_task(cluster: Target) -> None:

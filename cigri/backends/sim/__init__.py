@@ -37,7 +37,6 @@ _STATES = {
     "preempted": RemoteState.PREEMPTED,
 }
 _CORES = re.compile(r"\bcores?=(\d+)")
-_MEMORY = re.compile(r"\bmem(?:ory)?=(\d+(?:\.\d+)?)G?\b", re.IGNORECASE)
 
 
 class SimBackend:
@@ -76,8 +75,7 @@ class SimBackend:
             job_id = f"{self.name}.{self._count}"
             duration, exit_code = self._behaviour(spec.argv)
             cores = _CORES.search(spec.resources)
-            memory = _MEMORY.search(spec.resources)
-            world.submit(Job(job_id, int(cores.group(1)) if cores else 1, float(memory.group(1)) if memory else 0.0,
+            world.submit(Job(job_id, int(cores.group(1)) if cores else 1, spec.memory_mb / 1024,
                              duration, walltime=float(spec.walltime_seconds), best_effort=spec.best_effort,
                              key=spec.key, exit_code=exit_code))
             self._keys[spec.key] = job_id
@@ -111,7 +109,9 @@ class SimBackend:
 
     def capacity(self) -> Capacity:
         world = self._now()
-        return Capacity(world.cores, max(0, world.free_cores()), len(world.queue) + len(world.best_effort_queue))
+        memory = int((world.memory_gb - world.used()[1]) * 1024) if world.memory_gb else None
+        return Capacity(world.cores, max(0, world.free_cores()), len(world.queue) + len(world.best_effort_queue),
+                        None if memory is None else max(0, memory))
 
     def output_tail(self, remote_id: str, stream: str, lines: int) -> str:
         return ""  # simulated jobs write nothing

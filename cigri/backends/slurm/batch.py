@@ -14,7 +14,7 @@ sharing a file system number their jobs independently), then replaces itself wit
 (``exec``). Every word goes through :func:`shlex.quote`; nothing is ever interpolated raw.
 
 One array has one set of flags, so the jobs of a batch must share directory, walltime,
-resources, properties, project and best-effort flag (the runner's batches always do).
+resources, memory, properties, project and best-effort flag (the runner's batches always do).
 Anything Slurm cannot express is a :class:`~cigri.errors.SubmissionRefused` naming the cause.
 """
 
@@ -61,6 +61,7 @@ class Batch:
     account: str
     constraint: str
     script: str
+    memory_mb: int = 0  # --mem (per node); 0: the partition's default
 
 
 def shape(resources: str) -> Shape:
@@ -138,8 +139,8 @@ def build(specs: list[JobSpec], options: dict[str, Any]) -> Batch:
     if not specs:
         raise ValueError("empty batch")
     first = specs[0]
-    for field in ("batch", "directory", "walltime_seconds", "resources", "properties", "project", "best_effort",
-                  "group_walltime_seconds"):
+    for field in ("batch", "directory", "walltime_seconds", "resources", "memory_mb", "properties", "project",
+                  "best_effort", "group_walltime_seconds"):
         if any(getattr(spec, field) != getattr(first, field) for spec in specs):
             raise SubmissionRefused(f"batch {first.batch}: one Slurm array needs one {field} for all its jobs")
     if any(spec.group for spec in specs) and not all(spec.group for spec in specs):
@@ -155,7 +156,8 @@ def build(specs: list[JobSpec], options: dict[str, Any]) -> Batch:
         minutes=max(1, -(-walltime // 60)), shape=shape(first.resources),
         partition=partition, qos=str(options.get("best_effort_qos", "")) if first.best_effort else "",
         account=first.project or str(options.get("project", "")),
-        constraint=constraint(str(options.get("properties", "")), first.properties), script=script)
+        constraint=constraint(str(options.get("properties", "")), first.properties), script=script,
+        memory_mb=first.memory_mb)
 
 
 def array_task_ids(specs: list[JobSpec], array_id: str) -> dict[str, str]:

@@ -54,7 +54,7 @@ exit 0
 
 # $1 = partition (may be empty). Nodes are listed once per partition: the parser dedups them.
 CAPACITY = """\
-sinfo -h -N ${1:+-p "$1"} -o '%N %C' || exit
+sinfo -h -N ${1:+-p "$1"} -O 'NodeList:|,CPUsState:|,Memory:|,AllocMem:|' || exit
 echo '#pending'
 squeue -h -r -t PENDING ${1:+-p "$1"} -o %i | wc -l
 """
@@ -93,6 +93,8 @@ def sbatch_flags(batch: Batch) -> list[str]:
     flags += [f"--ntasks={shape.tasks}", f"--cpus-per-task={shape.cpus_per_task}"]
     if shape.exclusive:
         flags.append("--exclusive")
+    if batch.memory_mb:
+        flags.append(f"--mem={batch.memory_mb}M")
     for flag, value in (("partition", batch.partition), ("qos", batch.qos), ("account", batch.account),
                         ("constraint", batch.constraint)):
         if value:
@@ -168,21 +170,22 @@ def capacity_argv(partition: str) -> list[str]:
 
 
 def parse_capacity(stdout: str) -> Capacity:
-    """Usable CPUs (allocated + idle) and idle CPUs of the partition's nodes, pending jobs."""
+    """Usable CPUs (allocated + idle) and idle CPUs of the partition's nodes, the memory no job
+    holds on the nodes with usable CPUs (MiB), pending jobs."""
     nodes, _, pending = stdout.partition("#pending\n")
-    cpus: dict[str, list[int]] = {}
+    usage: dict[str, tuple[int, int, int]] = {}
     for line in nodes.splitlines():
-        name, _, counts = line.partition(" ")
-        numbers = [_number(n) for n in counts.split("/")]
-        if len(numbers) != 4 or None in numbers:
+        fields = line.split("|")
+        numbers = [_number(n) for n in (*fields[1].split("/"), *fields[2:4])] if len(fields) == 5 else []
+        if len(numbers) != 6 or None in numbers:
             raise ClusterBadAnswer(f"unexpected sinfo line {line!r}")
-        cpus[name] = numbers  # type: ignore[assignment]
+        allocated, idle, _, _, memory, held = numbers
+        usage[fields[0].strip()] = (allocated, idle, max(0, memory - held) if allocated + idle else 0)  # type: ignore[operator]
     queued = _number(pending.strip())
-    if not cpus or queued is None:
+    if not usage or queued is None:
         raise ClusterBadAnswer(f"unexpected sinfo/squeue answer {stdout[:200]!r}")
-    allocated = sum(c[0] for c in cpus.values())
-    idle = sum(c[1] for c in cpus.values())
-    return Capacity(allocated + idle, idle, queued)
+    allocated, idle, free_memory = (sum(column) for column in zip(*usage.values()))
+    return Capacity(allocated + idle, idle, queued, free_memory)
 
 
 def status_argv(group_ids: list[str]) -> list[str]:

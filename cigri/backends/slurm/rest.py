@@ -44,6 +44,8 @@ def submit_payload(batch: Batch) -> dict[str, Any]:
         job.update(nodes=[shape.nodes, shape.nodes], tasks_per_node=1)
     if shape.exclusive:
         job["exclusive"] = "true"
+    if batch.memory_mb:
+        job["memory_per_node"] = batch.memory_mb
     for key, value in (("partition", batch.partition), ("qos", batch.qos), ("account", batch.account),
                        ("constraints", batch.constraint)):
         if value:
@@ -128,10 +130,12 @@ def cancel_path(remote_id: str) -> str:
 
 
 def parse_nodes(answer: Any, partition: str) -> Capacity:
-    """CPUs of the partition's usable nodes (any partition when none is configured)."""
+    """CPUs of the partition's usable nodes (any partition when none is configured), and the
+    memory no job holds on them (MiB)."""
     if not isinstance(answer, dict) or not isinstance(answer.get("nodes"), list):
         raise ClusterBadAnswer(f"slurmrestd: no node list in {str(answer)[:200]!r}")
     total = free = 0
+    free_memory: int | None = 0
     for node in answer["nodes"]:
         if partition and partition not in (node.get("partitions") or []):
             continue
@@ -139,4 +143,8 @@ def parse_nodes(answer: Any, partition: str) -> Capacity:
             continue
         total += int(node.get("cpus") or 0)
         free += int(node.get("idle_cpus") or 0)
-    return Capacity(total, free)
+        if free_memory is not None and isinstance(node.get("real_memory"), int):
+            free_memory += max(0, node["real_memory"] - int(node.get("alloc_memory") or 0))
+        else:
+            free_memory = None  # a node that does not say: memory is not counted here
+    return Capacity(total, free, free_memory_mb=free_memory)
