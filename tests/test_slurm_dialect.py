@@ -263,12 +263,14 @@ def test_parse_submit_refuses_anything_else() -> None:
 
 def test_parse_capacity_on_recorded_and_multi_node_output() -> None:
     # sinfo -O 'NodeList:|,CPUsState:|,Memory:|,AllocMem:|' of slurm 22.05.8
-    assert commands.parse_capacity("slurm-a-n1|0/8/0/8|8000|0|\n#pending\n0\n") == Capacity(8, 8, 0, 8000)
+    assert commands.parse_capacity("slurm-a-n1|0/8/0/8|8000|0|\n#pending\n0\n") == Capacity(8, 8, 0, 8000, 8, 8000)
     # a node in two partitions is listed twice; a drained node's CPUs are "other", its memory
     # is not offered; memory held by jobs is not free
     text = ("n1|3/5/0/8|8000|3000|\nn2|0/0/16/16|16000|0|\nn1|3/5/0/8|8000|3000|\nn3|8/0/0/8|8000|8000|\n"
             "#pending\n12\n")
-    assert commands.parse_capacity(text) == Capacity(16, 5, 12, 5000)
+    assert commands.parse_capacity(text) == Capacity(16, 5, 12, 5000, 8, 8000)  # the drained node's size aside
+    mixed = "n1|0/8/0/8|8000|0|\nn4|0/16/0/16|8000|0|\n#pending\n0\n"
+    assert commands.parse_capacity(mixed) == Capacity(24, 24, 0, 16000, None, 8000)  # unlike nodes: no size
     with pytest.raises(ClusterBadAnswer):
         commands.parse_capacity("sinfo: error: invalid partition\n#pending\n0\n")
     with pytest.raises(ClusterBadAnswer):
@@ -338,9 +340,9 @@ def test_rest_submit_payload_and_answer() -> None:
 def test_rest_capacity_counts_usable_nodes_of_the_partition() -> None:
     answer = recorded("slurmrestd-nodes.json")
     # n1 (8 idle CPUs, 8000 MiB free) + n3 (5 idle, 5000 MiB free); n2 drained
-    assert rest.parse_nodes(answer, "main") == Capacity(16, 13, free_memory_mb=13000)
-    assert rest.parse_nodes(answer, "") == Capacity(48, 45, free_memory_mb=77000)  # and the gpu node
+    assert rest.parse_nodes(answer, "main") == Capacity(16, 13, free_memory_mb=13000, node_cores=8, node_memory_mb=8000)
+    assert rest.parse_nodes(answer, "") == Capacity(48, 45, free_memory_mb=77000)  # and the gpu node: unlike
     del answer["nodes"][0]["real_memory"]  # type: ignore[index]
-    assert rest.parse_nodes(answer, "main") == Capacity(16, 13)  # a node that does not say: not counted
+    assert rest.parse_nodes(answer, "main") == Capacity(16, 13, node_cores=8)  # a node that does not say
     with pytest.raises(ClusterBadAnswer):
         rest.parse_nodes({"errors": ["x"]}, "main")

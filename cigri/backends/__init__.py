@@ -18,6 +18,7 @@ attempt. A backend that cannot read a group's per-task status runs each spec alo
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
@@ -71,6 +72,14 @@ class Capacity:
     free_slots: int
     queued_jobs: int = 0
     free_memory_mb: int | None = None  # memory no job holds; None: the cluster does not say
+    node_cores: int | None = None  # the size of every usable node, when they are all alike
+    node_memory_mb: int | None = None
+
+
+def node_size(sizes: Iterable[tuple[int, int | None]]) -> tuple[int | None, int | None]:
+    """``(CPUs, MiB)`` of a cluster's usable nodes, each None unless every node has the same."""
+    cpus, memory = {c for c, _ in sizes}, {m for _, m in sizes}
+    return (next(iter(cpus)) if len(cpus) == 1 else None, next(iter(memory)) if len(memory) == 1 else None)
 
 
 class ClusterBackend(Protocol):

@@ -97,7 +97,8 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
             held_memory[cluster_id] = held_memory.get(cluster_id, 0.0) + count * memory[campaign_id]
     clusters = tuple(fairshare.ClusterSpec(
         cluster_names[cid], cap.free_slots + held_cores.get(cid, 0),
-        None if cap.free_memory_mb is None else cap.free_memory_mb / 1024 + held_memory.get(cid, 0.0))
+        None if cap.free_memory_mb is None else cap.free_memory_mb / 1024 + held_memory.get(cid, 0.0),
+        cap.node_cores, None if cap.node_memory_mb is None else cap.node_memory_mb / 1024)
         for cid, cap in sorted(capacities.items()))
     limit = max(1, sum(c.cores for c in clusters))
     night = windows.is_night(config.metascheduler, now)

@@ -8,7 +8,7 @@ costs exactly one SSH round trip and nothing from a job ever becomes shell code.
 
 from __future__ import annotations
 
-from cigri.backends import Capacity, RemoteJob, RemoteState
+from cigri.backends import Capacity, RemoteJob, RemoteState, node_size
 from cigri.backends.slurm.batch import Batch
 from cigri.backends.slurm.states import translate
 from cigri.errors import ClusterBadAnswer
@@ -171,21 +171,27 @@ def capacity_argv(partition: str) -> list[str]:
 
 def parse_capacity(stdout: str) -> Capacity:
     """Usable CPUs (allocated + idle) and idle CPUs of the partition's nodes, the memory no job
-    holds on the nodes with usable CPUs (MiB), pending jobs."""
+    holds on the nodes with usable CPUs (MiB), pending jobs, and the nodes' size if alike."""
     nodes, _, pending = stdout.partition("#pending\n")
     usage: dict[str, tuple[int, int, int]] = {}
+    sizes: dict[str, tuple[int, int]] = {}
     for line in nodes.splitlines():
         fields = line.split("|")
-        numbers = [_number(n) for n in (*fields[1].split("/"), *fields[2:4])] if len(fields) == 5 else []
-        if len(numbers) != 6 or None in numbers:
+        parsed = [_number(n) for n in (*fields[1].split("/"), *fields[2:4])] if len(fields) == 5 else []
+        numbers = [n for n in parsed if n is not None]
+        if len(numbers) != 6 or len(parsed) != 6:
             raise ClusterBadAnswer(f"unexpected sinfo line {line!r}")
-        allocated, idle, _, _, memory, held = numbers
-        usage[fields[0].strip()] = (allocated, idle, max(0, memory - held) if allocated + idle else 0)  # type: ignore[operator]
+        allocated, idle, _, cpus, memory, held = numbers
+        name = fields[0].strip()
+        usage[name] = (allocated, idle, max(0, memory - held) if allocated + idle else 0)
+        if allocated + idle:  # a drained or down node offers nothing
+            sizes[name] = (cpus, memory)
     queued = _number(pending.strip())
     if not usage or queued is None:
         raise ClusterBadAnswer(f"unexpected sinfo/squeue answer {stdout[:200]!r}")
     allocated, idle, free_memory = (sum(column) for column in zip(*usage.values()))
-    return Capacity(allocated + idle, idle, queued, free_memory)
+    node_cores, node_memory = node_size(sizes.values())
+    return Capacity(allocated + idle, idle, queued, free_memory, node_cores, node_memory)
 
 
 def status_argv(group_ids: list[str]) -> list[str]:

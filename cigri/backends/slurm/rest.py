@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from cigri.backends import Capacity, RemoteJob, RemoteState
+from cigri.backends import Capacity, RemoteJob, RemoteState, node_size
 from cigri.backends.slurm.batch import Batch
 from cigri.backends.slurm.states import translate
 from cigri.errors import ClusterBadAnswer, SubmissionRefused
@@ -130,12 +130,13 @@ def cancel_path(remote_id: str) -> str:
 
 
 def parse_nodes(answer: Any, partition: str) -> Capacity:
-    """CPUs of the partition's usable nodes (any partition when none is configured), and the
-    memory no job holds on them (MiB)."""
+    """CPUs of the partition's usable nodes (any partition when none is configured), the
+    memory no job holds on them (MiB), and their size when they are all alike."""
     if not isinstance(answer, dict) or not isinstance(answer.get("nodes"), list):
         raise ClusterBadAnswer(f"slurmrestd: no node list in {str(answer)[:200]!r}")
     total = free = 0
     free_memory: int | None = 0
+    sizes = []
     for node in answer["nodes"]:
         if partition and partition not in (node.get("partitions") or []):
             continue
@@ -143,8 +144,10 @@ def parse_nodes(answer: Any, partition: str) -> Capacity:
             continue
         total += int(node.get("cpus") or 0)
         free += int(node.get("idle_cpus") or 0)
+        sizes.append((int(node.get("cpus") or 0), node.get("real_memory")))
         if free_memory is not None and isinstance(node.get("real_memory"), int):
             free_memory += max(0, node["real_memory"] - int(node.get("alloc_memory") or 0))
         else:
             free_memory = None  # a node that does not say: memory is not counted here
-    return Capacity(total, free, free_memory_mb=free_memory)
+    node_cores, node_memory = node_size(sizes)
+    return Capacity(total, free, free_memory_mb=free_memory, node_cores=node_cores, node_memory_mb=node_memory)
