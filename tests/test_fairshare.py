@@ -272,6 +272,15 @@ def test_affinity_lyon_users_on_lyon_grenoble_users_spill_only_onto_free_space()
     assert result[1].preempt == {"lyon": 6}
 
 
+def test_a_paused_campaign_keeps_its_running_jobs_the_others_get_the_rest() -> None:
+    # pausing means: no new jobs, running ones go on; fair share must not kill them either
+    result = shares(Scenario((ClusterSpec("c", 64),), (CampaignSpec(1, "a", 0, running={"c": 40}, paused=True),
+                                                        CampaignSpec(2, "b", 50))), fraction=1.0)
+    assert result[1].target == {"c": 40} and not result[1].preempt
+    assert result[1].reason.startswith("paused: never preempted")
+    assert result[2].target == {"c": 24} and result[2].start == {"c": 24}
+
+
 def test_a_campaign_affinity_steers_new_jobs_but_never_moves_running_ones() -> None:
     # the live cigri lowers a campaign's affinity for a cluster after flood kills there; its jobs
     # running there must stay (a move restarts the task), only new ones go elsewhere

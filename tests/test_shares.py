@@ -236,6 +236,18 @@ def test_gather_reads_memory_per_task_and_per_cluster(make_grid: Callable[[str],
     assert (campaigns[small].cores_per_task, campaigns[small].memory_gb_per_task) == (1, 0.0)
 
 
+def test_a_paused_campaigns_running_jobs_are_not_preempted(make_grid: Callable[[str], Grid], tmp_path: Path) -> None:
+    grid = make_grid('[clusters.a]\nbackend = "local"\n[metascheduler]\npreempt_fraction = 1.0\n')
+    paused, other = _submit(grid, tmp_path, "alice", 20), _submit(grid, tmp_path, "bob", 20)
+    a = grid.cluster_ids()["a"]
+    grid.db.conn.executemany("INSERT INTO jobs(campaign_id, cluster_id, kind, state, created_at) "
+                             "VALUES (?, ?, 'task', 'running', 0)", [(paused, a)] * 8)
+    api.pause(grid, paused, user="alice")
+    assert [c.paused for c in gather(grid, {a: Capacity(8, 0)}, now()).scenario.campaigns] == [True, False]
+    schedule(CycleContext(grid, capacities={a: Capacity(8, 0)}, options={a: {"max_waiting": 0}}))
+    assert grid.db.conn.execute("SELECT count(*) FROM jobs WHERE kill_reason IS NOT NULL").fetchone() == (0,)
+
+
 def test_gather_lets_nightly_campaigns_run_at_night(make_grid: Callable[[str], Grid], tmp_path: Path) -> None:
     grid = make_grid(TWO_CLUSTERS + '[metascheduler]\nnight = "00:00-23:59"\nweekend = true\n')
     nightly = _submit(grid, tmp_path, "carol", 4, type="nightly")

@@ -32,7 +32,8 @@ Scenario (JSON, read by :func:`scenario_from_json`; unknown keys are errors)::
   ``memory_gb_per_task`` (default 0), ``max_jobs`` = null | n (whole grid) |
   ``{cluster: n}``, ``running`` = ``{cluster: jobs}`` (every cluster named must be listed),
   ``priority`` (higher is served first among the same user's campaigns, and preempted last;
-  default 0), ``test_mode``, ``clusters`` (usable clusters in the JDL's order; absent: all),
+  default 0), ``test_mode``, ``paused`` (its running jobs are never preempted; give it no
+  ``pending``), ``clusters`` (usable clusters in the JDL's order; absent: all),
   ``affinity`` (overrides the user's, per cluster, for new jobs only: the live cigri puts the
   predictor's flood penalties here, and a penalty must not move running jobs), ``throughput``
   = ``{cluster: predicted jobs per hour}``.
@@ -42,7 +43,7 @@ Output (:func:`allocation_to_json`, one JSON value): ``campaigns`` by id, each w
 ``target`` (jobs it should hold on each cluster once converged, running ones included),
 ``preempt`` (running jobs to kill there this cycle), ``start`` (jobs to start there this cycle,
 after the kills), ``fair_share`` = ``{"jobs": n, "dominant": share of the grid}`` at target, and
-``reason`` ("; "-joined: "test mode", "fixed_share: never preempted", "capped by demand",
+``reason`` ("; "-joined: "test mode", "paused: never preempted", "fixed_share: never preempted", "capped by demand",
 "capped by max_jobs", "capped by allotment", "at fair share", "above share: preempting N [of E]",
 "above share by E: preemption cap reached", "above share by E: N expected to end by themselves",
 "above share by E: within the preemption deadzone", "below share: preempting N", ...); then
@@ -163,6 +164,7 @@ class CampaignSpec:
     running: Mapping[str, int] = field(default_factory=dict)
     priority: int = 0  # higher is served first among the user's campaigns
     test_mode: bool = False
+    paused: bool = False  # its running jobs go on and are never preempted; it starts nothing
     clusters: tuple[str, ...] | None = None  # usable clusters in the JDL's order; None: all
     affinity: Mapping[str, float] = field(default_factory=dict)  # overrides the user's
     throughput: Mapping[str, float] = field(default_factory=dict)  # predicted jobs per hour
@@ -348,7 +350,7 @@ class _Campaign:
         self.spec, self.id, self.user, self.priority = spec, spec.id, spec.user, spec.priority
         self.klass = scenario.class_of(spec)
         self.cost: Vector = (float(spec.cores_per_task), float(spec.memory_gb_per_task))
-        self.preemptable = self.klass.policy is Policy.FAIR_SHARE and not spec.test_mode
+        self.preemptable = self.klass.policy is Policy.FAIR_SHARE and not spec.test_mode and not spec.paused
         self.counts_allotment = self.klass.policy is not Policy.FAIR_SHARE
         self.allowed_user = self.klass.users is None or spec.user in self.klass.users
         user = scenario.user(spec.user)
@@ -626,6 +628,8 @@ def _reason(plan: _Plan, k: _Campaign, fill: _Fill, running: list[int], target: 
     parts = []
     if k.spec.test_mode:
         parts.append("test mode")
+    elif k.spec.paused:
+        parts.append("paused: never preempted")
     elif not k.preemptable:
         parts.append(f"{k.klass.policy}: never preempted")
     total = sum(target)
@@ -692,7 +696,7 @@ _SCHEMA = _record(
         pending=_COUNT, cores_per_task={"type": "integer", "minimum": 1}, memory_gb_per_task=_GB,
         max_jobs={"anyOf": [{"type": "null"}, _COUNT, {"type": "object", "additionalProperties": _COUNT}]},
         running={"type": "object", "additionalProperties": _COUNT}, priority={"type": "integer"},
-        test_mode={"type": "boolean"}, clusters=_NAMES, affinity={"type": "object",
+        test_mode={"type": "boolean"}, paused={"type": "boolean"}, clusters=_NAMES, affinity={"type": "object",
                                                                   "additionalProperties": {"type": "number"}},
         throughput=_PER_CLUSTER, **{"class": {"type": ["string", "null"]}})},
 )
@@ -739,7 +743,7 @@ def _campaign(data: dict[str, Any]) -> CampaignSpec:
         max_jobs=max_jobs if not isinstance(max_jobs, dict) else None,
         max_jobs_per_cluster=max_jobs if isinstance(max_jobs, dict) else {},
         running=data.get("running", {}), priority=data.get("priority", 0), test_mode=data.get("test_mode", False),
-        clusters=None if data.get("clusters") is None else tuple(data["clusters"]),
+        paused=data.get("paused", False), clusters=None if data.get("clusters") is None else tuple(data["clusters"]),
         affinity=data.get("affinity", {}), throughput=data.get("throughput", {}))
 
 

@@ -118,6 +118,7 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
         campaigns.append(fairshare.CampaignSpec(
             id=campaign_id, user=user, pending=pending, class_name=class_name if class_name in classes else None,
             cores_per_task=costs[campaign_id], memory_gb_per_task=memory[campaign_id], priority=priority, running=running,
+            paused=state == CampaignState.PAUSED,
             test_mode=any(test.is_test_mode(values[k]) for k in usable),
             max_jobs_per_cluster={cluster_names[k]: cap for k in usable if (cap := test.job_cap(values[k])) is not None},
             clusters=tuple(cluster_names[k] for k in usable) if usable else tuple(running),
