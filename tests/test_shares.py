@@ -225,12 +225,18 @@ def test_gather_reads_memory_per_task_and_per_cluster(make_grid: Callable[[str],
     small = _submit(grid, tmp_path, "bob", 9, clusters={"a": {}})
     grid.db.conn.executemany("INSERT INTO jobs(campaign_id, cluster_id, kind, state, created_at) VALUES (?, ?, 'task', ?, 0)",
                              [(big, ids["a"], "running"), (big, ids["a"], "waiting"), (small, ids["a"], "running")])
-    capacities = {ids["a"]: Capacity(8, 3, free_memory_mb=3072, node_cores=4, node_memory_mb=16384), ids["b"]: Capacity(4, 1)}
+    capacities = {ids["a"]: Capacity(8, 3, free_memory_mb=3072, node_cores=4, node_memory_mb=16384,
+                                      allocated_memory_mb=5120), ids["b"]: Capacity(4, 1)}
     scenario = gather(grid, capacities, now()).scenario
     # memory per node times the nodes (the largest over the clusters); a offers its free 3 GB
-    # plus what cigri's held jobs reserve there; b does not say, so memory is not counted there
+    # plus what cigri's held jobs asked for there (4 GB running, 4 GB queued); b does not say,
+    # so memory is not counted there
     assert [(c.name, c.cores, c.memory_gb, c.node_cores, c.node_memory_gb) for c in scenario.clusters] == [
         ("a", 3 + 2 * 2 + 1, 3 + 2 * 4.0, 4, 16.0), ("b", 1, None, None, None)]
+    # where memory is not a consumable resource (Slurm's CR_Core) the cluster counts none held:
+    # the running job's memory is already in the free memory and is not added twice
+    capacities[ids["a"]] = Capacity(8, 3, free_memory_mb=3072)
+    assert gather(grid, capacities, now()).scenario.clusters[0].memory_gb == 3 + 4.0
     campaigns = {c.id: c for c in scenario.campaigns}
     assert (campaigns[big].cores_per_task, campaigns[big].memory_gb_per_task) == (2, 4.0)
     assert (campaigns[small].cores_per_task, campaigns[small].memory_gb_per_task) == (1, 0.0)

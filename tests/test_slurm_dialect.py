@@ -268,7 +268,7 @@ def test_parse_capacity_on_recorded_and_multi_node_output() -> None:
     # is not offered; memory held by jobs is not free
     text = ("n1|3/5/0/8|8000|3000|\nn2|0/0/16/16|16000|0|\nn1|3/5/0/8|8000|3000|\nn3|8/0/0/8|8000|8000|\n"
             "#pending\n12\n")
-    assert commands.parse_capacity(text) == Capacity(16, 5, 12, 5000, 8, 8000)  # the drained node's size aside
+    assert commands.parse_capacity(text) == Capacity(16, 5, 12, 5000, 8, 8000, 11000)  # the drained node aside
     mixed = "n1|0/8/0/8|8000|0|\nn4|0/16/0/16|8000|0|\n#pending\n0\n"
     assert commands.parse_capacity(mixed) == Capacity(24, 24, 0, 16000, None, 8000)  # unlike nodes: no size
     with pytest.raises(ClusterBadAnswer):
@@ -340,9 +340,9 @@ def test_rest_submit_payload_and_answer() -> None:
 def test_rest_capacity_counts_usable_nodes_of_the_partition() -> None:
     answer = recorded("slurmrestd-nodes.json")
     # n1 (8 idle CPUs, 8000 MiB free) + n3 (5 idle, 5000 MiB free); n2 drained
-    assert rest.parse_nodes(answer, "main") == Capacity(16, 13, free_memory_mb=13000, node_cores=8, node_memory_mb=8000)
-    assert rest.parse_nodes(answer, "") == Capacity(48, 45, free_memory_mb=77000)  # and the gpu node: unlike
+    assert rest.parse_nodes(answer, "main") == Capacity(16, 13, 0, 13000, 8, 8000, 3000)
+    assert rest.parse_nodes(answer, "") == Capacity(48, 45, 0, 77000, None, None, 3000)  # and the gpu node: unlike
     del answer["nodes"][0]["real_memory"]  # type: ignore[index]
-    assert rest.parse_nodes(answer, "main") == Capacity(16, 13, node_cores=8)  # a node that does not say
+    assert rest.parse_nodes(answer, "main") == Capacity(16, 13, 0, None, 8, None, 3000)  # a node that does not say
     with pytest.raises(ClusterBadAnswer):
         rest.parse_nodes({"errors": ["x"]}, "main")

@@ -74,6 +74,7 @@ class Capacity:
     free_memory_mb: int | None = None  # memory no job holds; None: the cluster does not say
     node_cores: int | None = None  # the size of every usable node, when they are all alike
     node_memory_mb: int | None = None
+    allocated_memory_mb: int = 0  # memory the cluster counts as held by jobs (0 if not consumable)
 
 
 def node_size(sizes: Iterable[tuple[int, int | None]]) -> tuple[int | None, int | None]:

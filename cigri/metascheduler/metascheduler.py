@@ -76,6 +76,7 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
     cluster offers cigri its free slots plus the cores its held jobs take or wait for there:
     counted in the same units as the holdings, or a full cluster's queued jobs would not fit
     the cluster they wait on, the fill would place them elsewhere and kill running jobs there.
+    Memory likewise, where the cluster says (see :func:`_memory_offer`).
     """
     conn, config = grid.db.conn, grid.config
     cluster_names = {cid: name for cid, name in conn.execute("SELECT id, name FROM clusters")}
@@ -84,20 +85,20 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
     settings = grid.campaign_properties([r[0] for r in rows])
     held: dict[tuple[int, int], int] = {}
     held_cores: dict[int, int] = {}
-    held_memory: dict[int, float] = {}
+    held_memory: dict[int, list[float]] = {}  # per cluster: GB of cigri's running, queued jobs
     task_costs = {r[0]: _task_cost(settings[r[0]]) for r in rows}
     costs = {c: cores for c, (cores, _) in task_costs.items()}
     memory = {c: gigabytes for c, (_, gigabytes) in task_costs.items()}
-    for campaign_id, cluster_id, count in conn.execute(
-            f"SELECT campaign_id, cluster_id, count(*) FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} "
-            "AND kind = 'task' AND kill_reason IS NULL GROUP BY campaign_id, cluster_id"):
+    for campaign_id, cluster_id, running, count in conn.execute(
+            f"SELECT campaign_id, cluster_id, state = ?, count(*) FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} "
+            "AND kind = 'task' AND kill_reason IS NULL GROUP BY campaign_id, cluster_id, state = ?",
+            [JobState.RUNNING, JobState.RUNNING]):
         if cluster_id in capacities and campaign_id in costs:
-            held[(campaign_id, cluster_id)] = count
+            held[(campaign_id, cluster_id)] = held.get((campaign_id, cluster_id), 0) + count
             held_cores[cluster_id] = held_cores.get(cluster_id, 0) + count * costs[campaign_id]
-            held_memory[cluster_id] = held_memory.get(cluster_id, 0.0) + count * memory[campaign_id]
+            held_memory.setdefault(cluster_id, [0.0, 0.0])[0 if running else 1] += count * memory[campaign_id]
     clusters = tuple(fairshare.ClusterSpec(
-        cluster_names[cid], cap.free_slots + held_cores.get(cid, 0),
-        None if cap.free_memory_mb is None else cap.free_memory_mb / 1024 + held_memory.get(cid, 0.0),
+        cluster_names[cid], cap.free_slots + held_cores.get(cid, 0), _memory_offer(cap, *held_memory.get(cid, (0, 0))),
         cap.node_cores, None if cap.node_memory_mb is None else cap.node_memory_mb / 1024)
         for cid, cap in sorted(capacities.items()))
     limit = max(1, sum(c.cores for c in clusters))
@@ -142,6 +143,17 @@ def _user(config: Config, name: str, clusters: set[str]) -> fairshare.UserSpec:
     user = config.users.of(name)
     return fairshare.UserSpec(name, allotment_cores=user.allotment, allotment_memory_gb=user.allotment_memory_gb,
                               affinity={k: v for k, v in user.affinity.items() if k in clusters})
+
+
+def _memory_offer(capacity: Capacity, running_gb: float, queued_gb: float) -> float | None:
+    """GB a cluster offers cigri: its free memory, what cigri's queued jobs asked for, and what
+    its running jobs hold, as far as the cluster counts it: Slurm counts a job's memory as held
+    only where memory is a consumable resource (``CR_Core_Memory``; not with ``CR_Core``), so
+    adding it all would count it twice there. None: the cluster does not say."""
+    if capacity.free_memory_mb is None:
+        return None
+    counted = min(running_gb * 1024, capacity.allocated_memory_mb or 0)
+    return (capacity.free_memory_mb + counted) / 1024 + queued_gb
 
 
 def _task_cost(values: Mapping[int, Mapping[str, Any]]) -> tuple[int, float]:

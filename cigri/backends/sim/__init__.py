@@ -109,9 +109,10 @@ class SimBackend:
 
     def capacity(self) -> Capacity:
         world = self._now()
-        memory = int((world.memory_gb - world.used()[1]) * 1024) if world.memory_gb else None
+        held = int(world.used()[1] * 1024)
+        free = max(0, int(world.memory_gb * 1024) - held) if world.memory_gb else None
         return Capacity(world.cores, max(0, world.free_cores()), len(world.queue) + len(world.best_effort_queue),
-                        None if memory is None else max(0, memory))
+                        free_memory_mb=free, allocated_memory_mb=held)
 
     def output_tail(self, remote_id: str, stream: str, lines: int) -> str:
         return ""  # simulated jobs write nothing

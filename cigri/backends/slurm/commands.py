@@ -171,9 +171,10 @@ def capacity_argv(partition: str) -> list[str]:
 
 def parse_capacity(stdout: str) -> Capacity:
     """Usable CPUs (allocated + idle) and idle CPUs of the partition's nodes, the memory no job
-    holds on the nodes with usable CPUs (MiB), pending jobs, and the nodes' size if alike."""
+    holds and the memory jobs hold on the nodes with usable CPUs (MiB), pending jobs, and the
+    nodes' size if alike."""
     nodes, _, pending = stdout.partition("#pending\n")
-    usage: dict[str, tuple[int, int, int]] = {}
+    usage: dict[str, tuple[int, int, int, int]] = {}
     sizes: dict[str, tuple[int, int]] = {}
     for line in nodes.splitlines():
         fields = line.split("|")
@@ -183,15 +184,17 @@ def parse_capacity(stdout: str) -> Capacity:
             raise ClusterBadAnswer(f"unexpected sinfo line {line!r}")
         allocated, idle, _, cpus, memory, held = numbers
         name = fields[0].strip()
-        usage[name] = (allocated, idle, max(0, memory - held) if allocated + idle else 0)
-        if allocated + idle:  # a drained or down node offers nothing
+        usable = bool(allocated + idle)
+        usage[name] = (allocated, idle, max(0, memory - held) if usable else 0, held if usable else 0)
+        if usable:  # a drained or down node offers nothing
             sizes[name] = (cpus, memory)
     queued = _number(pending.strip())
     if not usage or queued is None:
         raise ClusterBadAnswer(f"unexpected sinfo/squeue answer {stdout[:200]!r}")
-    allocated, idle, free_memory = (sum(column) for column in zip(*usage.values()))
+    allocated, idle, free_memory, held_memory = (sum(column) for column in zip(*usage.values()))
     node_cores, node_memory = node_size(sizes.values())
-    return Capacity(allocated + idle, idle, queued, free_memory, node_cores, node_memory)
+    return Capacity(allocated + idle, idle, queued, free_memory_mb=free_memory, node_cores=node_cores,
+                    node_memory_mb=node_memory, allocated_memory_mb=held_memory)
 
 
 def status_argv(group_ids: list[str]) -> list[str]:

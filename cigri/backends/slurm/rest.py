@@ -134,7 +134,7 @@ def parse_nodes(answer: Any, partition: str) -> Capacity:
     memory no job holds on them (MiB), and their size when they are all alike."""
     if not isinstance(answer, dict) or not isinstance(answer.get("nodes"), list):
         raise ClusterBadAnswer(f"slurmrestd: no node list in {str(answer)[:200]!r}")
-    total = free = 0
+    total = free = held_memory = 0
     free_memory: int | None = 0
     sizes = []
     for node in answer["nodes"]:
@@ -145,9 +145,11 @@ def parse_nodes(answer: Any, partition: str) -> Capacity:
         total += int(node.get("cpus") or 0)
         free += int(node.get("idle_cpus") or 0)
         sizes.append((int(node.get("cpus") or 0), node.get("real_memory")))
+        held_memory += int(node.get("alloc_memory") or 0)
         if free_memory is not None and isinstance(node.get("real_memory"), int):
             free_memory += max(0, node["real_memory"] - int(node.get("alloc_memory") or 0))
         else:
             free_memory = None  # a node that does not say: memory is not counted here
     node_cores, node_memory = node_size(sizes)
-    return Capacity(total, free, free_memory_mb=free_memory, node_cores=node_cores, node_memory_mb=node_memory)
+    return Capacity(total, free, free_memory_mb=free_memory, node_cores=node_cores, node_memory_mb=node_memory,
+                    allocated_memory_mb=held_memory)
