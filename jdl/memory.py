@@ -9,8 +9,7 @@ def parse_memory(value: str | int) -> int:
     if isinstance(value, bool):
         raise ValueError(f"expected a size such as 4G or 512M, got {value!r}")
     text = str(value).strip().upper()
-    unit = text[-1:] if text[-1:] in _KIB else "M"
-    digits = text[:-1] if text[-1:] in _KIB else text
+    digits, unit = (text[:-1], text[-1]) if text[-1:] in _KIB else (text, "M")
     if not digits.isdigit():
         raise ValueError(f"expected a size such as 4G or 512M, got {value!r}")
     mebibytes = -(-int(digits) * _KIB[unit] // 1024)

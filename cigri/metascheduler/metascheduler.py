@@ -152,7 +152,7 @@ def _memory_offer(capacity: Capacity, running_gb: float, queued_gb: float) -> fl
     adding it all would count it twice there. None: the cluster does not say."""
     if capacity.free_memory_mb is None:
         return None
-    counted = min(running_gb * 1024, capacity.allocated_memory_mb or 0)
+    counted = min(running_gb * 1024, capacity.allocated_memory_mb)
     return (capacity.free_memory_mb + counted) / 1024 + queued_gb
 
 
