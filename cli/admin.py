@@ -97,8 +97,10 @@ def shares(scenario: Optional[Path] = typer.Option(None, "--scenario", metavar="
                        [[c["id"], c["user"], c["class"], c["demand"], _per_cluster(c["running"]),
                          _per_cluster(c["target"]), _per_cluster(c["start"]), _per_cluster(c["preempt"]),
                          f"{100 * c['fair_share']['dominant']:.1f}%", c["reason"]] for c in result["campaigns"]])
-    common.print_table("clusters", ["cluster", "cores", "target cores", "preempt"],
-                       [[c["name"], c["cores"], c["target_cores"], c["preempt"]] for c in result["clusters"]])
+    common.print_table("clusters", ["cluster", "cores", "target cores", "memory GB", "target memory GB", "preempt"],
+                       [[c["name"], c["cores"], c["target_cores"], c["memory_gb"],
+                         None if c["memory_gb"] is None else round(c["target_memory_gb"], 1), c["preempt"]]
+                        for c in result["clusters"]])
     print(f"preemption: at most {result['preempt_cap']} job(s) this cycle "
           f"({100 * result['preempt_fraction']:.0f}% of running)")
 

@@ -312,6 +312,13 @@ def test_shares_of_a_scenario_file_without_a_database(cigri: Cigri) -> None:
     assert result["preempt_cap"] == 4 and result["users"][0]["target"] == 32
     assert "below share" in result["campaigns"][1]["reason"]
     assert not cigri.home.exists()
+    # DRF's example in the table people read: memory and what the targets use of it
+    path.write_text(json.dumps({"clusters": [{"name": "c", "cores": 9, "memory_gb": 18}], "campaigns": [
+        {"id": 1, "user": "a", "pending": 9, "memory_gb_per_task": 4},
+        {"id": 2, "user": "b", "pending": 9, "cores_per_task": 3, "memory_gb_per_task": 1}]}))
+    table = cigri.run("cigri", "shares", "--scenario", str(path)).stdout
+    assert "memory GB" in table and [line.split() for line in table.splitlines() if line.startswith("c ")] == [
+        ["c", "9", "9", "18.0", "14.0", "0"]]
     path.write_text(json.dumps({**scenario, "clusters": [{"name": "c1", "cores": -1}]}))
     bad = cigri.run("cigri", "shares", "--scenario", str(path), "--json", expect=2)
     assert bad.stdout == "" and bad.stderr.strip() == f"cigri: {path}: clusters[0].cores: -1 is less than the minimum of 0"
