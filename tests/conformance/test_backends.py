@@ -113,6 +113,25 @@ def test_capacity(cluster: Target) -> None:
 
 
 @pytest.mark.parametrize("target", [c.name for c in REMOTE if c.backend == "slurm"], indirect=True)
+def test_slurm_counts_a_running_jobs_memory_as_held_only_where_it_allocates_memory(cluster: Target) -> None:
+    """slurm-b allocates memory (CR_Core_Memory), slurm-a does not (CR_Core; tests/clusters/up.sh):
+    the capacity must tell them apart, or cigri counts its running jobs' memory twice."""
+    key = token()
+    job = dataclasses.replace(spec(key, cluster.workdir("held"), "/bin/sleep", "60"), memory_mb=2048)
+    remote_id = cluster.submit([job])[key]
+    try:
+        wait(cluster, [remote_id], lambda j: j.state != RemoteState.QUEUED)
+        capacity = cluster.backend.capacity()
+    finally:
+        cluster.backend.cancel([remote_id])
+    assert capacity.free_memory_mb is not None and capacity.free_memory_mb + capacity.allocated_memory_mb == 8000
+    if cluster.name.startswith("slurm-b"):
+        assert capacity.allocated_memory_mb >= 2048
+    else:
+        assert capacity.allocated_memory_mb == 0
+
+
+@pytest.mark.parametrize("target", [c.name for c in REMOTE if c.backend == "slurm"], indirect=True)
 def test_slurm_reserves_the_memory_asked(cluster: Target) -> None:
     """The JDL's memory reaches Slurm: within a node's 8000 MiB the job runs, beyond it Slurm
     refuses it at submission (it could never run)."""
