@@ -10,7 +10,7 @@ def parse_memory(value: str | int) -> int:
         raise ValueError(f"expected a size such as 4G or 512M, got {value!r}")
     text = str(value).strip().upper()
     digits, unit = (text[:-1], text[-1]) if text[-1:] in _KIB else (text, "M")
-    if not digits.isdigit():
+    if not (digits.isascii() and digits.isdigit()):  # "²".isdigit() is true
         raise ValueError(f"expected a size such as 4G or 512M, got {value!r}")
     mebibytes = -(-int(digits) * _KIB[unit] // 1024)
     if mebibytes <= 0:

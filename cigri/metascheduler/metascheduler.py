@@ -13,6 +13,7 @@ import heapq
 import logging
 import re
 import sqlite3
+from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -83,22 +84,22 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
     rows = conn.execute("SELECT id, name, user, state, class, priority FROM campaigns WHERE state IN (?, ?) "
                         "ORDER BY id", [CampaignState.IN_TREATMENT, CampaignState.PAUSED]).fetchall()
     settings = grid.campaign_properties([r[0] for r in rows])
-    held: dict[tuple[int, int], int] = {}
-    held_cores: dict[int, int] = {}
-    held_memory: dict[int, list[float]] = {}  # per cluster: GB of cigri's running, queued jobs
-    task_costs = {r[0]: _task_cost(settings[r[0]]) for r in rows}
-    costs = {c: cores for c, (cores, _) in task_costs.items()}
-    memory = {c: gigabytes for c, (_, gigabytes) in task_costs.items()}
+    costs = {r[0]: _task_cost(settings[r[0]]) for r in rows}  # (cores, memory GB) per task
+    held: dict[tuple[int, int], int] = defaultdict(int)
+    held_cores: dict[int, int] = defaultdict(int)
+    running_memory: dict[int, float] = defaultdict(float)  # GB, per cluster
+    queued_memory: dict[int, float] = defaultdict(float)
     for campaign_id, cluster_id, running, count in conn.execute(
             f"SELECT campaign_id, cluster_id, state = ?, count(*) FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} "
             "AND kind = 'task' AND kill_reason IS NULL GROUP BY campaign_id, cluster_id, state = ?",
             [JobState.RUNNING, JobState.RUNNING]):
         if cluster_id in capacities and campaign_id in costs:
-            held[(campaign_id, cluster_id)] = held.get((campaign_id, cluster_id), 0) + count
-            held_cores[cluster_id] = held_cores.get(cluster_id, 0) + count * costs[campaign_id]
-            held_memory.setdefault(cluster_id, [0.0, 0.0])[0 if running else 1] += count * memory[campaign_id]
+            cores, memory = costs[campaign_id]
+            held[(campaign_id, cluster_id)] += count
+            held_cores[cluster_id] += count * cores
+            (running_memory if running else queued_memory)[cluster_id] += count * memory
     clusters = tuple(fairshare.ClusterSpec(
-        cluster_names[cid], cap.free_slots + held_cores.get(cid, 0), _memory_offer(cap, *held_memory.get(cid, (0, 0))),
+        cluster_names[cid], cap.free_slots + held_cores[cid], _memory_offer(cap, running_memory[cid], queued_memory[cid]),
         cap.node_cores, None if cap.node_memory_mb is None else cap.node_memory_mb / 1024)
         for cid, cap in sorted(capacities.items()))
     limit = max(1, sum(c.cores for c in clusters))
@@ -118,7 +119,8 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
             continue
         campaigns.append(fairshare.CampaignSpec(
             id=campaign_id, user=user, pending=pending, class_name=class_name if class_name in classes else None,
-            cores_per_task=costs[campaign_id], memory_gb_per_task=memory[campaign_id], priority=priority, running=running,
+            cores_per_task=costs[campaign_id][0], memory_gb_per_task=costs[campaign_id][1], priority=priority,
+            running=running,
             paused=state == CampaignState.PAUSED,
             test_mode=any(test.is_test_mode(values[k]) for k in usable),
             max_jobs_per_cluster={cluster_names[k]: cap for k in usable if (cap := test.job_cap(values[k])) is not None},
@@ -160,18 +162,18 @@ def _task_cost(values: Mapping[int, Mapping[str, Any]]) -> tuple[int, float]:
     """``(cores, memory GB)`` one task asks for, the largest over its clusters. Cores: the
     product of the levels of its OAR ``resources`` (a request cigri cannot read counts as one
     core). Memory: the JDL's ``memory`` (per node, as Slurm's ``--mem``) times its nodes."""
-    cores, memory = 1, 0.0
+    most_cores, most_memory = 1, 0.0
     for settings in values.values():
-        levels = {"cores": 1, "nodes": 1}
+        cores = nodes = 1
         for part in re.split(r"[/,]", str(settings.get("resources", ""))):
             match = _PART.match(part)
             if match and match[1] in _LEVELS:
-                levels["cores"] *= max(1, int(match[2]))
+                cores *= max(1, int(match[2]))
                 if match[1] in _NODE_LEVELS:
-                    levels["nodes"] *= max(1, int(match[2]))
-        cores = max(cores, levels["cores"])
-        memory = max(memory, int(settings.get("memory", 0)) * levels["nodes"] / 1024)
-    return cores, memory
+                    nodes *= max(1, int(match[2]))
+        most_cores = max(most_cores, cores)
+        most_memory = max(most_memory, int(settings.get("memory", 0)) * nodes / 1024)
+    return most_cores, most_memory
 
 
 def _ready_clusters(conn: sqlite3.Connection, settings: dict[int, dict[int, dict[str, Any]]]) -> dict[int, set[int]]:

@@ -144,10 +144,11 @@ def parse_nodes(answer: Any, partition: str) -> Capacity:
             continue
         total += int(node.get("cpus") or 0)
         free += int(node.get("idle_cpus") or 0)
-        sizes.append((int(node.get("cpus") or 0), node.get("real_memory")))
-        held_memory += int(node.get("alloc_memory") or 0)
-        if free_memory is not None and isinstance(node.get("real_memory"), int):
-            free_memory += max(0, node["real_memory"] - int(node.get("alloc_memory") or 0))
+        memory, held = node.get("real_memory"), int(node.get("alloc_memory") or 0)
+        sizes.append((int(node.get("cpus") or 0), memory))
+        held_memory += held
+        if free_memory is not None and isinstance(memory, int):
+            free_memory += max(0, memory - held)
         else:
             free_memory = None  # a node that does not say: memory is not counted here
     node_cores, node_memory = node_size(sizes)
