@@ -274,11 +274,15 @@ def test_affinity_lyon_users_on_lyon_grenoble_users_spill_only_onto_free_space()
 
 def test_a_paused_campaign_keeps_its_running_jobs_the_others_get_the_rest() -> None:
     # pausing means: no new jobs, running ones go on; fair share must not kill them either
-    result = shares(Scenario((ClusterSpec("c", 64),), (CampaignSpec(1, "a", 0, running={"c": 40}, paused=True),
+    result = shares(Scenario((ClusterSpec("c", 64),), (CampaignSpec(1, "a", 30, running={"c": 40}, paused=True),
                                                         CampaignSpec(2, "b", 50))), fraction=1.0)
-    assert result[1].target == {"c": 40} and not result[1].preempt
+    assert result[1].target == {"c": 40} and not result[1].preempt and not result[1].start  # its 30 pending wait
     assert result[1].reason.startswith("paused: never preempted")
     assert result[2].target == {"c": 24} and result[2].start == {"c": 24}
+    # and where cores are left over, its pending tasks still wait
+    idle = shares(Scenario((ClusterSpec("c", 100),), (CampaignSpec(1, "a", 30, running={"c": 40}, paused=True),
+                                                      CampaignSpec(2, "b", 50))))
+    assert (idle[1].target, idle[1].start, idle[2].target) == ({"c": 40}, {}, {"c": 50})
 
 
 def test_a_campaign_affinity_steers_new_jobs_but_never_moves_running_ones() -> None:

@@ -32,8 +32,8 @@ Scenario (JSON, read by :func:`scenario_from_json`; unknown keys are errors)::
   ``memory_gb_per_task`` (default 0), ``max_jobs`` = null | n (whole grid) |
   ``{cluster: n}``, ``running`` = ``{cluster: jobs}`` (every cluster named must be listed),
   ``priority`` (higher is served first among the same user's campaigns, and preempted last;
-  default 0), ``test_mode``, ``paused`` (its running jobs are never preempted; give it no
-  ``pending``), ``clusters`` (usable clusters in the JDL's order; absent: all),
+  default 0), ``test_mode``, ``paused`` (its running jobs are never preempted, and its
+  ``pending`` tasks start nowhere), ``clusters`` (usable clusters in the JDL's order; absent: all),
   ``affinity`` (overrides the user's, per cluster, for new jobs only: the live cigri puts the
   predictor's flood penalties here, and a penalty must not move running jobs), ``throughput``
   = ``{cluster: predicted jobs per hour}``.
@@ -171,7 +171,8 @@ class CampaignSpec:
 
     @property
     def demand(self) -> int:
-        return self.pending + sum(self.running.values())
+        """Jobs it could hold: its running ones, plus its pending tasks unless it is paused."""
+        return (0 if self.paused else self.pending) + sum(self.running.values())
 
 
 _IMPLICIT_CLASS = ClassSpec("default")
