@@ -79,6 +79,11 @@ def _stderr_tail(ctx: CycleContext, job: dict[str, Any]) -> str | None:
         return f"(stderr unavailable: {error})"
 
 
+_KILLED_BY = {None: "best-effort job killed for the cluster's own users",
+              KillReason.PREEMPT: "job preempted by cigri's fair share",
+              KillReason.FLOOD: "job killed by flood control: it waited too long or beyond the tap"}
+
+
 def _decide(ctx: CycleContext, conn: Any, campaign_id: int, job: dict[str, Any], tail: str | None,
             walltime_resubmit: int) -> bool:
     """Move the task on from its job's ending; True when it counts as an exit error."""
@@ -86,12 +91,12 @@ def _decide(ctx: CycleContext, conn: Any, campaign_id: int, job: dict[str, Any],
     where = dict(campaign_id=campaign_id, cluster_id=job["cluster_id"], job_id=job["id"], task_id=task_id)
     if state == JobState.CANCELLED and job["kill_reason"] == KillReason.USER:
         _set_task(conn, task_id, TaskState.CANCELLED)
-    elif state == JobState.PREEMPTED:  # the cluster's own users (or fair share) came first: not the task's fault
+    elif state == JobState.PREEMPTED:  # the cluster's own users, fair share or flood control: not the task's fault
         conn.execute("UPDATE tasks SET state = ?, priority = ?, attempts = attempts - 1, preemptions = preemptions + 1 "
                      "WHERE id = ? AND state IN (?, ?)",
                      [TaskState.PENDING, bag.PRIORITY_HEAD, task_id, TaskState.WAITING, TaskState.RUNNING])
-        record(conn, "BEST_EFFORT_KILL", "best-effort job killed for the cluster's own users; task resubmitted",
-               **where)
+        killer = job["kill_reason"] if job["kill_reason"] in _KILLED_BY else None
+        record(conn, "BEST_EFFORT_KILL", f"{_KILLED_BY[killer]}; task resubmitted", signature=killer or "", **where)
     elif state == JobState.FAILED:
         _set_task(conn, task_id, TaskState.FAILED)
         record(conn, "EXIT_ERROR", f"task {name} exited with status {job['exit_code']}", stderr_tail=tail,

@@ -192,14 +192,23 @@ def test_yarn_priority_with_preemption_gives_the_high_priority_app_its_pending()
     assert total(shares(scenario)[1].preempt) == 10  # default cap: 10 % of 100 running
 
 
-def test_yarn_priority_without_preemption_differs_equal_shares_inside_a_user() -> None:
-    """YARN keeps app1 at 50 (FIFO within a priority); cigri gives a user's campaigns equal shares."""
+def test_yarn_priority_without_preemption_equal_campaigns_of_a_user_never_kill_each_other() -> None:
+    """YARN keeps app1 at 50 (FIFO within a priority, no preemption); cigri's targets split a
+    user's campaigns equally (DUCC), but app2 reaches its 35 only as app1's jobs end: a kill
+    would trade one of u1's tasks for another and lose the work."""
     classes = (ClassSpec("qA", weight=70), ClassSpec("qB", weight=30))
     result = shares(yarn((CampaignSpec(1, "u1", 0, "qA", running={"n1": 50}),
                           CampaignSpec(2, "u1", 20, "qA", running={"n1": 20}),
                           CampaignSpec(3, "u9", 0, "qB", running={"n1": 30})), classes), fraction=1.0)
     assert total(result[1].target) == total(result[2].target) == 35
-    assert total(result[1].preempt) == 15
+    assert not any(s.preempt for s in result.values())
+    assert result[1].reason == "at fair share; above share by 15: its user's own campaigns wait for these to end"
+    assert result[2].reason == "at fair share; below share: waiting for space"
+    # the same jobs held by another user are preempted
+    other = shares(yarn((CampaignSpec(1, "u1", 0, "qA", running={"n1": 50}),
+                         CampaignSpec(2, "u2", 20, "qA", running={"n1": 20}),
+                         CampaignSpec(3, "u9", 0, "qB", running={"n1": 30})), classes), fraction=1.0)
+    assert total(other[1].preempt) == 15
 
 
 def test_yarn_user_limit_without_preemption() -> None:

@@ -48,3 +48,7 @@ def test_a_users_kill_cancels_the_task_a_preemption_or_flood_kill_requeues_it(gr
         assert attempts[task] <= 1  # the killed attempt was not charged
     assert grid.db.execute("SELECT count(*) FROM jobs WHERE task_id IN (?, ?) AND state IN ('submitting', "
                            "'waiting', 'running')", [preempt_task, flood_task]).fetchone()[0] == 2
+    messages = dict(grid.db.execute("SELECT signature, message FROM events WHERE code = 'BEST_EFFORT_KILL' "
+                                    "AND campaign_id = ?", [campaign_id]).fetchall())
+    assert messages == {"preempt": "job preempted by cigri's fair share; task resubmitted",
+                        "flood": "job killed by flood control: it waited too long or beyond the tap; task resubmitted"}

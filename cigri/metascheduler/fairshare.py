@@ -46,7 +46,8 @@ after the kills), ``fair_share`` = ``{"jobs": n, "dominant": share of the grid}`
 ``reason`` ("; "-joined: "test mode", "paused: never preempted", "fixed_share: never preempted", "capped by demand",
 "capped by max_jobs", "capped by allotment", "at fair share", "above share: preempting N [of E]",
 "above share by E: preemption cap reached", "above share by E: N expected to end by themselves",
-"above share by E: within the preemption deadzone", "below share: preempting N", ...); then
+"above share by E: within the preemption deadzone", "above share by E: its user's own campaigns
+wait for these to end", "below share: preempting N", ...); then
 ``clusters`` (capacity and what the targets use there, kills there), ``preempt_fraction`` and
 ``preempt_cap``. Per-cluster maps omit zeros.
 
@@ -84,7 +85,8 @@ larger weight instead. Equal candidates are separated by who is re-placing a run
 
 Preemption: a fair-share campaign holding more than its target on a cluster gives jobs back
 only where others need the space (their targets there exceed the free space); otherwise it keeps
-them until they end. The kills go first to the class evaluated last, then the user furthest
+them until they end. Only another class, another user or a higher-priority campaign of the same
+user counts as others (YARN-4945): a user's equal campaigns rebalance as jobs end. The kills go first to the class evaluated last, then the user furthest
 above its share (YARN's user limit), then the lowest campaign priority, then the campaign
 furthest above its share, then the youngest campaign; at most ``ceil(fraction x running jobs)``
 per cycle (default 10 %). Two brakes (YARN's): the campaign keeps up to ``deadzone`` of its
@@ -307,7 +309,7 @@ def allocate(scenario: Scenario, preempt_fraction: float = 0.10, *, attrition_se
                      if k.preemptable else 0 for r, t, c in zip(running[k.id], target[k.id], scenario.clusters)]
               for k in plan.campaigns}
     tolerated = {k.id: [t + math.floor(deadzone * t + _EPSILON) for t in target[k.id]] for k in plan.campaigns}
-    preempt = _preemptions(plan, running, target, cap, ending, tolerated)
+    preempt, spared = _preemptions(plan, running, target, cap, ending, tolerated)
     kept = {k.id: [r - p for r, p in zip(running[k.id], preempt[k.id])] for k in plan.campaigns}
     now = _Fill(plan, pinned=kept, evicted=none, cluster_caps=target,
                 total_caps={k.id: sum(target[k.id]) for k in plan.campaigns})
@@ -322,7 +324,7 @@ def allocate(scenario: Scenario, preempt_fraction: float = 0.10, *, attrition_se
             start=plan.named(start), preempt=plan.named(preempt[k.id]), fair_share_jobs=sum(target[k.id]),
             fair_share_dominant=plan.share(_times(k.cost, sum(target[k.id]))),
             reason=_reason(plan, k, ideal, running[k.id], target[k.id], preempt[k.id], now.placed[k.id], killed_on,
-                           sum(killed_on) >= cap, sum(ending[k.id]), sum(tolerated[k.id]))))
+                           sum(killed_on) >= cap, sum(ending[k.id]), sum(tolerated[k.id]), k.id in spared)))
     clusters = tuple(ClusterUse(
         name=c.name, cores=c.cores, memory_gb=c.memory_gb,
         target_cores=round(ideal.used[i][0]), target_memory_gb=ideal.used[i][1], preempt=killed_on[i])
@@ -566,23 +568,41 @@ class _Fill:
 
 
 def _preemptions(plan: _Plan, running: dict[int, list[int]], target: dict[int, list[int]],
-                 cap: int, ending: dict[int, list[int]], tolerated: dict[int, list[int]]) -> dict[int, list[int]]:
+                 cap: int, ending: dict[int, list[int]], tolerated: dict[int, list[int]]
+                 ) -> tuple[dict[int, list[int]], set[int]]:
     """Kill fair-share jobs above ``tolerated`` (the target and its deadzone) only where others
-    need the space that the ``ending`` jobs (above target, expected to end by themselves this
-    cycle) do not free, at most ``cap``.
+    entitled to them need the space that the ``ending`` jobs (above target, expected to end by
+    themselves this cycle) do not free, at most ``cap``.
+
+    Entitled: another class, another user, or one of the same user's campaigns of higher
+    priority (YARN-4945: within a user only priority preempts). A user's equal campaigns never
+    kill each other's jobs: that would trade one of the user's tasks for another and lose the
+    work; the one below its share takes over as the other's jobs end. Returns the kills and
+    the campaigns spared only by that rule.
 
     Order: the class evaluated last, the user furthest above its share (YARN's user limit), the
     lowest campaign priority, the campaign furthest above its share, the youngest campaign.
     """
     preempt = {k.id: [0] * plan.size for k in plan.campaigns}
-    shortage: list[Vector] = []
+    free: list[Vector] = []
+    needy: list[list[tuple[_Campaign, Vector]]] = []
     for c in range(plan.size):
-        free, need = plan.capacity[c], _ZERO
+        room, wants = plan.capacity[c], []
         for k in plan.campaigns:
-            free = _add(free, _times(k.cost, -running[k.id][c]))
-            need = _add(need, _times(k.cost, max(0, target[k.id][c] - running[k.id][c])))
-            free = _add(free, _times(k.cost, ending[k.id][c]))
-        shortage.append((need[0] - free[0] if need[0] > 0 else 0.0, need[1] - free[1] if need[1] > 0 else 0.0))
+            room = _add(room, _times(k.cost, ending[k.id][c] - running[k.id][c]))
+            if target[k.id][c] > running[k.id][c]:
+                wants.append((k, _times(k.cost, target[k.id][c] - running[k.id][c])))
+        free.append(room)
+        needy.append(wants)
+
+    def short_for(victim: _Campaign, c: int, anyone: bool = False) -> bool:
+        """Whether someone entitled to the victim's jobs on c (or ``anyone``) lacks space there."""
+        need = _ZERO
+        for j, wants in needy[c]:
+            if anyone or j.klass is not victim.klass or j.user != victim.user or j.priority > victim.priority:
+                need = _add(need, wants)
+        return any(n > 0 and n - f > _EPSILON and cost > 0 for n, f, cost in zip(need, free[c], victim.cost))
+
     now: defaultdict[Any, Vector] = defaultdict(lambda: _ZERO)
     goal: defaultdict[Any, Vector] = defaultdict(lambda: _ZERO)
     members: defaultdict[tuple[str, str], list[_Campaign]] = defaultdict(list)
@@ -602,29 +622,31 @@ def _preemptions(plan: _Plan, running: dict[int, list[int]], target: dict[int, l
     by_id = {k.id: k for k in plan.campaigns if k.preemptable}
     for k in by_id.values():
         queue.set(k.id, key(k))
-    killed = 0
+    killed, spared = 0, set()
     while killed < cap and (top := queue.top()) is not None:
         k = by_id[top]
-        useful = [c for c in range(plan.size) if running[k.id][c] - preempt[k.id][c] - ending[k.id][c] > tolerated[k.id][c]
-                  and any(short > _EPSILON and need > 0 for short, need in zip(shortage[c], k.cost))]
+        above = [c for c in range(plan.size) if running[k.id][c] - preempt[k.id][c] - ending[k.id][c] > tolerated[k.id][c]]
+        useful = [c for c in above if short_for(k, c)]
         if not useful:
+            if any(short_for(k, c, anyone=True) for c in above):
+                spared.add(k.id)
             queue.drop(k.id)
             continue
         c = min(useful, key=lambda c: (tolerated[k.id][c] + preempt[k.id][c] - running[k.id][c], c))
         preempt[k.id][c] += 1
         killed += 1
-        shortage[c] = _add(shortage[c], _times(k.cost, -1))
+        free[c] = _add(free[c], k.cost)
         for entity in (k.id, (k.klass.name, k.user)):
             now[entity] = _add(now[entity], _times(k.cost, -1))
         for j in members[(k.klass.name, k.user)]:
             if j.id in queue.keys:
                 queue.set(j.id, key(j))
-    return preempt
+    return preempt, spared
 
 
 def _reason(plan: _Plan, k: _Campaign, fill: _Fill, running: list[int], target: list[int],
             preempt: list[int], hold: list[int], killed_on: list[int], cap_reached: bool, ending: int,
-            tolerated: int) -> str:
+            tolerated: int, spared: bool) -> str:
     """Why the campaign gets what it gets, in the words an admin would look for."""
     parts = []
     if k.spec.test_mode:
@@ -660,6 +682,7 @@ def _reason(plan: _Plan, k: _Campaign, fill: _Fill, running: list[int], target: 
         parts.append(f"above share by {excess}: " + ("preemption cap reached" if cap_reached else
                                                      f"{ending} expected to end by themselves" if ending else
                                                      "within the preemption deadzone" if sum(running) <= tolerated else
+                                                     "its user's own campaigns wait for these to end" if spared else
                                                      "kept while nobody needs the space"))
     if sum(hold) < total:
         waiting_on = sum(killed_on[c] for c in range(plan.size) if hold[c] < target[c])
