@@ -44,7 +44,9 @@ EXAMPLES = 5
 CATALOGUE: dict[str, Code] = {
     "EXIT_ERROR": Code("job", HIGH, True, "task failed, stderr tail kept; counts toward the campaign's "
                                           "failure rate on the cluster (`failure_rate`)"),
-    "BEST_EFFORT_KILL": Code("job", LOW, False, "task back at the head of the bag, without limit; counted in "
+    "BEST_EFFORT_KILL": Code("job", LOW, False, "killed by the cluster for its own users, by fair share or by "
+                                                "flood control (one event each): task back at the head of the "
+                                                "bag, without limit; counted in "
                                                 "the task's preemptions, not its attempts"),
     "WALLTIME_RESUBMIT": Code("job", LOW, False, "task back at the tail of the bag (JDL `walltime_resubmit` "
                                                  "times, default 3)"),
