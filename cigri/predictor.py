@@ -46,7 +46,6 @@ from cigri.states import TASK_OPEN, CampaignState, JobState, KillReason, TaskSta
 
 log = logging.getLogger("cigri.predictor")
 WINDOW = 3600.0  # seconds of ended jobs the throughput is measured over
-DRAIN_CYCLES = 5  # cycle periods of job starts the drain is measured over: a step is seen within them
 OPEN, CLOSED = "open", "closed"
 Reader = Database | sqlite3.Connection  # the metascheduler reads inside its own transaction
 SHUN = 0.5  # one flood kill shuns a cluster for a half-life; each doubling of the kills, one more
@@ -62,7 +61,7 @@ class Observation:
     waiting: int  # the campaign's jobs queued there (being submitted or waiting)
     free: int  # the cluster's free slots
     pending: bool  # tasks are left in the campaign's bag
-    drain: int = 0  # jobs the cluster is measured to start for the campaign in one cycle period
+    drain: int = 0  # the campaign's jobs expected to end there in one cycle period, each freeing a core
 
 
 @dataclass(frozen=True)
@@ -235,26 +234,24 @@ def throughputs(db: Reader, campaign_ids: Iterable[int], now: float,
             if figures.throughput_per_hour is not None}
 
 
-def starts(db: Reader, campaign_ids: Iterable[int], since: float) -> dict[tuple[int, int], int]:
-    """``{(campaign, cluster): task jobs started after since}`` that are running or terminated:
-    how fast each cluster takes a campaign's jobs now, which its queue drains by. Reads the
-    running jobs and the index of the latest terminated ones, never a scan."""
+def drains(db: Reader, campaign_ids: Iterable[int], period: float) -> dict[tuple[int, int], int]:
+    """``{(campaign, cluster): jobs expected to end in one period}``: Little's law, the jobs it
+    runs there now over their mean duration there. Each end frees a core for a queued job, so
+    this is how fast the cluster takes the campaign's queue. It follows a step of the cluster's
+    load at once (the running jobs change in the cycle the local users take their cores), where
+    counting recent starts lagged by its window and, since the cluster kills the youngest
+    best-effort jobs, first fell to nothing. Pairs with no ended job yet are absent."""
     ids = list(campaign_ids)
-    result: dict[tuple[int, int], int] = defaultdict(int)
     if not ids:
-        return result
+        return {}
     marks = ",".join("?" * len(ids))
-    for campaign_id, cluster_id, n in db.execute(
-            f"SELECT campaign_id, cluster_id, count(*) FROM jobs WHERE state = ? AND kind = 'task' "
-            f"AND started_at > ? AND campaign_id IN ({marks}) GROUP BY campaign_id, cluster_id",
-            [JobState.RUNNING, since, *ids]):
-        result[(campaign_id, cluster_id)] += n
-    for campaign_id, cluster_id, n in db.execute(
-            f"SELECT campaign_id, cluster_id, count(*) FROM jobs INDEXED BY jobs_terminated "
-            f"WHERE state = 'terminated' AND kind = 'task' AND campaign_id IN ({marks}) AND finished_at > ? "
-            f"AND started_at > ? GROUP BY campaign_id, cluster_id", [*ids, since, since]):
-        result[(campaign_id, cluster_id)] += n
-    return result
+    means = {(c, k): total / n for c, k, total, n in db.execute(
+        f"SELECT campaign_id, cluster_id, duration_sum, terminated FROM campaign_stats "
+        f"WHERE terminated > 0 AND duration_sum > 0 AND campaign_id IN ({marks})", ids)}
+    return {(c, k): int(n * period / means[(c, k)]) for c, k, n in db.execute(
+        f"SELECT campaign_id, cluster_id, count(*) FROM jobs WHERE state = ? AND kind = 'task' "
+        f"AND campaign_id IN ({marks}) GROUP BY campaign_id, cluster_id", [JobState.RUNNING, *ids])
+        if (c, k) in means}
 
 
 def affinity_penalties(db: Reader, campaign_ids: Iterable[int],
@@ -304,7 +301,7 @@ def predict(ctx: CycleContext) -> int:
     waiting = _waiting_jobs(db, list(ctx.capacities))
     pending = {c for c in campaign_ids if bag.count(db, c, (TaskState.PENDING,), limit=1)}
     period = ctx.grid.config.settings.cycle_period
-    drain = {key: n // DRAIN_CYCLES for key, n in starts(db, campaign_ids, now - DRAIN_CYCLES * period).items()}
+    drain = drains(db, campaign_ids, period)
     flagged = 0
     with database.write(db) as conn:
         hot = _judge_stress(ctx, conn)

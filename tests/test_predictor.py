@@ -196,23 +196,26 @@ def test_throughput_over_the_window_durations_and_eta(grid: Grid, tmp_path: Path
     assert later.throughput_per_hour == 0.0 and later.remaining_seconds is None and later.eta is None
 
 
-def test_starts_count_the_jobs_started_since_that_run_or_terminated(grid: Grid, tmp_path: Path) -> None:  # noqa: F811
-    """The drain's measure: what each cluster started lately, not what it ran an hour ago, and
-    not what it preempted (those cores went to someone else)."""
-    jdl = {"name": "p", "nb_jobs": 20, "exec_file": "/bin/true", "clusters": {"local": {}, "other": {}}}
+def test_the_drain_is_littles_law_on_the_jobs_running_now(grid: Grid, tmp_path: Path) -> None:  # noqa: F811
+    """Jobs expected to end in one period: those running there now over their mean duration
+    there. Jobs waiting, preempted or running elsewhere do not count, nor a cluster where
+    nothing has ended yet (no mean: the job ratio alone sizes the tap there)."""
+    jdl = {"name": "p", "nb_jobs": 30, "exec_file": "/bin/true", "clusters": {"local": {}, "other": {}}}
     campaign_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user="alice")
+    other_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user="bob")
     now = 100_000.0
     a, b = grid.cluster_ids()["local"], grid.cluster_ids()["other"]
-    ended(grid, campaign_id, "local", [(100.0, now - 1000), (30.0, now - 10), (50.0, now - 5)])  # 2 started late
+    ended(grid, campaign_id, "local", [(100.0, now - 1000), (200.0, now - 500), (300.0, now - 10)])  # mean 200 s
+    ended(grid, other_id, "local", [(10.0, now - 50)])
     conn = grid.db.conn
-    for state, started_at, cluster_id in (("running", now - 20, a), ("running", now - 500, a), ("running", now - 1, b),
-                                          ("preempted", now - 30, b), ("waiting", None, b)):
-        task_id, = bag.take(conn, campaign_id, 1)
+    for campaign, state, cluster_id in [(campaign_id, "running", a)] * 20 + [
+            (campaign_id, "waiting", a), (campaign_id, "preempted", a), (campaign_id, "running", b), (other_id, "running", a)]:
+        task_id, = bag.take(conn, campaign, 1)
         conn.execute("INSERT INTO jobs(campaign_id, task_id, cluster_id, state, created_at, started_at) "
-                     "VALUES (?, ?, ?, ?, ?, ?)", [campaign_id, task_id, cluster_id, state, now - 600, started_at])
-    assert predictor.starts(grid.db, [campaign_id], now - 150) == {(campaign_id, a): 3, (campaign_id, b): 1}
-    assert predictor.starts(grid.db, [campaign_id], now) == {}
-    assert predictor.starts(grid.db, [], now - 150) == {}
+                     "VALUES (?, ?, ?, ?, ?, ?)", [campaign, task_id, cluster_id, state, now - 600, now - 60])
+    assert predictor.drains(grid.db, [campaign_id], 30.0) == {(campaign_id, a): 3}  # 20 x 30 / 200
+    assert predictor.drains(grid.db, [campaign_id, other_id], 60.0) == {(campaign_id, a): 6, (other_id, a): 6}
+    assert predictor.drains(grid.db, [], 30.0) == {}
 
 
 def test_no_measure_yet_means_no_eta(grid: Grid, tmp_path: Path) -> None:  # noqa: F811
