@@ -234,13 +234,21 @@ def throughputs(db: Reader, campaign_ids: Iterable[int], now: float,
             if figures.throughput_per_hour is not None}
 
 
-def drains(db: Reader, campaign_ids: Iterable[int], period: float) -> dict[tuple[int, int], int]:
-    """``{(campaign, cluster): jobs expected to end in one period}``: Little's law, the jobs it
-    runs there now over their mean duration there. Each end frees a core for a queued job, so
-    this is how fast the cluster takes the campaign's queue. It follows a step of the cluster's
-    load at once (the running jobs change in the cycle the local users take their cores), where
-    counting recent starts lagged by its window and, since the cluster kills the youngest
-    best-effort jobs, first fell to nothing. Pairs with no ended job yet are absent."""
+def drains(db: Reader, campaign_ids: Iterable[int], now: float, period: float) -> dict[tuple[int, int], int]:
+    """``{(campaign, cluster): jobs expected to end there in the next period}``, each freeing a
+    core for a queued one: how fast the cluster takes the campaign's queue. Two views of it,
+    the larger wins:
+
+    - Little's law: the jobs running there now over their mean duration there. It follows a
+      step of the cluster's load at once (the running jobs change in the cycle the local users
+      take their cores), where counting recent starts lagged by its window and, as clusters kill
+      the youngest best-effort jobs first, fell to nothing at the step.
+    - The jobs started there in the last period that are running or terminated, each ending
+      within a period with odds ``min(1, period / mean)``: a job shorter than a cycle is seldom
+      seen running by a poll, so Little's law alone would starve a cluster of short tasks.
+
+    Pairs with no ended job yet count their starts whole. Reads the running jobs, the index of
+    the latest terminated ones and ``campaign_stats``, never a scan."""
     ids = list(campaign_ids)
     if not ids:
         return {}
@@ -248,10 +256,25 @@ def drains(db: Reader, campaign_ids: Iterable[int], period: float) -> dict[tuple
     means = {(c, k): total / n for c, k, total, n in db.execute(
         f"SELECT campaign_id, cluster_id, duration_sum, terminated FROM campaign_stats "
         f"WHERE terminated > 0 AND duration_sum > 0 AND campaign_id IN ({marks})", ids)}
-    return {(c, k): int(n * period / means[(c, k)]) for c, k, n in db.execute(
-        f"SELECT campaign_id, cluster_id, count(*) FROM jobs WHERE state = ? AND kind = 'task' "
-        f"AND campaign_id IN ({marks}) GROUP BY campaign_id, cluster_id", [JobState.RUNNING, *ids])
-        if (c, k) in means}
+    since = now - period
+    running: dict[tuple[int, int], int] = defaultdict(int)
+    started: dict[tuple[int, int], int] = defaultdict(int)
+    for c, k, n, recent in db.execute(
+            f"SELECT campaign_id, cluster_id, count(*), count(*) FILTER (WHERE started_at > ?) FROM jobs "
+            f"WHERE state = ? AND kind = 'task' AND campaign_id IN ({marks}) GROUP BY campaign_id, cluster_id",
+            [since, JobState.RUNNING, *ids]):
+        running[(c, k)], started[(c, k)] = n, recent
+    for c, k, n in db.execute(
+            f"SELECT campaign_id, cluster_id, count(*) FROM jobs INDEXED BY jobs_terminated "
+            f"WHERE state = 'terminated' AND kind = 'task' AND campaign_id IN ({marks}) AND finished_at > ? "
+            f"AND started_at > ? GROUP BY campaign_id, cluster_id", [*ids, since, since]):
+        started[(c, k)] += n
+    result = {}
+    for key in running.keys() | started.keys():
+        mean = means.get(key)
+        little = int(running[key] * period / mean) if mean else 0
+        result[key] = max(little, int(started[key] * min(1.0, period / mean)) if mean else started[key])
+    return {key: n for key, n in result.items() if n}
 
 
 def affinity_penalties(db: Reader, campaign_ids: Iterable[int],
@@ -301,7 +324,7 @@ def predict(ctx: CycleContext) -> int:
     waiting = _waiting_jobs(db, list(ctx.capacities))
     pending = {c for c in campaign_ids if bag.count(db, c, (TaskState.PENDING,), limit=1)}
     period = ctx.grid.config.settings.cycle_period
-    drain = drains(db, campaign_ids, period)
+    drain = drains(db, campaign_ids, now, period)
     flagged = 0
     with database.write(db) as conn:
         hot = _judge_stress(ctx, conn)

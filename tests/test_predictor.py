@@ -196,26 +196,33 @@ def test_throughput_over_the_window_durations_and_eta(grid: Grid, tmp_path: Path
     assert later.throughput_per_hour == 0.0 and later.remaining_seconds is None and later.eta is None
 
 
-def test_the_drain_is_littles_law_on_the_jobs_running_now(grid: Grid, tmp_path: Path) -> None:  # noqa: F811
-    """Jobs expected to end in one period: those running there now over their mean duration
-    there. Jobs waiting, preempted or running elsewhere do not count, nor a cluster where
-    nothing has ended yet (no mean: the job ratio alone sizes the tap there)."""
-    jdl = {"name": "p", "nb_jobs": 30, "exec_file": "/bin/true", "clusters": {"local": {}, "other": {}}}
-    campaign_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user="alice")
-    other_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user="bob")
+def test_the_drain_is_littles_law_or_the_last_periods_starts(grid: Grid, tmp_path: Path) -> None:  # noqa: F811
+    """Jobs expected to end in the next period: those running there now over their mean
+    duration there (Little's law), or, for jobs too short for a poll to see them run, those
+    the last period started, each ending within the period with odds min(1, period / mean).
+    Waiting and preempted jobs never count."""
+    jdl = {"name": "p", "nb_jobs": 40, "exec_file": "/bin/true", "clusters": {"local": {}, "other": {}}}
+    long_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user="alice")
+    short_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user="bob")
     now = 100_000.0
     a, b = grid.cluster_ids()["local"], grid.cluster_ids()["other"]
-    ended(grid, campaign_id, "local", [(100.0, now - 1000), (200.0, now - 500), (300.0, now - 10)])  # mean 200 s
-    ended(grid, other_id, "local", [(10.0, now - 50)])
+    ended(grid, long_id, "local", [(100.0, now - 1000), (200.0, now - 500), (300.0, now - 10)])  # mean 200 s
+    ended(grid, short_id, "local", [(10.0, now - 5 - i) for i in range(5)])  # mean 10 s, all started lately
     conn = grid.db.conn
-    for campaign, state, cluster_id in [(campaign_id, "running", a)] * 20 + [
-            (campaign_id, "waiting", a), (campaign_id, "preempted", a), (campaign_id, "running", b), (other_id, "running", a)]:
+    for campaign, state, cluster_id, started_at in [(long_id, "running", a, now - 60)] * 20 + [
+            (long_id, "waiting", a, None), (long_id, "preempted", a, now - 1), (long_id, "preempted", b, now - 1),
+            (long_id, "running", b, now - 1), (short_id, "running", a, now - 60)]:
         task_id, = bag.take(conn, campaign, 1)
         conn.execute("INSERT INTO jobs(campaign_id, task_id, cluster_id, state, created_at, started_at) "
-                     "VALUES (?, ?, ?, ?, ?, ?)", [campaign, task_id, cluster_id, state, now - 600, now - 60])
-    assert predictor.drains(grid.db, [campaign_id], 30.0) == {(campaign_id, a): 3}  # 20 x 30 / 200
-    assert predictor.drains(grid.db, [campaign_id, other_id], 60.0) == {(campaign_id, a): 6, (other_id, a): 6}
-    assert predictor.drains(grid.db, [], 30.0) == {}
+                     "VALUES (?, ?, ?, ?, ?, ?)", [campaign, task_id, cluster_id, state, now - 600, started_at])
+    # long on local: 20 x 30 / 200 = 3, none started lately; on other nothing ended yet: its one
+    # start counts whole; short: Little's 1 x 30 / 10 = 3 < its 5 starts of the last period
+    assert predictor.drains(grid.db, [long_id, short_id], now, 30.0) == {(long_id, a): 3, (long_id, b): 1,
+                                                                        (short_id, a): 5}
+    # a longer period: Little's 20 x 60 / 200 = 6 for long; short's starts still 5, Little's 6
+    assert predictor.drains(grid.db, [long_id, short_id], now, 60.0) == {(long_id, a): 6, (long_id, b): 1,
+                                                                        (short_id, a): 6}
+    assert predictor.drains(grid.db, [], now, 30.0) == {}
 
 
 def test_no_measure_yet_means_no_eta(grid: Grid, tmp_path: Path) -> None:  # noqa: F811
