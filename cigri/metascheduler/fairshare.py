@@ -599,7 +599,7 @@ def _preemptions(plan: _Plan, running: dict[int, list[int]], target: dict[int, l
         """Whether someone entitled to the victim's jobs on c (or ``anyone``) lacks space there."""
         need = _ZERO
         for j, wants in needy[c]:
-            if anyone or j.klass is not victim.klass or j.user != victim.user or j.priority > victim.priority:
+            if anyone or j.klass.name != victim.klass.name or j.user != victim.user or j.priority > victim.priority:
                 need = _add(need, wants)
         return any(n > 0 and n - f > _EPSILON and cost > 0 for n, f, cost in zip(need, free[c], victim.cost))
 
