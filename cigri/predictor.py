@@ -272,8 +272,10 @@ def drains(db: Reader, campaign_ids: Iterable[int], now: float, period: float) -
     result = {}
     for key in running.keys() | started.keys():
         mean = means.get(key)
-        little = int(running[key] * period / mean) if mean else 0
-        result[key] = max(little, int(started[key] * min(1.0, period / mean)) if mean else started[key])
+        if mean is None:  # nothing ended there yet: its starts count whole
+            result[key] = started[key]
+        else:
+            result[key] = max(int(running[key] * period / mean), int(started[key] * min(1.0, period / mean)))
     return {key: n for key, n in result.items() if n}
 
 
