@@ -79,9 +79,9 @@ def _stderr_tail(ctx: CycleContext, job: dict[str, Any]) -> str | None:
         return f"(stderr unavailable: {error})"
 
 
-_KILLED_BY = {None: "best-effort job killed for the cluster's own users",
-              KillReason.PREEMPT: "job preempted by cigri's fair share",
-              KillReason.FLOOD: "job killed by flood control: it waited too long or beyond the tap"}
+_KILLED_BY: dict[str | None, str] = {None: "best-effort job killed for the cluster's own users",
+                                     KillReason.PREEMPT: "job preempted by cigri's fair share",
+                                     KillReason.FLOOD: "job killed by flood control: it waited too long or beyond the tap"}
 
 
 def _decide(ctx: CycleContext, conn: Any, campaign_id: int, job: dict[str, Any], tail: str | None,

@@ -83,20 +83,21 @@ is within a job of largest-remainder rounding in the usual cases but may give a 
 larger weight instead. Equal candidates are separated by who is re-placing a running job
 (fewer kills), then by the lower campaign id; the input order never matters.
 
-Preemption: a fair-share campaign holding more than its target on a cluster gives jobs back
-only where others need the space (their targets there exceed the free space); otherwise it keeps
-them until they end. Only another class, another user or a higher-priority campaign of the same
-user counts as others (YARN-4945): a user's equal campaigns rebalance as jobs end. The kills go first to the class evaluated last, then the user furthest
-above its share (YARN's user limit), then the lowest campaign priority, then the campaign
-furthest above its share, then the youngest campaign; at most ``ceil(fraction x running jobs)``
-per cycle (default 10 %). Two brakes (YARN's): the campaign keeps up to ``deadzone`` of its
-target there beyond it (killed down to that edge only), and above-target jobs expected to end
-within ``attrition_seconds`` by the campaign's ``throughput`` free space without a kill. The
-function gives counts: nikita kills the youngest jobs, and their
-tasks return to the head of the bag before the runner starts anything. ``start`` hands the
-space this cycle really frees to those below their targets, by the same fill capped at the
-targets, so ``running - preempt + start`` always fits, and repeated cycles converge. A kill can
-move a task to another cluster when that lets a campaign restricted to the first one run.
+Preemption: a fair-share campaign holding more than its target on a cluster gives jobs back only
+where others need the space (their targets there exceed the free space); otherwise it keeps them
+until they end. Only another class, another user or a higher-priority campaign of the same user
+counts as others (YARN-4945): a user's equal campaigns rebalance as jobs end. The kills go first
+to the class evaluated last, then the user furthest above its share (YARN's user limit), then
+the lowest campaign priority, then the campaign furthest above its share, then the youngest
+campaign; at most ``ceil(fraction x running jobs)`` per cycle (default 10 %). Two brakes
+(YARN's): the campaign keeps up to ``deadzone`` of its target there beyond it (killed down to
+that edge only), and above-target jobs expected to end within ``attrition_seconds`` by the
+campaign's ``throughput`` free space without a kill. The function gives counts: nikita kills the
+youngest jobs, and their tasks return to the head of the bag before the runner starts anything.
+``start`` hands the space this cycle really frees to those below their targets, by the same fill
+capped at the targets, so ``running - preempt + start`` always fits, and repeated cycles
+converge. A kill can move a task to another cluster when that lets a campaign restricted to the
+first one run.
 """
 
 from __future__ import annotations
