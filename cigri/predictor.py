@@ -22,7 +22,9 @@ transaction:
    the end of the cycle and colombo puts its task back at the head of the bag, uncharged.
    Each one adds 1 to the campaign's penalty on that cluster, halved every
    ``penalty_half_life``: it lowers the cluster's affinity in the fair share, and while it
-   exceeds by :data:`SHUN` the campaign's penalty on another usable cluster, the tap there is 0.
+   exceeds by :data:`SHUN` the campaign's penalty on another usable cluster, the tap there is
+   closed beyond the cluster's free slots: only jobs that start at once, so that a penalty
+   never leaves a core idle.
 """
 
 from __future__ import annotations
@@ -247,23 +249,30 @@ def drains(db: Reader, campaign_ids: Iterable[int], now: float, period: float) -
       within a period with odds ``min(1, period / mean)``: a job shorter than a cycle is seldom
       seen running by a poll, so Little's law alone would starve a cluster of short tasks.
 
-    Pairs with no ended job yet count their starts whole. Reads the running jobs, the index of
-    the latest terminated ones and ``campaign_stats``, never a scan."""
+    The mean duration counts the running jobs' ages too, as run time of jobs that last at least
+    that long: total time run over jobs ended (at least one), the exponential law's estimate
+    from censored durations. The ended jobs alone are the short ones at first: a campaign whose
+    long tasks come first queued a whole cycle's starts behind cores busy for half an hour,
+    which waited past the flood timeout. Until a job has ended there, at most the running jobs
+    are expected to end. Reads the running jobs, the index of the latest terminated ones and
+    ``campaign_stats``, never a scan."""
     ids = list(campaign_ids)
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
-    means = {(c, k): total / n for c, k, total, n in db.execute(
+    ended = {(c, k): (total, n) for c, k, total, n in db.execute(
         f"SELECT campaign_id, cluster_id, duration_sum, terminated FROM campaign_stats "
-        f"WHERE terminated > 0 AND duration_sum > 0 AND campaign_id IN ({marks})", ids)}
+        f"WHERE campaign_id IN ({marks})", ids)}
     since = now - period
     running: dict[tuple[int, int], int] = defaultdict(int)
+    ages: dict[tuple[int, int], float] = defaultdict(float)
     started: dict[tuple[int, int], int] = defaultdict(int)
-    for c, k, n, recent in db.execute(
-            f"SELECT campaign_id, cluster_id, count(*), count(*) FILTER (WHERE started_at > ?) FROM jobs "
+    for c, k, n, age, recent in db.execute(
+            f"SELECT campaign_id, cluster_id, count(*), sum(max(0, ? - started_at)), "
+            f"count(*) FILTER (WHERE started_at > ?) FROM jobs "
             f"WHERE state = ? AND kind = 'task' AND campaign_id IN ({marks}) GROUP BY campaign_id, cluster_id",
-            [since, JobState.RUNNING, *ids]):
-        running[(c, k)], started[(c, k)] = n, recent
+            [now, since, JobState.RUNNING, *ids]):
+        running[(c, k)], ages[(c, k)], started[(c, k)] = n, age or 0.0, recent
     for c, k, n in db.execute(
             f"SELECT campaign_id, cluster_id, count(*) FROM jobs INDEXED BY jobs_terminated "
             f"WHERE state = 'terminated' AND kind = 'task' AND campaign_id IN ({marks}) AND finished_at > ? "
@@ -271,11 +280,13 @@ def drains(db: Reader, campaign_ids: Iterable[int], now: float, period: float) -
         started[(c, k)] += n
     result = {}
     for key in running.keys() | started.keys():
-        mean = means.get(key)
-        if mean is None:  # nothing ended there yet: its starts count whole
-            result[key] = started[key]
+        total, n = ended.get(key, (0.0, 0))
+        mean = (total + ages[key]) / max(1, n)
+        if mean <= 0:  # nothing has run a measurable time: every start ends within the period
+            drain = started[key]
         else:
-            result[key] = max(int(running[key] * period / mean), int(started[key] * min(1.0, period / mean)))
+            drain = max(int(running[key] * period / mean), int(started[key] * min(1.0, period / mean)))
+        result[key] = drain if n else min(drain, running[key])
     return {key: n for key, n in result.items() if n}
 
 
@@ -334,19 +345,24 @@ def predict(ctx: CycleContext) -> int:
         previous = {(c, k): (rate, state) for c, k, rate, state in conn.execute(
             "SELECT campaign_id, cluster_id, rate, state FROM taps")}
         rates: dict[tuple[int, int], int] = {}
+        closed: set[tuple[int, int]] = set()
         lowest = _lowest_penalties(pairs, penalties, hot)
         for pair in pairs:
             key = (pair.campaign_id, pair.cluster_id)
             options = ctx.cluster_options(pair.cluster_id)
             rate, state = previous.get(key, (limits.initial, CLOSED))
-            if pair.cluster_id in hot or _shunned(pair, lowest, penalties):
+            if pair.cluster_id in hot:
                 rates[key], state = 0, CLOSED
+            elif _shunned(pair, lowest, penalties):  # only jobs that start at once: no idle core for a penalty
+                rates[key], state = min(limits.maximum, ctx.capacities[pair.cluster_id].free_slots), CLOSED
             elif state == CLOSED:  # new, or reopening after stress or a penalty: start again
                 rates[key], state = limits.initial, OPEN
             else:
                 seen = Observation(rate, queued.get(key, 0), ctx.capacities[pair.cluster_id].free_slots,
                                    pair.campaign_id in pending, drain.get(key, 0))
                 rates[key] = next_rate(_setting(runner, options, "job_ratio"), seen, limits)
+            if state == CLOSED:
+                closed.add(key)
             conn.execute("INSERT INTO taps(campaign_id, cluster_id, rate, state) VALUES (?, ?, ?, ?) "
                          "ON CONFLICT(campaign_id, cluster_id) DO UPDATE SET rate = excluded.rate, "
                          "state = excluded.state", [*key, rates[key], state])
@@ -355,7 +371,7 @@ def predict(ctx: CycleContext) -> int:
             timeout = float(_setting(runner, options, "remote_waiting_timeout"))
             # the last cycle before the timeout kills, so no job waits past it (never before half)
             timeout = max(timeout / 2, timeout - ctx.grid.config.settings.cycle_period)
-            victims = flood_victims(jobs, rates.get((campaign_id, cluster_id)) == 0, now, timeout,
+            victims = flood_victims(jobs, (campaign_id, cluster_id) in closed, now, timeout,
                                     runner.flood_grace)
             if victims:
                 _flag(conn, campaign_id, cluster_id, victims, now, runner.penalty_half_life)

@@ -66,7 +66,8 @@ def test_jobs_waiting_past_the_timeout_are_killed_and_rerun_elsewhere(grid: Grid
     assert (campaign_id, spare) not in penalties
     per_cluster = {c["cluster"]: c for c in api.campaign_detail(grid, campaign_id)["clusters"]}
     assert per_cluster["busy"]["affinity_penalty"] == pytest.approx(len(flooded), rel=0.01)
-    assert per_cluster["busy"]["tap"] == 0 and per_cluster["spare"]["tap"] > 0
+    # shunned: no queue on busy, at most its one slot when free (a job there starts at once)
+    assert per_cluster["busy"]["tap"] <= 1 and per_cluster["spare"]["tap"] > 0
 
 
 def outside_job(grid: Grid, cluster_id: int, key: str, directory: Path) -> None:
@@ -102,3 +103,24 @@ def test_a_stressed_cluster_gets_no_new_job_until_it_recovers(grid: Grid, tmp_pa
     predictor.predict(gather(grid))
     assert stressed_events() == [("closed",)]
     assert predictor.taps(grid.db, campaign_id)[busy] == 3  # reopened at the initial rate
+
+
+def test_a_shunned_cluster_still_takes_the_jobs_its_free_slots_start_at_once(grid: Grid, tmp_path: Path) -> None:
+    """A flood penalty sends the campaign's jobs elsewhere, but it must not leave a core idle:
+    the shunned cluster's tap is its free slots (jobs that do not wait), 0 when it is full."""
+    jdl = {"name": "shun", "exec_file": "/bin/true", "nb_jobs": 5, "exec_directory": str(tmp_path),
+           "clusters": {"busy": {}, "spare": {}}}
+    campaign_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user=USER)
+    busy, spare = grid.cluster_ids()["busy"], grid.cluster_ids()["spare"]
+    grid.db.execute("INSERT INTO affinity_penalties(campaign_id, cluster_id, penalty, updated_at, half_life) "
+                    "VALUES (?, ?, 4, ?, 900)", [campaign_id, busy, time.time()])
+    grid.db.conn.commit()
+    predictor.predict(gather(grid))
+    assert predictor.taps(grid.db, campaign_id) == {busy: 1, spare: 3}
+    outside_job(grid, busy, "outside-0", tmp_path)
+    deadline = time.monotonic() + 10
+    while grid.backend(busy).capacity().free_slots:
+        assert time.monotonic() < deadline, "the pool did not start the outside job"
+        time.sleep(0.05)
+    predictor.predict(gather(grid))
+    assert predictor.taps(grid.db, campaign_id)[busy] == 0

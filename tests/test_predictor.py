@@ -200,28 +200,33 @@ def test_the_drain_is_littles_law_or_the_last_periods_starts(grid: Grid, tmp_pat
     """Jobs expected to end in the next period: those running there now over their mean
     duration there (Little's law), or, for jobs too short for a poll to see them run, those
     the last period started, each ending within the period with odds min(1, period / mean).
-    Waiting and preempted jobs never count."""
-    jdl = {"name": "p", "nb_jobs": 40, "exec_file": "/bin/true", "clusters": {"local": {}, "other": {}}}
+    The mean counts the running jobs' ages as run time (censored durations); until a job has
+    ended, at most the running jobs end. Waiting and preempted jobs never count."""
+    jdl = {"name": "p", "nb_jobs": 70, "exec_file": "/bin/true", "clusters": {"local": {}, "other": {}}}
     long_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user="alice")
     short_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user="bob")
     now = 100_000.0
     a, b = grid.cluster_ids()["local"], grid.cluster_ids()["other"]
-    ended(grid, long_id, "local", [(100.0, now - 1000), (200.0, now - 500), (300.0, now - 10)])  # mean 200 s
-    ended(grid, short_id, "local", [(10.0, now - 5 - i) for i in range(5)])  # mean 10 s, all started lately
+    ended(grid, long_id, "local", [(200.0, now - 1000 - i) for i in range(10)])  # 2,000 s run, none lately
+    ended(grid, short_id, "local", [(10.0, now - 5 - i) for i in range(5)])  # 50 s run, all started lately
     conn = grid.db.conn
-    for campaign, state, cluster_id, started_at in [(long_id, "running", a, now - 60)] * 20 + [
-            (long_id, "waiting", a, None), (long_id, "preempted", a, now - 1), (long_id, "preempted", b, now - 1),
-            (long_id, "running", b, now - 1), (short_id, "running", a, now - 60)]:
+    for campaign, state, cluster_id, started_at in [(long_id, "running", a, now - 40)] * 40 + [
+            (long_id, "waiting", a, None), (long_id, "preempted", a, now - 1), (long_id, "preempted", b, now - 1)] + [
+            (long_id, "running", b, now - 20)] * 10 + [(short_id, "running", a, now - 60), (short_id, "running", b, now - 1)]:
         task_id, = bag.take(conn, campaign, 1)
         conn.execute("INSERT INTO jobs(campaign_id, task_id, cluster_id, state, created_at, started_at) "
                      "VALUES (?, ?, ?, ?, ?, ?)", [campaign, task_id, cluster_id, state, now - 600, started_at])
-    # long on local: 20 x 30 / 200 = 3, none started lately; on other nothing ended yet: its one
-    # start counts whole; short: Little's 1 x 30 / 10 = 3 < its 5 starts of the last period
+    # long on local: mean (2,000 + 40 x 40) / 10 = 360 s (the ended ones alone say 200), Little's
+    # 40 x 30 / 360 = 3, none started lately; on other nothing ended: mean 10 x 20 / 1 = 200 s,
+    # 10 x 30 / 200 = 1 (where counting the starts whole said 10); short on local: mean
+    # (50 + 60) / 5 = 22 s, Little's 1 x 30 / 22 = 1 < its 5 starts of the last period; short on
+    # other: a job 1 s old, nothing ended: Little's 30 x 1 / 1 = 30, but only the running job may end
     assert predictor.drains(grid.db, [long_id, short_id], now, 30.0) == {(long_id, a): 3, (long_id, b): 1,
-                                                                        (short_id, a): 5}
-    # a longer period: Little's 20 x 60 / 200 = 6 for long; short's starts still 5, Little's 6
-    assert predictor.drains(grid.db, [long_id, short_id], now, 60.0) == {(long_id, a): 6, (long_id, b): 1,
-                                                                        (short_id, a): 6}
+                                                                        (short_id, a): 5, (short_id, b): 1}
+    # a longer period: long's 40 x 60 / 360 = 6 by either view (its jobs started in the period);
+    # on other 10 x 60 / 200 = 3; short's 5 starts, Little's 1 x 60 / 22 = 2
+    assert predictor.drains(grid.db, [long_id, short_id], now, 60.0) == {(long_id, a): 6, (long_id, b): 3,
+                                                                        (short_id, a): 5, (short_id, b): 1}
     assert predictor.drains(grid.db, [], now, 30.0) == {}
 
 
