@@ -41,7 +41,7 @@ START = 1_767_225_600.0  # 2026-01-01 00:00 UTC: every run starts at the same vi
 LAWS = ("constant", "lognormal", "exponential", "uniform", "gricad")
 SCENARIO_KEYS = {"seed", "cycle_period", "max_hours", "sample_every", "clusters", "config", "campaigns", "gricad"}
 CAMPAIGN_KEYS = {"user", "tasks", "duration", "submit_hours", "type", "class", "clusters", "walltime",
-                 "cores_per_task", "jdl", "count"}
+                 "cores_per_task", "jdl", "count", "order"}
 
 
 @dataclass(frozen=True)
@@ -96,8 +96,9 @@ def parse_scenario(data: Any) -> Scenario:
     if not isinstance(config, dict) or "clusters" in config:
         raise InputError("scenario.config: expected an object of configuration tables (clusters go in scenario.clusters)")
     rng = random.Random(seed)
+    errors = random.Random(f"estimates {seed}")  # apart, so that ordering tasks leaves every run time as drawn
     plans = [plan for i, entry in enumerate(data.get("campaigns", []))
-             for plan in _campaign_plans(f"scenario.campaigns[{i}]", entry, sorted(clusters), rng)]
+             for plan in _campaign_plans(f"scenario.campaigns[{i}]", entry, sorted(clusters), rng, errors)]
     if "gricad" in data:
         plans += _gricad_campaigns(data["gricad"], sorted(clusters), rng)
     if not plans:
@@ -121,7 +122,8 @@ def _number(data: Mapping[str, Any], key: str, default: float, kind: type) -> An
     return kind(value)
 
 
-def _campaign_plans(where: str, entry: Any, clusters: list[str], rng: random.Random) -> list[CampaignPlan]:
+def _campaign_plans(where: str, entry: Any, clusters: list[str], rng: random.Random,
+                    errors: random.Random) -> list[CampaignPlan]:
     if not isinstance(entry, dict):
         raise InputError(f"{where}: expected an object")
     _no_unknown(where, entry, CAMPAIGN_KEYS)
@@ -149,9 +151,21 @@ def _campaign_plans(where: str, entry: Any, clusters: list[str], rng: random.Ran
     if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
         raise InputError(f"{where}.cores_per_task: expected a positive integer, got {cores!r}")
     law = entry.get("duration", {"law": "constant", "seconds": 60})
+    order = entry.get("order", "drawn")
+    if order == "drawn":
+        error_sigma = None
+    elif order == "longest_first":
+        error_sigma = 0.0
+    elif isinstance(order, dict) and list(order) == ["longest_first"] and _non_negative(order["longest_first"]):
+        error_sigma = float(order["longest_first"])
+    else:
+        raise InputError(f"{where}.order: expected \"drawn\", \"longest_first\" or {{\"longest_first\": "
+                         f"error sigma >= 0}}, got {order!r}")
     plans = []
     for _ in range(count):
         durations = tuple(draw_durations(f"{where}.duration", law, tasks, rng))
+        if error_sigma is not None:
+            durations = longest_first(durations, error_sigma, errors)
         jdl = {"clusters": {name: {} for name in named}, "type": kind, "resources": f"core={cores}",
                "walltime": int(entry.get("walltime", max(60, math.ceil(max(durations) * 2)))), **extra}
         if "class" in entry:
@@ -159,6 +173,17 @@ def _campaign_plans(where: str, entry: Any, clusters: list[str], rng: random.Ran
         plans.append(CampaignPlan(str(entry["user"]), durations, float(submit) * 3600, jdl,
                                   str(entry.get("class", "default")), cores))
     return plans
+
+
+def _non_negative(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+
+
+def longest_first(durations: tuple[float, ...], error_sigma: float, rng: random.Random) -> tuple[float, ...]:
+    """The tasks as a user who knows their run times to within a log-normal error of
+    ``error_sigma`` (0: exactly) lists them: longest first (Graham's LPT order)."""
+    estimates = [d * math.exp(rng.gauss(0.0, error_sigma)) if error_sigma else d for d in durations]
+    return tuple(durations[i] for i in sorted(range(len(durations)), key=lambda i: -estimates[i]))
 
 
 def draw_durations(where: str, law: Any, count: int, rng: random.Random) -> list[float]:
