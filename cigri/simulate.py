@@ -458,6 +458,7 @@ def _report(grid: Grid, run: Run) -> dict[str, Any]:
     useful = sum(seconds * cores.get(cid, 1) for cid, seconds in db.execute(
         "SELECT campaign_id, sum(finished_at - started_at) FROM jobs WHERE state = 'terminated' AND kind = 'task' "
         "GROUP BY campaign_id"))
+    wasted = _wasted(db, cores)
     bound = _makespan_bound(run, work, first - START)
     harvestable = sum(b.world.usage.harvestable for b in worlds.values())
     cigri = sum(b.world.usage.cigri for b in worlds.values())
@@ -493,7 +494,8 @@ def _report(grid: Grid, run: Run) -> dict[str, Any]:
         "useful_utilization": round(useful / harvestable, 4) if harvestable else None,
         "harvested_core_seconds": round(cigri),
         "useful_core_seconds": round(useful),
-        "wasted_core_seconds": round(sum(b.world.usage.wasted for b in worlds.values())),
+        "wasted_core_seconds": round(sum(wasted.values())),
+        "wasted_by": {killer: round(seconds) for killer, seconds in sorted(wasted.items())},
         "idle_core_seconds": round(harvestable - cigri),
         "work_core_seconds": round(work),
         "jobs": jobs,
@@ -518,6 +520,19 @@ def _report(grid: Grid, run: Run) -> dict[str, Any]:
                      for s in run.samples],
         "cycle_seconds": _spread(run.cycle_seconds),
     }
+
+
+def _wasted(db: Database, cores: Mapping[int, int]) -> dict[str, float]:
+    """Core-seconds run by task jobs that ended before their task did, by killer (the keys of
+    the report's ``kills``): the cluster's preemptions and walltime kills, and cigri's own."""
+    result: dict[str, float] = defaultdict(float)
+    for killer, campaign_id, seconds in db.execute(
+            "SELECT coalesce(kill_reason, CASE state WHEN 'timeout' THEN 'walltime' ELSE 'cluster_preemptions' END), "
+            "campaign_id, sum(finished_at - started_at) FROM jobs WHERE kind = 'task' AND started_at IS NOT NULL "
+            "AND finished_at IS NOT NULL AND (kill_reason IS NOT NULL OR state IN ('preempted', 'timeout')) "
+            "GROUP BY 1, 2"):
+        result[killer] += seconds * cores.get(campaign_id, 1)
+    return {killer: seconds for killer, seconds in result.items() if seconds > 0}
 
 
 def _bag_drained(db: Database, first: float) -> float | None:

@@ -174,6 +174,19 @@ def test_tasks_listed_longest_first_end_near_the_bound() -> None:
         assert simulate(parse_scenario(scenario(seed, "longest_first")))["bound_ratio"] >= 0.95, seed
 
 
+def test_the_work_fair_share_kills_is_counted_as_wasted() -> None:
+    """Alice's 8 hour-long jobs hold the 8 cores when Bob arrives at 0.5 h: fair share kills 4
+    of them about half an hour in, and that run time is waste, by its killer."""
+    report = simulate(parse_scenario({
+        "seed": 1, "cycle_period": 30, "clusters": {"c1": {"cores": 8}},
+        "campaigns": [{"user": "alice", "tasks": 8, "duration": {"law": "constant", "seconds": 3600},
+                       "jdl": {"finalize": False}},
+                      {"user": "bob", "tasks": 40, "submit_hours": 0.5, "duration": {"law": "constant", "seconds": 600}}]}))
+    assert report["finished"] and report["kills"]["preempt"] >= 4
+    assert list(report["wasted_by"]) == ["preempt"]
+    assert 4 * 1700 <= report["wasted_by"]["preempt"] == report["wasted_core_seconds"] <= 4 * 2100
+
+
 def test_bad_scenarios_name_the_key() -> None:
     for bad, key in [({}, "clusters"), ({**TWO_USERS, "campaigns": [{"user": "a"}]}, "tasks"),
                      ({**TWO_USERS, "campaigns": [{"user": "a", "tasks": 1, "duration": {"law": "zipf"}}]}, "law"),

@@ -60,7 +60,6 @@ class Usage:
     local: float = 0.0  # cores busy with local users' jobs
     cigri: float = 0.0  # cores busy with cigri's jobs, whatever their end
     harvestable: float = 0.0  # cores not used by local users: what cigri could have had
-    wasted: float = 0.0  # cigri core-seconds lost to preemption and walltime kills
     preempted: int = 0
     timeouts: int = 0
 
@@ -124,7 +123,7 @@ class World:
         job = self.jobs.get(job_id)
         if job is None or job.state not in ("queued", "running"):
             return
-        self._end(job, "cancelled", count_waste=False)
+        self._end(job, "cancelled")
         self._schedule()
 
     # --- the discrete-event loop ----------------------------------------------------------
@@ -250,7 +249,7 @@ class World:
         self._count += 1
         return self._count
 
-    def _end(self, job: Job, state: str, count_waste: bool = True) -> None:
+    def _end(self, job: Job, state: str) -> None:
         if job.state == "queued":
             for queue in (self.queue, self.best_effort_queue):
                 if job in queue:
@@ -258,8 +257,6 @@ class World:
         elif job.state == "running":
             del self.running[job.id]
             self._hold(job, -1)
-            if job.key and count_waste and state in ("preempted", "timeout"):
-                self.usage.wasted += job.cores * (self.now - (job.started_at or self.now))
         if state == "preempted":
             self.usage.preempted += 1
         elif state == "timeout":
