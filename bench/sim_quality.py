@@ -155,6 +155,13 @@ def step_response(data: dict[str, Any], seeds: int, step_hour: float) -> dict[st
             "first_cycles": [round(v, 1) for v in after[:8]], "max_wait_s": longest, "flood_kills": flood_kills}
 
 
+def tenfold_ratios(order: Any) -> dict[str, list[float]]:
+    """Makespan / bound of the tenfold scenario, tasks listed in ``order``, per policy and seed."""
+    data = {**TENFOLD, "campaigns": [{**c, "order": order} for c in TENFOLD["campaigns"]]}
+    return {name: [simulate(policy(parse_scenario({**data, "seed": seed})))["bound_ratio"] for seed in TENFOLD_SEEDS]
+            for name, policy in (("cigri", lambda s: s), ("fifo", fifo))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="one JSON value")
@@ -187,10 +194,7 @@ def main() -> None:
         stepped = {**STEP, "clusters": {"c1": {**STEP["clusters"]["c1"], "trace": str(block)}}}
         step = {name: step_response(data, args.seeds, 1.0)
                 for name, data in (("cigri", stepped), ("cigri_tap", with_config(stepped, job_ratio="cigri_tap")))}
-    tenfold = {order: {name: [simulate(policy(parse_scenario(
-                   {**TENFOLD, "seed": seed, "campaigns": [{**c, "order": how} for c in TENFOLD["campaigns"]]})))["bound_ratio"]
-                   for seed in TENFOLD_SEEDS] for name, policy in (("cigri", lambda s: s), ("fifo", fifo))}
-               for order, how in TENFOLD_ORDERS.items()}
+    tenfold = {order: tenfold_ratios(how) for order, how in TENFOLD_ORDERS.items()}
     steady = {name: simulate(parse_scenario(data))["eta_mape"]
               for name, data in (("cigri", STEADY), ("cigri_tap", with_config(STEADY, job_ratio="cigri_tap")))}
     if args.json:

@@ -176,14 +176,16 @@ def _campaign_plans(where: str, entry: Any, clusters: list[str], rng: random.Ran
 
 
 def _non_negative(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < math.inf
 
 
 def longest_first(durations: tuple[float, ...], error_sigma: float, rng: random.Random) -> tuple[float, ...]:
     """The tasks as a user who knows their run times to within a log-normal error of
-    ``error_sigma`` (0: exactly) lists them: longest first (Graham's LPT order)."""
-    estimates = [d * math.exp(rng.gauss(0.0, error_sigma)) if error_sigma else d for d in durations]
-    return tuple(durations[i] for i in sorted(range(len(durations)), key=lambda i: -estimates[i]))
+    ``error_sigma`` (0: exactly) lists them: longest first (Graham's LPT order). Estimates are
+    compared as logarithms, so no error is too large to draw."""
+    logs = [(math.log(d) if d > 0 else -math.inf) + (rng.gauss(0.0, error_sigma) if error_sigma else 0.0)
+            for d in durations]
+    return tuple(durations[i] for i in sorted(range(len(durations)), key=lambda i: -logs[i]))
 
 
 def draw_durations(where: str, law: Any, count: int, rng: random.Random) -> list[float]:

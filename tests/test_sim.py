@@ -170,6 +170,7 @@ def test_tasks_listed_longest_first_end_near_the_bound() -> None:
     estimated = parse_scenario(scenario(3, {"longest_first": 0.5})).campaigns[0].durations
     assert exact == tuple(sorted(drawn, reverse=True)) and sorted(estimated) == sorted(drawn)
     assert estimated not in (drawn, exact) and estimated[0] > sorted(drawn)[len(drawn) // 2]
+    assert sorted(parse_scenario(scenario(3, {"longest_first": 1e308})).campaigns[0].durations) == sorted(drawn)
     for seed in (1, 2, 3):
         assert simulate(parse_scenario(scenario(seed, "longest_first")))["bound_ratio"] >= 0.95, seed
 
@@ -192,6 +193,8 @@ def test_bad_scenarios_name_the_key() -> None:
                      ({**TWO_USERS, "campaigns": [{"user": "a", "tasks": 1, "duration": {"law": "zipf"}}]}, "law"),
                      ({**TWO_USERS, "campaigns": [{"user": "a", "tasks": 1, "clusters": ["nope"]}]}, "clusters"),
                      ({**TWO_USERS, "campaigns": [{"user": "a", "tasks": 1, "order": {"longest_first": -1}}]}, "order"),
+                     ({**TWO_USERS, "campaigns": [{"user": "a", "tasks": 1, "order": {"longest_first": float("inf")}}]},
+                      "order"),
                      ({**TWO_USERS, "speed": 2}, "speed"), ({**TWO_USERS, "cycle_period": 0}, "cycle_period")]:
         with pytest.raises(InputError, match=key):
             parse_scenario(bad)
