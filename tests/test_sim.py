@@ -14,8 +14,10 @@ from cigri.backends import JobSpec, RemoteState
 from cigri.backends.sim import SimBackend
 from cigri.errors import ConfigError, InputError
 from cigri.simulate import (
+    CampaignPlan,
     eta_mape,
     jain,
+    list_schedule,
     parse_scenario,
     simulate,
     weighted_max_min,
@@ -148,11 +150,27 @@ def test_simulation_is_deterministic_drains_everything_and_shares_fairly(tmp_pat
     assert 0 < first["makespan_bound_hours"] <= first["makespan_hours"]
     assert 0 < first["bag_drained_hours"] < first["makespan_hours"]  # the last start, then its run
     assert 0.3 < first["utilization"] <= 1.0 and first["bound_ratio"] <= 1.0
+    assert first["makespan_bound_hours"] <= first["list_schedule_hours"] <= first["makespan_hours"]
+    assert first["list_schedule_ratio"] == round(first["list_schedule_hours"] / first["makespan_hours"], 4)
     assert first["share"]["jain_users"] >= 0.9
     assert first["harvested_core_seconds"] >= first["work_core_seconds"]
     assert first["eta_predictions"] > 0 and 0 <= first["eta_mape"] < 1
     other = simulate(parse_scenario({**TWO_USERS, "seed": 8}), tmp_path)
     assert other["share"] != first["share"]  # the seed matters
+
+
+def test_list_scheduling_starts_each_listed_task_as_soon_as_its_cores_are_free() -> None:
+    def plan(durations: tuple[float, ...], at: float = 0.0, cores: int = 1) -> CampaignPlan:
+        return CampaignPlan("u", durations, at, {}, "default", cores)
+
+    assert list_schedule((plan((3, 1, 1)),), [(0, 2)]) == 3  # 3 on one core, 1 then 1 on the other
+    assert list_schedule((plan((1, 1, 3)),), [(0, 2)]) == 4  # listed last, the long task ends last
+    assert list_schedule((plan((5, 5)),), [(0, 1), (10, 2)]) == 10  # one core until 10 s
+    assert list_schedule((plan((20, 5)),), [(0, 1), (10, 2)]) == 20  # the second core comes at 10 s
+    assert list_schedule((plan((4,), at=100), plan((4, 4))), [(0, 1)]) == 104  # submission order
+    assert list_schedule((plan((2, 2), cores=2), plan((1,))), [(0, 3)]) == 4  # 2 cores each, then 1
+    assert list_schedule((plan((2,), cores=4),), [(0, 3)]) is None  # never 4 cores free
+    assert list_schedule((plan((2,)),), [(0, 0), (50, 1)]) == 52
 
 
 def test_tasks_listed_longest_first_end_near_the_bound() -> None:
