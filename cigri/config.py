@@ -94,6 +94,7 @@ class MetaschedulerSettings:
     preempt_fraction: float = 0.10
     preempt_deadzone: float = 0.10
     preempt_horizon: float = 300.0
+    preempt_threshold: float = 0.8
     replica_delay: float = 60.0
     night: str = "19:00-07:00"
     weekend: bool = True
@@ -478,6 +479,8 @@ def _check_metascheduler(settings: MetaschedulerSettings) -> None:
         raise ConfigError("metascheduler.preempt_deadzone: must be >= 0 and finite")
     if not 0 <= settings.preempt_horizon < math.inf:  # also rejects nan
         raise ConfigError("metascheduler.preempt_horizon: must be >= 0 and finite")
+    if not 0 <= settings.preempt_threshold <= 1:  # also rejects nan
+        raise ConfigError("metascheduler.preempt_threshold: must be between 0 and 1")
     if not 0 <= settings.replica_delay < math.inf:  # also rejects nan
         raise ConfigError("metascheduler.replica_delay: must be >= 0 and finite")
     try:

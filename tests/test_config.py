@@ -99,6 +99,8 @@ BAD_FILES = [
     ("[metascheduler]\nreplica_delay = -1\n", "metascheduler.replica_delay"),
     ("[metascheduler]\npreempt_deadzone = nan\n", "metascheduler.preempt_deadzone"),
     ("[metascheduler]\npreempt_horizon = -30\n", "metascheduler.preempt_horizon"),
+    ("[metascheduler]\npreempt_threshold = 1.2\n", "metascheduler.preempt_threshold"),
+    ("[metascheduler]\npreempt_threshold = nan\n", "metascheduler.preempt_threshold"),
     ("[cigri]\nmax_resubmit = -1\n", "cigri.max_resubmit"),
     ("[runner]\ntap_factor = 0.5\n", "runner.tap_factor"),
     ("[runner]\ntap_initial = 10\ntap_max = 5\n", "runner.tap_initial"),

@@ -163,8 +163,28 @@ def test_the_deadzone_stops_kills_chasing_rounding(carol: int, deadzone: float, 
     assert total(result.preempt) == killed and result.reason == reason
 
 
+@pytest.mark.parametrize(("starvation", "killed", "reason"), [
+    (1.0, 8, "at fair share; above share: preempting 8"),
+    (0.8, 8, "at fair share; above share: preempting 8"),  # B holds 24 < 0.8 x 32: all 8 back
+    (0.7, 0, "at fair share; above share by 8: no one below share is starved (preempt_threshold)"),
+])
+def test_only_a_starved_campaign_has_jobs_killed_for_it(starvation: float, killed: int, reason: str) -> None:
+    """YARN's fairSharePreemptionThreshold: B holds 24 of its 32 (0.75). Below the threshold it
+    gets all its share back at once; above, it takes A's cores as A's jobs end."""
+    scenario = Scenario((ClusterSpec("n", 64),), (CampaignSpec(1, "A", pending=30, running={"n": 40}),
+                                                 CampaignSpec(2, "B", pending=30, running={"n": 24})))
+    a, b = allocate(scenario, 1.0, starvation=starvation).campaigns
+    assert (a.target, b.target) == ({"n": 32}, {"n": 32})
+    assert total(a.preempt) == killed and a.reason == reason
+    assert b.start == ({"n": 8} if killed else {})  # into the cores freed this cycle
+    assert b.reason == ("at fair share" if killed else "at fair share; below share: waiting for space")
+
+
 def test_the_brakes_need_finite_numbers() -> None:
     scenario = Scenario((ClusterSpec("n", 1),), (CampaignSpec(1, "a", 1),))
+    for starvation in (1.5, -0.1, math.nan):
+        with pytest.raises(ValueError, match="starvation"):
+            allocate(scenario, 0.1, starvation=starvation)
     with pytest.raises(ValueError, match="attrition_seconds"):
         allocate(scenario, 0.1, attrition_seconds=math.inf)
     with pytest.raises(ValueError, match="deadzone"):

@@ -47,7 +47,8 @@ after the kills), ``fair_share`` = ``{"jobs": n, "dominant": share of the grid}`
 "capped by max_jobs", "capped by allotment", "at fair share", "above share: preempting N [of E]",
 "above share by E: preemption cap reached", "above share by E: N expected to end by themselves",
 "above share by E: within the preemption deadzone", "above share by E: its user's own campaigns
-wait for these to end", "below share: preempting N", ...); then
+wait for these to end", "above share by E: no one below share is starved (preempt_threshold)",
+"below share: preempting N", ...); then
 ``clusters`` (capacity and what the targets use there, kills there), ``preempt_fraction`` and
 ``preempt_cap``. Per-cluster maps omit zeros.
 
@@ -89,11 +90,13 @@ until they end. Only another class, another user or a higher-priority campaign o
 counts as others (YARN-4945): a user's equal campaigns rebalance as jobs end. The kills go first
 to the class evaluated last, then the user furthest above its share (YARN's user limit), then
 the lowest campaign priority, then the campaign furthest above its share, then the youngest
-campaign; at most ``ceil(fraction x running jobs)`` per cycle (default 10 %). Two brakes
+campaign; at most ``ceil(fraction x running jobs)`` per cycle (default 10 %). Three brakes
 (YARN's): the campaign keeps up to ``deadzone`` of its target there beyond it (killed down to
-that edge only), and above-target jobs expected to end within ``attrition_seconds`` by the
-campaign's ``throughput`` free space without a kill. The function gives counts: nikita kills the
-youngest jobs, and their tasks return to the head of the bag before the runner starts anything.
+that edge only), above-target jobs expected to end within ``attrition_seconds`` by the
+campaign's ``throughput`` free space without a kill, and only a campaign holding less than
+``starvation`` of its target (over all its clusters) has jobs killed for it. The function gives
+counts: nikita kills the youngest jobs, and their tasks return to the head of the bag before the
+runner starts anything.
 ``start`` hands the space this cycle really frees to those below their targets, by the same fill
 capped at the targets, so ``running - preempt + start`` always fits, and repeated cycles
 converge. A kill can move a task to another cluster when that lets a campaign restricted to the
@@ -282,16 +285,22 @@ class Allocation:
 
 
 def allocate(scenario: Scenario, preempt_fraction: float = 0.10, *, attrition_seconds: float = 0.0,
-             deadzone: float = 0.0) -> Allocation:
+             deadzone: float = 0.0, starvation: float = 1.0) -> Allocation:
     """Targets, kills and starts for every campaign; deterministic (ties go to the lower id).
 
-    Two brakes on preemption, both YARN's: ``attrition_seconds`` (``preempt_horizon``): the
+    Three brakes on preemption, all YARN's: ``attrition_seconds`` (``preempt_horizon``): the
     above-target jobs that a campaign's ``throughput`` says will end by themselves within it
     free space without a kill (natural termination); ``deadzone``: a campaign may hold this
     fraction of its target on a cluster (rounded down) beyond it before it is preempted there
-    (max_ignored_over_capacity), so kills do not chase one-job rounding moves of the targets."""
+    (max_ignored_over_capacity), so kills do not chase one-job rounding moves of the targets;
+    ``starvation`` (``preempt_threshold``): jobs are killed for a campaign only while it holds
+    less than this fraction of its target (fairSharePreemptionThreshold), and then up to all of
+    it; above, it takes the space others' jobs free as they end. The defaults brake nothing:
+    the seeds' worked examples preempt to the fair share."""
     if not 0 <= preempt_fraction <= 1:
         raise ValueError(f"preempt_fraction: {preempt_fraction} is not between 0 and 1")
+    if not 0 <= starvation <= 1:
+        raise ValueError(f"starvation: {starvation} is not between 0 and 1")
     if not 0 <= attrition_seconds < _INF:
         raise ValueError(f"attrition_seconds: {attrition_seconds} is not a finite number >= 0")
     if not 0 <= deadzone < _INF:
@@ -310,7 +319,8 @@ def allocate(scenario: Scenario, preempt_fraction: float = 0.10, *, attrition_se
                      if k.preemptable else 0 for r, t, c in zip(running[k.id], target[k.id], scenario.clusters)]
               for k in plan.campaigns}
     tolerated = {k.id: [t + math.floor(deadzone * t + _EPSILON) for t in target[k.id]] for k in plan.campaigns}
-    preempt, spared = _preemptions(plan, running, target, cap, ending, tolerated)
+    starved = {k.id for k in plan.campaigns if sum(running[k.id]) < starvation * sum(target[k.id]) - _EPSILON}
+    preempt, spared = _preemptions(plan, running, target, cap, ending, tolerated, starved)
     kept = {k.id: [r - p for r, p in zip(running[k.id], preempt[k.id])] for k in plan.campaigns}
     now = _Fill(plan, pinned=kept, evicted=none, cluster_caps=target,
                 total_caps={k.id: sum(target[k.id]) for k in plan.campaigns})
@@ -325,7 +335,7 @@ def allocate(scenario: Scenario, preempt_fraction: float = 0.10, *, attrition_se
             start=plan.named(start), preempt=plan.named(preempt[k.id]), fair_share_jobs=sum(target[k.id]),
             fair_share_dominant=plan.share(_times(k.cost, sum(target[k.id]))),
             reason=_reason(plan, k, ideal, running[k.id], target[k.id], preempt[k.id], now.placed[k.id], killed_on,
-                           sum(killed_on) >= cap, sum(ending[k.id]), sum(tolerated[k.id]), k.id in spared)))
+                           sum(killed_on) >= cap, sum(ending[k.id]), sum(tolerated[k.id]), spared.get(k.id))))
     clusters = tuple(ClusterUse(
         name=c.name, cores=c.cores, memory_gb=c.memory_gb,
         target_cores=round(ideal.used[i][0]), target_memory_gb=ideal.used[i][1], preempt=killed_on[i])
@@ -569,17 +579,17 @@ class _Fill:
 
 
 def _preemptions(plan: _Plan, running: dict[int, list[int]], target: dict[int, list[int]],
-                 cap: int, ending: dict[int, list[int]], tolerated: dict[int, list[int]]
-                 ) -> tuple[dict[int, list[int]], set[int]]:
+                 cap: int, ending: dict[int, list[int]], tolerated: dict[int, list[int]], starved: set[int]
+                 ) -> tuple[dict[int, list[int]], dict[int, str]]:
     """Kill fair-share jobs above ``tolerated`` (the target and its deadzone) only where others
     entitled to them need the space that the ``ending`` jobs (above target, expected to end by
     themselves this cycle) do not free, at most ``cap``.
 
-    Entitled: another class, another user, or one of the same user's campaigns of higher
-    priority (YARN-4945: within a user only priority preempts). A user's equal campaigns never
-    kill each other's jobs: that would trade one of the user's tasks for another and lose the
-    work; the one below its share takes over as the other's jobs end. Returns the kills and
-    the campaigns spared only by that rule.
+    Entitled: a ``starved`` campaign of another class, another user, or of the same user with
+    a higher priority (YARN-4945: within a user only priority preempts). A user's equal
+    campaigns never kill each other's jobs: that would trade one of the user's tasks for another
+    and lose the work; the one below its share takes over as the other's jobs end. Returns the
+    kills and, for the campaigns spared only by these rules, why.
 
     Order: the class evaluated last, the user furthest above its share (YARN's user limit), the
     lowest campaign priority, the campaign furthest above its share, the youngest campaign.
@@ -596,11 +606,13 @@ def _preemptions(plan: _Plan, running: dict[int, list[int]], target: dict[int, l
         free.append(room)
         needy.append(wants)
 
-    def short_for(victim: _Campaign, c: int, anyone: bool = False) -> bool:
-        """Whether someone entitled to the victim's jobs on c (or ``anyone``) lacks space there."""
+    def short_for(victim: _Campaign, c: int, starving: bool = True, others: bool = True) -> bool:
+        """Whether someone below target on c lacks space there: only the ``starving`` ones and
+        only ``others`` than the victim's user's equal campaigns, unless told otherwise."""
         need = _ZERO
         for j, wants in needy[c]:
-            if anyone or j.klass.name != victim.klass.name or j.user != victim.user or j.priority > victim.priority:
+            if (j.id in starved or not starving) and (not others or j.klass.name != victim.klass.name
+                                                      or j.user != victim.user or j.priority > victim.priority):
                 need = _add(need, wants)
         return any(n > 0 and n - f > _EPSILON and cost > 0 for n, f, cost in zip(need, free[c], victim.cost))
 
@@ -623,14 +635,16 @@ def _preemptions(plan: _Plan, running: dict[int, list[int]], target: dict[int, l
     by_id = {k.id: k for k in plan.campaigns if k.preemptable}
     for k in by_id.values():
         queue.set(k.id, key(k))
-    killed, spared = 0, set()
+    killed, spared = 0, {}
     while killed < cap and (top := queue.top()) is not None:
         k = by_id[top]
         above = [c for c in range(plan.size) if running[k.id][c] - preempt[k.id][c] - ending[k.id][c] > tolerated[k.id][c]]
         useful = [c for c in above if short_for(k, c)]
         if not useful:
-            if any(short_for(k, c, anyone=True) for c in above):
-                spared.add(k.id)
+            if any(short_for(k, c, starving=False) for c in above):
+                spared[k.id] = "no one below share is starved (preempt_threshold)"
+            elif any(short_for(k, c, starving=False, others=False) for c in above):
+                spared[k.id] = "its user's own campaigns wait for these to end"
             queue.drop(k.id)
             continue
         c = min(useful, key=lambda c: (tolerated[k.id][c] + preempt[k.id][c] - running[k.id][c], c))
@@ -647,7 +661,7 @@ def _preemptions(plan: _Plan, running: dict[int, list[int]], target: dict[int, l
 
 def _reason(plan: _Plan, k: _Campaign, fill: _Fill, running: list[int], target: list[int],
             preempt: list[int], hold: list[int], killed_on: list[int], cap_reached: bool, ending: int,
-            tolerated: int, spared: bool) -> str:
+            tolerated: int, spared: str | None) -> str:
     """Why the campaign gets what it gets, in the words an admin would look for."""
     parts = []
     if k.spec.test_mode:
@@ -683,7 +697,7 @@ def _reason(plan: _Plan, k: _Campaign, fill: _Fill, running: list[int], target: 
         parts.append(f"above share by {excess}: " + ("preemption cap reached" if cap_reached else
                                                      f"{ending} expected to end by themselves" if ending else
                                                      "within the preemption deadzone" if sum(running) <= tolerated else
-                                                     "its user's own campaigns wait for these to end" if spared else
+                                                     spared if spared else
                                                      "kept while nobody needs the space"))
     if sum(hold) < total:
         waiting_on = sum(killed_on[c] for c in range(plan.size) if hold[c] < target[c])

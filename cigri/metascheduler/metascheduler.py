@@ -66,7 +66,7 @@ def allocate(config: Config, scenario: fairshare.Scenario) -> fairshare.Allocati
     """The pure allocation with the configuration's preemption brakes."""
     settings = config.metascheduler
     return fairshare.allocate(scenario, settings.preempt_fraction, attrition_seconds=settings.preempt_horizon,
-                              deadzone=settings.preempt_deadzone)
+                              deadzone=settings.preempt_deadzone, starvation=settings.preempt_threshold)
 
 
 def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gathered:
