@@ -242,6 +242,8 @@ def simulate(scenario: Path = typer.Argument(..., help="Scenario file (JSON; see
                                f"{report['scenario']['tasks']} tasks)"],
         ["makespan (h)", f"{report['makespan_hours']} (lower bound {report['makespan_bound_hours']}, "
                          f"ratio {report['bound_ratio']})"],
+        ["list schedule (h)", f"{report['list_schedule_hours']} (each task started as soon as a core is free, "
+                              f"never killed; ratio {report['list_schedule_ratio']})"],
         ["utilization of free cores", f"{report['utilization']} (useful {report['useful_utilization']})"],
         ["harvested / idle core-s", f"{report['harvested_core_seconds']} / {report['idle_core_seconds']}"],
         ["kills", json.dumps(report["kills"])],
