@@ -15,7 +15,9 @@ started last, which only the user can know; ``list_schedule`` is what a dispatch
 cycle, latency or kills reaches in the same order, the best one that knows no run time in
 advance, and ``cigri_vs_list`` cigri's makespan against it), the predictor's ETA error (MAPE <= 20 % on a stationary campaign), Jain's index
 of users' and classes' shares against the weighted max-min (>= 0.98), work conservation
-(core-time left idle while tasks were pending), and flood control:
+(core-time left idle while tasks were pending), convergence (seconds until carol, arriving at
+0.25 h, first holds 90 % of her ideal share; anchors M6: within a mean task, 340 s, and two
+cycles), and flood control:
 
 - ``step``: at 1 h, local users take half of a 256-core cluster at once (a trace's block of
   jobs on top of their usual 10 % load). Settling: the cycles after the step until cigri's
@@ -54,6 +56,7 @@ SHARES = {
          "submit_hours": 0.25},
     ],
 }
+CAROL_ARRIVES = SHARES["campaigns"][2]["submit_hours"]
 TENFOLD = {**SHARES, "campaigns": [{**c, "tasks": n} for c, n in zip(SHARES["campaigns"], (2000, 1000, 1000))]}
 TENFOLD_SEEDS = (11, 12, 13)  # every campaign >= 10x the 96 cores: the goal's own case
 TENFOLD_ORDERS = {  # the same tasks, as the user lists them
@@ -99,6 +102,15 @@ def idle_while_pending(report: dict[str, Any]) -> float:
         idle += min(free, point["pending"]) * span
         total += point["harvestable"] * span
     return idle / total if total else 0.0
+
+
+def convergence(report: dict[str, Any], user: str, hour: float) -> float | None:
+    """Seconds from ``hour`` (the user's arrival) until the user first holds 90 % of its ideal."""
+    for point in report["timeline"]:
+        ideal = point["ideal"].get(user, 0.0)
+        if point["hour"] >= hour and ideal > 0 and point["running"].get(user, 0) >= 0.9 * ideal:
+            return round((point["hour"] - hour) * 3600)
+    return None
 
 
 def band_response(values: list[float], floor: float) -> tuple[float, list[bool], int | None]:
@@ -190,6 +202,7 @@ def main() -> None:
                       "bound_ratio": report["bound_ratio"], "utilization": report["utilization"],
                       "eta_mape": report["eta_mape"], "jain_users": report["share"]["jain_users"], "jain_classes": report["share"]["jain_classes"],
                       "idle_while_pending": round(idle_while_pending(report), 4),
+                      "carol_converged_s": convergence(report, "carol", CAROL_ARRIVES),
                       "kills": report["kills"], "resubmissions": report["resubmissions"]}
     flood = {}
     for name, data in (("cigri", FLOOD), ("cigri_tap", with_config(FLOOD, job_ratio="cigri_tap"))):
