@@ -24,6 +24,7 @@ import tempfile
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -463,8 +464,9 @@ def _report(grid: Grid, run: Run) -> dict[str, Any]:
         "GROUP BY campaign_id"))
     wasted = _wasted(db, cores)
     bound = _makespan_bound(run, work, first - START)
-    listed = list_schedule(run.scenario.campaigns, [(s.at * 3600, s.harvestable) for s in run.samples])
-    listed = None if listed is None else listed - (first - START)
+    listed_end = list_schedule(run.scenario.campaigns, [(t0, (h1 - h0) / (t1 - t0)) for (t0, h0), (t1, h1)
+                                                        in pairwise(run.harvest) if t1 > t0])
+    listed = None if listed_end is None else listed_end - (first - START)
     harvestable = sum(b.world.usage.harvestable for b in worlds.values())
     cigri = sum(b.world.usage.cigri for b in worlds.values())
     jobs = dict(db.execute("SELECT state, count(*) FROM jobs WHERE kind = 'task' GROUP BY state").fetchall())
@@ -582,10 +584,11 @@ def _makespan_bound(run: Run, work: float, offset: float) -> float:
     return max(longest, run.harvest[-1][0] - offset if run.harvest else 0.0)
 
 
-def list_schedule(plans: tuple[CampaignPlan, ...], capacity: list[tuple[float, int]]) -> float | None:
+def list_schedule(plans: tuple[CampaignPlan, ...], capacity: list[tuple[float, float]]) -> float | None:
     """When the last task ends if each task starts, in the order listed (campaigns in their
     submission order), the instant enough of the cores local users leave free are, and is never
-    killed: Graham's list scheduling on ``capacity`` ((seconds, cores) steps, the last held).
+    killed: Graham's list scheduling on ``capacity`` ((seconds, cores) steps, the last held; the
+    report's are each cycle's mean free cores, from the record the bound is computed from).
 
     The reference for a dispatcher that knows no run time in advance: with run times that do not
     depend on a task's place in the list, every such dispatcher that leaves no core idle starts
@@ -605,7 +608,7 @@ def list_schedule(plans: tuple[CampaignPlan, ...], capacity: list[tuple[float, i
                 used -= heapq.heappop(ends)[1]
             while step + 1 < len(steps) and steps[step + 1][0] <= now:
                 step += 1
-            if used + cores <= steps[step][1]:
+            if used + cores <= steps[step][1] + 1e-9:
                 break
             now = min(ends[0][0] if ends else math.inf, steps[step + 1][0] if step + 1 < len(steps) else math.inf)
             if now == math.inf:

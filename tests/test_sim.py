@@ -153,6 +153,8 @@ def test_simulation_is_deterministic_drains_everything_and_shares_fairly(tmp_pat
     assert 0.3 < first["utilization"] <= 1.0 and first["bound_ratio"] <= 1.0
     assert first["makespan_bound_hours"] <= first["list_schedule_hours"] <= first["makespan_hours"]
     assert first["list_schedule_ratio"] == pytest.approx(first["list_schedule_hours"] / first["makespan_hours"], abs=1e-3)
+    sparse = simulate(parse_scenario({**TWO_USERS, "sample_every": 10_000}), tmp_path)
+    assert sparse["list_schedule_hours"] == first["list_schedule_hours"]  # from every cycle, not the samples
     assert first["share"]["jain_users"] >= 0.9
     assert first["harvested_core_seconds"] >= first["work_core_seconds"]
     assert first["eta_predictions"] > 0 and 0 <= first["eta_mape"] < 1
