@@ -344,7 +344,8 @@ def events(grid: Grid, *, user: str, campaign_id: int | None = None, global_only
     """Events ``user`` may read, oldest first: a campaign's (its owner's or an admin's), the
     clusters' own (``global_only``; anyone), or by default every event of the user's campaigns
     plus the clusters' (an admin: every event)."""
-    where, args = ["1"], []
+    where: list[str] = ["1"]
+    args: list[object] = []
     if campaign_id is not None:
         _owned_campaign(grid, grid.db.conn, campaign_id, user)
         where.append("e.campaign_id = ?")

@@ -215,7 +215,7 @@ def _coerce(key: str, value: Any, kind: type) -> Any:
         raise ConfigError(f"{key}: expected an integer, got {value!r}")
     if not isinstance(value, kind):
         raise ConfigError(f"{key}: expected {kind.__name__}, got {value!r}")
-    if kind is float and not math.isfinite(value):  # nan slips past every comparison, inf past every bound
+    if isinstance(value, float) and not math.isfinite(value):  # nan slips past every comparison, inf past every bound
         raise ConfigError(f"{key}: expected a finite number, got {value!r}")
     return value
 

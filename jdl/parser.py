@@ -127,11 +127,12 @@ def _path(error: jsonschema.ValidationError) -> str:
 
 
 def _message(error: jsonschema.ValidationError) -> str:
-    if error.validator == "additionalProperties":
-        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
+    if error.validator == "additionalProperties" and isinstance(error.instance, Mapping):
+        extra = sorted(set(error.instance) - set(schema.get("properties", {})))
         return "unknown key " + ", ".join(repr(k) for k in extra)
     if error.validator == "anyOf":
-        return f"{error.instance!r} is not valid: {error.schema.get('description', 'wrong type')}"
+        return f"{error.instance!r} is not valid: {schema.get('description', 'wrong type')}"
     if error.validator == "required":
         return f"missing mandatory key {error.message.split(' ')[0]}"
     return error.message

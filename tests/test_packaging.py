@@ -63,3 +63,12 @@ def test_every_subpackage_and_data_file_is_in_the_wheel(wheel: zipfile.ZipFile) 
 def test_wheel_installs_nothing_outside_cigri(wheel: zipfile.ZipFile) -> None:
     tops = {name.split("/", 1)[0] for name in wheel.namelist()}
     assert {top for top in tops if not top.endswith(".dist-info")} == {"cigri"}
+
+
+def test_the_installed_package_type_checks(wheel: zipfile.ZipFile, tmp_path: Path) -> None:
+    """``py.typed`` tells users' mypy to trust cigri's hints, so they must hold. Checked on the
+    wheel's layout: in the source tree ``cigri.cli`` and ``cigri.jdl`` live in other folders."""
+    wheel.extractall(tmp_path)
+    result = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "-p", "cigri"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]

@@ -25,6 +25,7 @@ class HTTPTransport:
     def __init__(self, cluster: str, base_url: str, headers: dict[str, str], timeout: float,
                  auth: tuple[str, str] | None = None, min_interval: float = 0.0) -> None:
         self.cluster = cluster
+        self._timeout = timeout
         self._client = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, auth=auth,
                                     timeout=timeout)
         self._pacer = Pacer(min_interval)
@@ -55,7 +56,7 @@ class HTTPTransport:
         try:
             response = self._fetch(method, path, **kwargs)
         except httpx.TimeoutException:
-            raise ClusterTimeout(f"{where}: no answer within {self._client.timeout.read}s") from None
+            raise ClusterTimeout(f"{where}: no answer within {self._timeout}s") from None
         except httpx.HTTPError as error:
             raise BackendError(f"{where}: {type(error).__name__}: {error}") from None
         if response.status_code in (401, 403):
@@ -65,7 +66,7 @@ class HTTPTransport:
     def _fetch(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """The whole answer within ``timeout`` seconds in all: httpx's timeouts bound each read,
         so a server trickling a byte at a time would otherwise hold the cycle for ever."""
-        deadline = time.monotonic() + self._client.timeout.read
+        deadline = time.monotonic() + self._timeout
         request = self._client.build_request(method, path, **kwargs)
         response = self._client.send(request, stream=True)
         body = bytearray()

@@ -34,10 +34,16 @@ class SSHTransport:
         self._client: paramiko.SSHClient | None = None
         self._pacer = Pacer(min_interval)
 
+    def _transport(self) -> paramiko.Transport:
+        """The open connection, made again if it dropped."""
+        transport = self._client.get_transport() if self._client is not None else None
+        if transport is None or not transport.is_active():
+            transport = self._connect().get_transport()
+            assert transport is not None, "paramiko connects a transport or raises"
+        return transport
+
     def _connect(self) -> paramiko.SSHClient:
-        if self._client is not None and self._client.get_transport() is not None \
-                and self._client.get_transport().is_active():
-            return self._client
+        self.close()
         client = paramiko.SSHClient()
         if self.known_hosts:
             client.load_host_keys(self.known_hosts)
@@ -61,9 +67,9 @@ class SSHTransport:
         """Run ``argv`` (quoted word by word) and wait for it, within the timeout."""
         command = " ".join(shlex.quote(word) for word in argv)
         self._pacer.wait()
-        client = self._connect()
+        transport = self._transport()
         try:
-            channel = client.get_transport().open_session(timeout=self.timeout)
+            channel = transport.open_session(timeout=self.timeout)
             channel.settimeout(timeout or self.timeout)
             channel.exec_command(command)
             if stdin is not None:

@@ -178,10 +178,11 @@ def parse_capacity(stdout: str) -> Capacity:
     sizes: dict[str, tuple[int, int]] = {}
     for line in nodes.splitlines():
         fields = line.split("|")
-        numbers = [_number(f) for f in (*fields[1].split("/"), *fields[2:4])] if len(fields) == 5 else []
-        if len(numbers) != 6 or None in numbers:  # CPUs allocated/idle/other/total, memory, held
+        texts = (*fields[1].split("/"), *fields[2:4]) if len(fields) == 5 else ()
+        numbers = [number for text in texts if (number := _number(text)) is not None]
+        if len(texts) != 6 or len(numbers) != 6:  # CPUs allocated/idle/other/total, memory, held
             raise ClusterBadAnswer(f"unexpected sinfo line {line!r}")
-        allocated, idle, _, cpus, memory, held = numbers  # type: ignore[misc]
+        allocated, idle, _, cpus, memory, held = numbers
         name = fields[0].strip()
         usable = bool(allocated + idle)
         usage[name] = (allocated, idle, max(0, memory - held) if usable else 0, held if usable else 0)
