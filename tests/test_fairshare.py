@@ -128,6 +128,26 @@ def test_armada_two_queue_example_converges_under_the_preemption_cap() -> None:
     assert [c.pending for c in scenario.campaigns] == [8, 18]
 
 
+def test_normal_jobs_are_never_preempted_and_give_way_as_they_end() -> None:
+    """The Armada case with A's jobs sent as normal ones: nothing is killed, A keeps what runs
+    and starts nothing more, and B reaches its half as A's jobs end."""
+    a_spec = CampaignSpec(1, "A", pending=30, running={"node1": 32, "node2": 8}, best_effort=False)
+    scenario = Scenario((ClusterSpec("node1", 32), ClusterSpec("node2", 32)), (a_spec, CampaignSpec(2, "B", pending=50)))
+    a, b = allocate(scenario).campaigns
+    assert (a.target, a.preempt, a.start) == ({"node1": 32, "node2": 8}, {}, {})
+    assert a.reason.startswith("normal jobs: never preempted")
+    assert (b.target, b.preempt, b.start) == ({"node2": 24}, {}, {"node2": 24})
+    ended = replace(scenario, campaigns=(replace(a_spec, running={"node1": 24}), replace(scenario.campaigns[1],
+                                                                                       running={"node2": 24})))
+    a, b = allocate(ended).campaigns
+    assert (total(a.target), total(b.target), a.preempt, b.preempt) == (32, 32, {}, {})
+    as_json = allocation_to_json(allocate(scenario_from_json({
+        "clusters": [{"name": "c1", "cores": 8}],
+        "campaigns": [{"id": 1, "user": "A", "pending": 0, "running": {"c1": 8}, "best_effort": False},
+                      {"id": 2, "user": "B", "pending": 8}]})))
+    assert [(c["target"], c["preempt"]) for c in as_json["campaigns"]] == [({"c1": 8}, {}), ({}, {})]
+
+
 @pytest.mark.parametrize(("per_hour", "killed", "reason"), [
     (0.0, 8, "at fair share; above share: preempting 8"),
     (600.0, 3, "at fair share; above share: preempting 3 of 8"),  # 600/h x 30 s: 5 end by themselves
@@ -482,7 +502,7 @@ def scenarios(draw: st.DrawFn) -> Scenario:
             memory_gb_per_task=memory, max_jobs=max_jobs if not isinstance(max_jobs, dict) else None,
             max_jobs_per_cluster=on_grid(max_jobs) if isinstance(max_jobs, dict) else {}, running=running,
             priority=draw(st.integers(0, 2)), test_mode=draw(st.integers(0, 3)) == 0,
-            clusters=on_grid(draw(SOME_CLUSTERS)), affinity=on_grid(draw(AFFINITY)),
+            best_effort=draw(st.integers(0, 3)) != 0, clusters=on_grid(draw(SOME_CLUSTERS)), affinity=on_grid(draw(AFFINITY)),
             throughput=on_grid(draw(THROUGHPUT))))
     return Scenario(clusters, tuple(campaigns), classes, users)
 
@@ -562,7 +582,8 @@ def test_no_campaign_exceeds_demand_max_jobs_or_allotment(scenario: Scenario) ->
     non_preemptable: dict[str, list[float]] = {}
     for c in scenario.campaigns:
         s = result[c.id]
-        kept = sum(c.running.values()) if scenario.class_of(c).policy is not Policy.FAIR_SHARE or c.test_mode else 0
+        kept = sum(c.running.values()) if scenario.class_of(c).policy is not Policy.FAIR_SHARE or c.test_mode \
+            or not c.best_effort else 0
         assert total(s.target) <= max(c.demand, kept) and s.demand == c.demand
         if c.max_jobs is not None:
             assert total(s.target) <= max(c.max_jobs, kept)
@@ -593,7 +614,7 @@ def test_preemption_is_bounded_and_only_hits_fair_share_jobs(scenario: Scenario,
     for c, s in zip(sorted(scenario.campaigns, key=lambda c: c.id), allocation.campaigns):
         for name, n in s.preempt.items():
             assert 0 < n <= c.running.get(name, 0) - s.target.get(name, 0)
-            assert scenario.class_of(c).policy is Policy.FAIR_SHARE and not c.test_mode
+            assert scenario.class_of(c).policy is Policy.FAIR_SHARE and c.best_effort and not c.test_mode
         assert all(n > 0 for n in s.start.values())
         assert total(s.start) <= c.pending + total(s.preempt)  # a kill can move a task to another cluster
 

@@ -254,6 +254,31 @@ def test_a_paused_campaigns_running_jobs_are_not_preempted(make_grid: Callable[[
     assert grid.db.conn.execute("SELECT count(*) FROM jobs WHERE kill_reason IS NOT NULL").fetchone() == (0,)
 
 
+def test_only_best_effort_jobs_are_preempted(make_grid: Callable[[str], Grid], tmp_path: Path) -> None:
+    """A campaign is preemptable while its type sends best-effort jobs wherever it runs or may
+    run: ``normal`` never, ``semi-best-effort`` by day, ``nightly`` never (its jobs running at
+    dawn end by themselves)."""
+    grid = make_grid(TWO_CLUSTERS + '[metascheduler]\npreempt_fraction = 1.0\nnight = "19:00-07:00"\n'
+                     'weekend = false\n')
+    ids = grid.cluster_ids()
+    kinds = {"best-effort": {"a": {}}, "normal": {"a": {"type": "normal"}},
+             "semi-best-effort": {"a": {"type": "semi-best-effort"}},
+             "mixed": {"a": {}, "b": {"type": "normal"}}, "nightly": {"a": {"type": "nightly"}}}
+    campaigns = {kind: _submit(grid, tmp_path, "alice", 20, clusters=clusters) for kind, clusters in kinds.items()}
+    grid.db.conn.executemany("INSERT INTO jobs(campaign_id, cluster_id, kind, state, created_at) "
+                             "VALUES (?, ?, 'task', 'running', 0)", [(c, ids["a"]) for c in campaigns.values()] * 2)
+    capacities = {ids["a"]: Capacity(12, 2), ids["b"]: Capacity(4, 4)}
+    noon, midnight = datetime(2026, 11, 24, 12).timestamp(), datetime(2026, 11, 24, 23).timestamp()
+    for at, expected in ((noon, {"best-effort", "semi-best-effort"}), (midnight, {"best-effort"})):
+        specs = gather(grid, capacities, at).scenario.campaigns
+        assert {kind for kind, c in campaigns.items() for spec in specs if spec.id == c and spec.best_effort} == expected
+    newcomer = _submit(grid, tmp_path, "bob", 20)  # far below its share: kills if any job may go
+    full = {ids["a"]: Capacity(12, 0), ids["b"]: Capacity(4, 0)}
+    schedule(CycleContext(grid, capacities=full, options={k: {"max_waiting": 0} for k in full}))
+    killed = {c for (c,) in grid.db.conn.execute("SELECT campaign_id FROM jobs WHERE kill_reason IS NOT NULL")}
+    assert killed and killed <= {campaigns["best-effort"], campaigns["semi-best-effort"]} and newcomer not in killed
+
+
 def test_gather_lets_nightly_campaigns_run_at_night(make_grid: Callable[[str], Grid], tmp_path: Path) -> None:
     grid = make_grid(TWO_CLUSTERS + '[metascheduler]\nnight = "00:00-23:59"\nweekend = true\n')
     nightly = _submit(grid, tmp_path, "carol", 4, type="nightly")

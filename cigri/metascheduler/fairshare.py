@@ -33,7 +33,8 @@ Scenario (JSON, read by :func:`scenario_from_json`; unknown keys are errors)::
   ``{cluster: n}``, ``running`` = ``{cluster: jobs}`` (every cluster named must be listed),
   ``priority`` (higher is served first among the same user's campaigns, and preempted last;
   default 0), ``test_mode``, ``paused`` (its running jobs are never preempted, and its
-  ``pending`` tasks start nowhere), ``clusters`` (usable clusters in the JDL's order; absent: all),
+  ``pending`` tasks start nowhere), ``best_effort`` (default true; false: its jobs are normal
+  ones, which keep their fair share but are never preempted), ``clusters`` (usable clusters in the JDL's order; absent: all),
   ``affinity`` (overrides the user's, per cluster, for new jobs only: the live cigri puts the
   predictor's flood penalties here, and a penalty must not move running jobs), ``throughput``
   = ``{cluster: predicted jobs per hour}``.
@@ -43,7 +44,8 @@ Output (:func:`allocation_to_json`, one JSON value): ``campaigns`` by id, each w
 ``target`` (jobs it should hold on each cluster once converged, running ones included),
 ``preempt`` (running jobs to kill there this cycle), ``start`` (jobs to start there this cycle,
 after the kills), ``fair_share`` = ``{"jobs": n, "dominant": share of the grid}`` at target, and
-``reason`` ("; "-joined: "test mode", "paused: never preempted", "fixed_share: never preempted", "capped by demand",
+``reason`` ("; "-joined: "test mode", "paused: never preempted", "fixed_share: never preempted",
+"normal jobs: never preempted", "capped by demand",
 "capped by max_jobs", "capped by allotment", "at fair share", "above share: preempting N [of E]",
 "above share by E: preemption cap reached", "above share by E: N expected to end by themselves",
 "above share by E: within the preemption deadzone", "above share by E: its user's own campaigns
@@ -57,7 +59,8 @@ How the targets are found (DUCC's how-much, Armada's cost and placement, DRF):
 1. A job costs ``cores_per_task`` cores and ``memory_gb_per_task`` GB; shares compare the
    dominant resource (the larger fraction of the grid's cores or memory), so a campaign that
    cannot use more of one resource leaves it to the others (Manta's min-of-shares would idle it).
-2. Running jobs of non-preemptable campaigns (fixed_share, reserve, test mode) stay where they
+2. Running jobs of non-preemptable campaigns (fixed_share, reserve, test mode, paused, normal
+   jobs: only best-effort jobs of fair-share classes are preempted) stay where they
    are. Running fair-share jobs are evicted in thought and re-placed first on their own
    cluster (Armada), so nothing moves unless fairness asks for it.
 3. Test-mode campaigns come first, one job per usable cluster (CiGri 2009; their jobs count
@@ -171,6 +174,7 @@ class CampaignSpec:
     priority: int = 0  # higher is served first among the user's campaigns
     test_mode: bool = False
     paused: bool = False  # its running jobs go on and are never preempted; it starts nothing
+    best_effort: bool = True  # its jobs are sent best-effort; normal jobs are never preempted
     clusters: tuple[str, ...] | None = None  # usable clusters in the JDL's order; None: all
     affinity: Mapping[str, float] = field(default_factory=dict)  # overrides the user's
     throughput: Mapping[str, float] = field(default_factory=dict)  # predicted jobs per hour
@@ -364,7 +368,8 @@ class _Campaign:
         self.spec, self.id, self.user, self.priority = spec, spec.id, spec.user, spec.priority
         self.klass = scenario.class_of(spec)
         self.cost: Vector = (float(spec.cores_per_task), float(spec.memory_gb_per_task))
-        self.preemptable = self.klass.policy is Policy.FAIR_SHARE and not spec.test_mode and not spec.paused
+        self.preemptable = (self.klass.policy is Policy.FAIR_SHARE and spec.best_effort and not spec.test_mode
+                            and not spec.paused)
         self.counts_allotment = self.klass.policy is not Policy.FAIR_SHARE
         self.allowed_user = self.klass.users is None or spec.user in self.klass.users
         user = scenario.user(spec.user)
@@ -668,8 +673,10 @@ def _reason(plan: _Plan, k: _Campaign, fill: _Fill, running: list[int], target: 
         parts.append("test mode")
     elif k.spec.paused:
         parts.append("paused: never preempted")
-    elif not k.preemptable:
+    elif k.klass.policy is not Policy.FAIR_SHARE:
         parts.append(f"{k.klass.policy}: never preempted")
+    elif not k.spec.best_effort:
+        parts.append("normal jobs: never preempted")
     total = sum(target)
     if not k.allowed_user:
         parts.append(f"user {k.user} not allowed in class {k.klass.name}")
@@ -735,7 +742,7 @@ _SCHEMA = _record(
         pending=_COUNT, cores_per_task={"type": "integer", "minimum": 1}, memory_gb_per_task=_GB,
         max_jobs={"anyOf": [{"type": "null"}, _COUNT, {"type": "object", "additionalProperties": _COUNT}]},
         running={"type": "object", "additionalProperties": _COUNT}, priority={"type": "integer"},
-        test_mode={"type": "boolean"}, paused={"type": "boolean"}, clusters=_NAMES, affinity={"type": "object",
+        test_mode={"type": "boolean"}, paused={"type": "boolean"}, best_effort={"type": "boolean"}, clusters=_NAMES, affinity={"type": "object",
                                                                   "additionalProperties": {"type": "number"}},
         throughput=_PER_CLUSTER, **{"class": {"type": ["string", "null"]}})},
 )
@@ -782,7 +789,7 @@ def _campaign(data: dict[str, Any]) -> CampaignSpec:
         max_jobs=max_jobs if not isinstance(max_jobs, dict) else None,
         max_jobs_per_cluster=max_jobs if isinstance(max_jobs, dict) else {},
         running=data.get("running", {}), priority=data.get("priority", 0), test_mode=data.get("test_mode", False),
-        paused=data.get("paused", False), clusters=None if data.get("clusters") is None else tuple(data["clusters"]),
+        paused=data.get("paused", False), best_effort=data.get("best_effort", True), clusters=None if data.get("clusters") is None else tuple(data["clusters"]),
         affinity=data.get("affinity", {}), throughput=data.get("throughput", {}))
 
 

@@ -73,7 +73,8 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
     """Read the grid into a scenario (inside the caller's transaction, if any); nothing is written.
 
     A campaign holds its active jobs (queued ones included) not already marked for a kill, and
-    may use the clusters its JDL names where its prologue has run and its type may run now. A
+    may use the clusters its JDL names where its prologue has run and its type may run now; it
+    may be preempted only while its type sends best-effort jobs wherever it runs or may run. A
     cluster offers cigri its free slots plus the cores its held jobs take or wait for there:
     counted in the same units as the holdings, or a full cluster's queued jobs would not fit
     the cluster they wait on, the fill would place them elsewhere and kill running jobs there.
@@ -111,17 +112,20 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
     campaigns = []
     for campaign_id, _, user, state, class_name, priority in rows:
         values = settings[campaign_id]
-        running = {cluster_names[k]: n for (c, k), n in held.items() if c == campaign_id}
+        held_on = {k: n for (c, k), n in held.items() if c == campaign_id}
+        running = {cluster_names[k]: n for k, n in held_on.items()}
         usable = [k for k in values if k in capacities and state == CampaignState.IN_TREATMENT
                   and k in ready.get(campaign_id, ()) and windows.job_type(values[k].get("type"), night) is not None]
         pending = bag.count(conn, campaign_id, (TaskState.PENDING,), limit=limit) if usable else 0  # up to the cores
         if not running and not pending:
             continue
+        sent_as = {windows.job_type(values[k].get("type"), night) for k in {*usable, *held_on} if k in values}
         campaigns.append(fairshare.CampaignSpec(
             id=campaign_id, user=user, pending=pending, class_name=class_name if class_name in classes else None,
             cores_per_task=costs[campaign_id][0], memory_gb_per_task=costs[campaign_id][1], priority=priority,
             running=running,
             paused=state == CampaignState.PAUSED,
+            best_effort=sent_as <= {windows.BEST_EFFORT},  # its jobs are sent so now: a normal one is never killed
             test_mode=any(test.is_test_mode(values[k]) for k in usable),
             max_jobs_per_cluster={cluster_names[k]: cap for k in usable if (cap := test.job_cap(values[k])) is not None},
             clusters=tuple(cluster_names[k] for k in usable) if usable else tuple(running),
