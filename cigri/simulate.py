@@ -37,6 +37,7 @@ from cigri.backends.sim.world import GRICAD_MEDIAN_SECONDS, GRICAD_SIGMA, lognor
 from cigri.cycle import run_cycle
 from cigri.errors import InputError
 from cigri.grid import Grid, open_grid
+from cigri.metascheduler import windows
 from cigri.states import CAMPAIGN_ACTIVE, TASK_OPEN, JobState, TaskState, sql_in
 
 START = 1_767_225_600.0  # 2026-01-01 00:00 UTC: every run starts at the same virtual time
@@ -54,7 +55,7 @@ class CampaignPlan:
     durations: tuple[float, ...]
     submit_at: float  # seconds after the start
     jdl: dict[str, Any]
-    class_name: str
+    class_name: str | None  # the class its shares are measured in; None: the configured default
     cores_per_task: int = 1
     submit_as: str = ""  # the user cigri sees, when a policy is expressed through users (FIFO)
 
@@ -144,8 +145,8 @@ def _campaign_plans(where: str, entry: Any, clusters: list[str], rng: random.Ran
     if isinstance(submit, bool) or not isinstance(submit, (int, float)) or submit < 0:
         raise InputError(f"{where}.submit_hours: expected a number >= 0, got {submit!r}")
     kind = entry.get("type", "best-effort")
-    if kind not in ("best-effort", "normal"):
-        raise InputError(f"{where}.type: expected 'best-effort' or 'normal', got {kind!r}")
+    if kind not in windows.TYPES:
+        raise InputError(f"{where}.type: expected one of {', '.join(windows.TYPES)}, got {kind!r}")
     extra = entry.get("jdl", {})
     if not isinstance(extra, dict):
         raise InputError(f"{where}.jdl: expected an object of JDL keys")
@@ -173,7 +174,7 @@ def _campaign_plans(where: str, entry: Any, clusters: list[str], rng: random.Ran
         if "class" in entry:
             jdl["class"] = entry["class"]
         plans.append(CampaignPlan(str(entry["user"]), durations, float(submit) * 3600, jdl,
-                                  str(entry.get("class", "default")), cores))
+                                  None if entry.get("class") is None else str(entry["class"]), cores))
     return plans
 
 
@@ -230,7 +231,7 @@ def _gricad_campaigns(spec: Any, clusters: list[str], rng: random.Random) -> lis
         plans.append(CampaignPlan(
             str(users[i % len(users)]), durations, rng.uniform(0, float(hours)) * 3600,
             {"clusters": {name: {} for name in clusters}, "type": spec.get("type", "best-effort"),
-             "walltime": max(60, math.ceil(max(durations) * 2))}, "default"))
+             "walltime": max(60, math.ceil(max(durations) * 2))}, None))
     return plans
 
 
@@ -338,17 +339,17 @@ def _active_campaigns(grid: Grid) -> bool:
         is not None
 
 
-def _classes(run: Run) -> dict[str, tuple[int, float]]:
-    """``{class: (priority, weight)}`` from the scenario's configuration tables."""
-    table = run.scenario.config.get("classes", {})
-    return {name: (int(spec.get("priority", 0)), float(spec.get("weight", 1.0))) for name, spec in table.items()}
+def _classes(config: configuration.Config) -> dict[str, tuple[int, float]]:
+    """``{class: (priority, weight)}`` as the simulated cigri reads them."""
+    return {c.name: (c.priority, c.weight) for c in config.classes}
 
 
 def _sample(grid: Grid, run: Run, worlds: dict[int, SimBackend], now: float) -> Sample:
     """Who holds cigri's cores now, against the weighted max-min split of the same cores."""
     plans = run.scenario.campaigns  # campaign ids follow the order of submission
-    campaigns = {cid: (plans[cid - 1].user, plans[cid - 1].class_name) for (cid,) in grid.db.execute(
-        f"SELECT id FROM campaigns WHERE state IN {sql_in(CAMPAIGN_ACTIVE)}")}
+    default_class = grid.config.default_class()
+    campaigns = {cid: (plans[cid - 1].user, plans[cid - 1].class_name or default_class)
+                 for (cid,) in grid.db.execute(f"SELECT id FROM campaigns WHERE state IN {sql_in(CAMPAIGN_ACTIVE)}")}
     cores = {cid: plans[cid - 1].cores_per_task for cid in campaigns}
     held: dict[int, int] = defaultdict(int)
     for cid, n in grid.db.execute("SELECT campaign_id, count(*) FROM jobs WHERE state = 'running' AND kind = 'task' "
@@ -357,7 +358,7 @@ def _sample(grid: Grid, run: Run, worlds: dict[int, SimBackend], now: float) -> 
             held[cid] = n * cores[cid]
     total = sum(held.values())
     demand = {cid: cores[cid] * bag.count(grid.db, cid, TASK_OPEN, limit=total + 1) for cid in campaigns}
-    classes = _classes(run)
+    classes = _classes(grid.config)
     tree: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
     for cid, (user, klass) in campaigns.items():
         tree[klass][user][cid] = demand[cid]

@@ -162,9 +162,30 @@ def test_simulation_is_deterministic_drains_everything_and_shares_fairly(tmp_pat
     assert other["share"] != first["share"]  # the seed matters
 
 
+def test_a_campaign_without_class_is_measured_in_the_configured_default_class(tmp_path: Path) -> None:
+    classes = {"gold": {"weight": 1}, "silver": {"weight": 3, "default": True}}
+    data = {**TWO_USERS, "config": {**TWO_USERS["config"], "classes": classes},
+            "campaigns": [{**TWO_USERS["campaigns"][0], "class": "gold"}, TWO_USERS["campaigns"][1]]}
+    share = simulate(parse_scenario(data), tmp_path)["share"]
+    assert sorted(share["classes"]) == ["gold", "silver"]  # bob's campaign is silver's, as cigri placed it
+    assert share["classes"]["silver"] == share["users"]["bob"]
+
+
+def test_a_nightly_campaign_waits_for_the_night(tmp_path: Path) -> None:
+    """The run starts on Thursday 2026-01-01; with only weekends as night, the nightly campaign
+    starts on Saturday (give or take the server's time zone) and runs to its end."""
+    data = {"seed": 1, "cycle_period": 300, "max_hours": 100, "clusters": {"c1": {"cores": 8}},
+            "config": {"metascheduler": {"night": "", "weekend": True}},
+            "campaigns": [{"user": "ann", "tasks": 16, "duration": {"law": "constant", "seconds": 600}}]}
+    reports = {kind: simulate(parse_scenario({**data, "campaigns": [{**data["campaigns"][0], "type": kind}]}), tmp_path)
+               for kind in ("nightly", "semi-best-effort")}
+    assert reports["semi-best-effort"]["makespan_hours"] < 1
+    assert reports["nightly"]["finished"] and 48 - 14 <= reports["nightly"]["makespan_hours"] <= 48 + 14
+
+
 def test_list_scheduling_starts_each_listed_task_as_soon_as_its_cores_are_free() -> None:
     def plan(durations: tuple[float, ...], at: float = 0.0, cores: int = 1) -> CampaignPlan:
-        return CampaignPlan("u", durations, at, {}, "default", cores)
+        return CampaignPlan("u", durations, at, {}, None, cores)
 
     assert list_schedule((plan((3, 1, 1)),), [(0, 2)]) == 3  # 3 on one core, 1 then 1 on the other
     assert list_schedule((plan((1, 1, 3)),), [(0, 2)]) == 4  # listed last, the long task ends last
@@ -233,6 +254,7 @@ def test_bad_scenarios_name_the_key() -> None:
                      ({**TWO_USERS, "campaigns": [{"user": "a", "tasks": 1, "order": {"longest_first": -1}}]}, "order"),
                      ({**TWO_USERS, "campaigns": [{"user": "a", "tasks": 1, "order": {"longest_first": float("inf")}}]},
                       "order"),
+                     ({**TWO_USERS, "campaigns": [{"user": "a", "tasks": 1, "type": "daily"}]}, "type"),
                      ({**TWO_USERS, "speed": 2}, "speed"), ({**TWO_USERS, "cycle_period": 0}, "cycle_period")]:
         with pytest.raises(InputError, match=key):
             parse_scenario(bad)

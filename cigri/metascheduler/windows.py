@@ -14,6 +14,9 @@ from cigri.config import MetaschedulerSettings, parse_window
 
 BEST_EFFORT = "best-effort"
 NORMAL = "normal"
+SEMI_BEST_EFFORT = "semi-best-effort"
+NIGHTLY = "nightly"
+TYPES = (BEST_EFFORT, NORMAL, SEMI_BEST_EFFORT, NIGHTLY)  # the JDL also takes "besteffort"
 
 
 def is_night(settings: MetaschedulerSettings, at: float) -> bool:
@@ -33,8 +36,8 @@ def job_type(jdl_type: str | None, night: bool) -> str | None:
     """``best-effort`` or ``normal`` for a job sent now, or None when the type may not run now."""
     if jdl_type in (None, BEST_EFFORT, "besteffort"):
         return BEST_EFFORT
-    if jdl_type == "semi-best-effort":
+    if jdl_type == SEMI_BEST_EFFORT:
         return NORMAL if night else BEST_EFFORT
-    if jdl_type == "nightly":
+    if jdl_type == NIGHTLY:
         return NORMAL if night else None
     return NORMAL
