@@ -158,11 +158,12 @@ CLUSTER_KEYS: dict[str, dict[str, type]] = {
               "stress_factor": float},
     "slurm": {**_REMOTE_KEYS, "token_file": str, "partition": str, "best_effort_partition": str,
               "best_effort_qos": str},
-    "oar": {**_REMOTE_KEYS, "password_file": str},
+    "oar": {**_REMOTE_KEYS, "password_file": str, "kill_grace": float},
     "sim": {"cores": int, "memory_gb": float, "seed": int, "local_load": float, "local_load_steps": str,
             "local_max_cores": int, "trace": str, "task_seconds": float, "max_waiting": int,
             "job_ratio": str, "remote_waiting_timeout": float, "stress_factor": float},
 }
+MAX_KILL_GRACE = 60.0  # seconds between SIGTERM and the kill where cigri gives the grace (OAR)
 TRANSPORT_NEEDS = {"ssh": ("host", "user"), "rest": ("base_url",)}
 
 
@@ -348,6 +349,8 @@ def _cluster_configs(clusters: dict[str, dict[str, Any]]) -> tuple[ClusterConfig
             table[key] = value = _coerce(f"clusters.{name}.{key}", value, kinds[key])
             if isinstance(value, (int, float)) and value < 0:
                 raise ConfigError(f"clusters.{name}.{key}: must be >= 0")
+            if key == "kill_grace" and value > MAX_KILL_GRACE:  # the cycle waits for it
+                raise ConfigError(f"clusters.{name}.kill_grace: must be <= {MAX_KILL_GRACE:g} seconds")
             if key == "job_ratio" and value not in JOB_RATIOS:
                 raise ConfigError(f"clusters.{name}.job_ratio: expected one of {', '.join(JOB_RATIOS)}, got {value!r}")
         if backend not in ("local", "sim"):

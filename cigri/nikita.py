@@ -4,7 +4,8 @@ Whoever asks writes a :class:`KillReason` on the job (griddel, fair-share preemp
 control, a losing replica); the reason decides the job's end and so its task's fate:
 a user's kill cancels the task, a preemption or flood kill ends the job ``preempted`` so that
 colombo puts the task back at the head of the bag without charging an attempt, and a losing
-replica just stops. The backends give each job a grace period (SIGTERM, then kill).
+replica just stops. Each job gets a grace period (SIGTERM, then kill): the local pool's,
+Slurm's ``KillWait``, or for OAR, whose ``oardel`` kills at once, the backend's ``kill_grace``.
 CiGri v3 stopped after the first kill per cluster (its bug 11.21).
 """
 

@@ -109,6 +109,10 @@ BAD_FILES = [
     ("[clusters.c]\nbackend = 'local'\ncores = 2\n", "clusters.c.cores"),
     ("[clusters.c]\nbackend = 'local'\nslots = 'two'\n", "clusters.c.slots"),
     ("[clusters.c]\nbackend = 'local'\nmax_waiting = -1\n", "clusters.c.max_waiting"),
+    ("[clusters.c]\nbackend = 'oar'\ntransport = 'ssh'\nhost = 'h'\nuser = 'u'\nkill_grace = 600\n",
+     "clusters.c.kill_grace"),
+    ("[clusters.c]\nbackend = 'slurm'\ntransport = 'ssh'\nhost = 'h'\nuser = 'u'\nkill_grace = 5\n",
+     "clusters.c.kill_grace"),  # Slurm's own KillWait gives the grace
     ("clusters = 3\n", "clusters"),
     ("[cigri\n", "line 1"),
 ]

@@ -299,6 +299,11 @@ def test_parse_poll_on_recorded_output() -> None:
 def test_poll_cancel_and_tail_command_lines() -> None:
     assert commands.poll(["5", "6"]) == ["oarstat", "-J", "-f", "-j", "5", "-j", "6"]
     assert commands.cancel(["5", "6"]) == ["oardel", "5", "6"]
+    assert commands.terminate(["5", "6"]) == ["oardel", "--signal", "SIGTERM", "5", "6"]
+    # as oardel --signal answered for a running job, then for one that was not running
+    assert commands.signalled("Signaling the job 57 with SIGTERM signal.\nDONE.\n"
+                              "The job 57 was notified to signal itself with SIGTERM on localhost.\n")
+    assert not commands.signalled("Signaling the job 58 with SIGTERM signal.\nERROR.\n")
     assert commands.tail("/a b/c", 5) == ["tail", "-n", "5", "--", "/a b/c"]
     assert commands.output_path(recorded("oar-ssh-record.json"), "43", "stdout") == \
         "/tmp/cigri-clusters/exec/oar-ssh-meta dir 'q' $(x) ;-1c329f/cigri.438f6b3c.stdout"
@@ -367,3 +372,6 @@ def test_rest_cancel_kills_only_what_runs_and_whole_arrays_at_once() -> None:
                                                        "limit": rest.UNBOUNDED})
     assert rest.ids(recorded_json("oar-rest-waiting.json")) == {"59"}
     assert (rest.cancel_array("60"), rest.cancel("61")) == ("/jobs/array/60/deletions/new.json", "/jobs/61.json")
+    assert rest.running(recorded_json("oar-rest-details.json")) == []  # waiting jobs take no signal
+    assert rest.running({"items": [{"id": 7, "state": "Running"}, {"id": 8, "state": "Waiting"}]}) == ["7"]
+    assert rest.terminate("61") == "/jobs/61/signals/15.json"

@@ -40,6 +40,9 @@ from cigri.backends.oar.batch import Batch, build, job_keys, launch_directory, s
 from cigri.errors import BackendError, ConfigError, SubmissionRefused
 
 DEFAULT_TIMEOUT = 30.0
+# oardel kills with SIGKILL at once, so cigri sends SIGTERM first (oardel --signal) and kills
+# this long after, while the cycle waits: kept short, and only when a job was running
+DEFAULT_KILL_GRACE = 5.0
 REMOTE_ID = re.compile(r"[0-9]+(\+[0-9]+)?\Z")  # an OAR job (+ position in its group)
 
 
@@ -70,7 +73,9 @@ class _OverSSH:
     def read(self, paths: list[str]) -> dict[str, str]:
         return grouping.parse_read(self._run("read the status files", commands.read(paths)))
 
-    def cancel(self, remote_ids: list[str]) -> None:
+    def cancel(self, remote_ids: list[str], grace: float) -> None:
+        if grace and commands.signalled(self.ssh.run(commands.terminate(remote_ids)).stdout):
+            time.sleep(grace)
         self.ssh.run(commands.cancel(remote_ids))  # oardel fails for ended or unknown jobs: nothing to do
 
     def capacity(self, properties: str) -> Capacity:
@@ -110,12 +115,18 @@ class _OverREST:
     def read(self, paths: list[str]) -> dict[str, str]:
         return {path: self.http.text("GET", rest.media(path)) for path in paths}
 
-    def cancel(self, remote_ids: list[str]) -> None:
+    def cancel(self, remote_ids: list[str], grace: float) -> None:
         """Kill only what has not ended; a whole array (a cancelled campaign's batch) with one
         request, other jobs one request each. 400 from oardel: the job ended meanwhile."""
         wanted = set(remote_ids)
-        for path, params in rest.poll(remote_ids):
-            for array_id, active in rest.active_by_array(self._get(path, params)).items():
+        answers = [self._get(path, params) for path, params in rest.poll(remote_ids)]
+        running = [remote_id for answer in answers for remote_id in rest.running(answer)]
+        if grace and running:
+            for remote_id in running:
+                self.http.request("POST", rest.terminate(remote_id), accept=(202,))
+            time.sleep(grace)
+        for answer in answers:
+            for array_id, active in rest.active_by_array(answer).items():
                 if len(active) > 1 and rest.ids(self._get(*rest.array_members(array_id))) <= wanted:
                     self.http.request("POST", rest.cancel_array(array_id), accept=(202, 400))
                     continue
@@ -145,6 +156,7 @@ class OARBackend:
             raise ConfigError(f"clusters.{name}.user: required (the OAR user cigri submits as)")
         timeout = float(options.get("timeout", DEFAULT_TIMEOUT))
         pace = float(options.get("min_interval", 0.0))
+        self.kill_grace = float(options.get("kill_grace", DEFAULT_KILL_GRACE))  # checked by the configuration
         self._transport: SSHTransport | HTTPTransport
         self._via: _OverSSH | _OverREST
         if options.get("transport") == "rest":
@@ -194,7 +206,7 @@ class OARBackend:
         jobs = grouping.remote_jobs(remote_ids, REMOTE_ID)
         if jobs:
             self.calls["cancel"] += 1
-            self._via.cancel(jobs)
+            self._via.cancel(jobs, self.kill_grace)
 
     def capacity(self) -> Capacity:
         self.calls["capacity"] += 1

@@ -127,6 +127,16 @@ def tail(path: str, lines: int) -> list[str]:
     return ["tail", "-n", str(lines), "--", path]
 
 
+def terminate(remote_ids: list[str]) -> list[str]:
+    """SIGTERM to the running jobs' commands (the others are refused, one line each)."""
+    return ["oardel", "--signal", "SIGTERM", *remote_ids]
+
+
+def signalled(stdout: str) -> bool:
+    """Whether ``terminate`` reached at least one job."""
+    return "DONE." in stdout.splitlines()
+
+
 def cancel(remote_ids: list[str]) -> list[str]:
     return ["oardel", *remote_ids]
 

@@ -153,6 +153,16 @@ def active_by_array(answer: Any) -> dict[str, list[str]]:
     return arrays
 
 
+def running(answer: Any) -> list[str]:
+    """The jobs of a ``poll`` answer whose command runs: only those can take a signal."""
+    return [str(record.get("id")) for record in _items(answer) if record.get("state") == "Running"]
+
+
+def terminate(remote_id: str) -> str:
+    """``POST`` path sending SIGTERM (15) to a running job's command (``oardel -s``)."""
+    return f"/jobs/{remote_id}/signals/15.json"
+
+
 def array_members(array_id: str) -> tuple[str, dict[str, Any]]:
     """The jobs of an array that have not ended."""
     return "/jobs.json", {"array": array_id, "state": CURRENT_STATES, "limit": UNBOUNDED}
