@@ -742,8 +742,8 @@ _SCHEMA = _record(
         pending=_COUNT, cores_per_task={"type": "integer", "minimum": 1}, memory_gb_per_task=_GB,
         max_jobs={"anyOf": [{"type": "null"}, _COUNT, {"type": "object", "additionalProperties": _COUNT}]},
         running={"type": "object", "additionalProperties": _COUNT}, priority={"type": "integer"},
-        test_mode={"type": "boolean"}, paused={"type": "boolean"}, best_effort={"type": "boolean"}, clusters=_NAMES, affinity={"type": "object",
-                                                                  "additionalProperties": {"type": "number"}},
+        test_mode={"type": "boolean"}, paused={"type": "boolean"}, best_effort={"type": "boolean"}, clusters=_NAMES,
+        affinity={"type": "object", "additionalProperties": {"type": "number"}},
         throughput=_PER_CLUSTER, **{"class": {"type": ["string", "null"]}})},
 )
 _VALIDATOR = Draft202012Validator(_SCHEMA)
@@ -789,7 +789,8 @@ def _campaign(data: dict[str, Any]) -> CampaignSpec:
         max_jobs=max_jobs if not isinstance(max_jobs, dict) else None,
         max_jobs_per_cluster=max_jobs if isinstance(max_jobs, dict) else {},
         running=data.get("running", {}), priority=data.get("priority", 0), test_mode=data.get("test_mode", False),
-        paused=data.get("paused", False), best_effort=data.get("best_effort", True), clusters=None if data.get("clusters") is None else tuple(data["clusters"]),
+        paused=data.get("paused", False), best_effort=data.get("best_effort", True),
+        clusters=None if data.get("clusters") is None else tuple(data["clusters"]),
         affinity=data.get("affinity", {}), throughput=data.get("throughput", {}))
 
 

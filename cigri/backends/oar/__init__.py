@@ -9,8 +9,9 @@ one array job (:mod:`.batch`).
 ``calls`` counts operations, as the core pays for them. Requests per operation: over SSH one
 each, except output_tail (2: the job's record, then ``tail``); over REST submit 2 (the
 user's recent jobs, then the POST; adopting a re-sent batch: 3 GETs), poll 1 per 400 jobs,
-cancel 1 per 400 jobs to see which still run, then per array whose running jobs are all to be
-killed 2 (its members, ``oardel --array``) and 1 per other running job, capacity 3,
+cancel 1 per 400 jobs to see which still run, 1 per running job for its SIGTERM (``kill_grace``),
+then per array whose running jobs are all to be killed 2 (its members, ``oardel --array``) and
+1 per other running job, capacity 3,
 output_tail 2.
 
 Over REST, a re-sent batch is recognised only while its jobs run or for ``rest.ADOPT_WINDOW``
