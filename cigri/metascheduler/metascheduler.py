@@ -86,7 +86,7 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
                         "ORDER BY id", [CampaignState.IN_TREATMENT, CampaignState.PAUSED]).fetchall()
     settings = grid.campaign_properties([r[0] for r in rows])
     costs = {r[0]: _task_cost(settings[r[0]]) for r in rows}  # (cores, memory GB) per task
-    held: dict[tuple[int, int], int] = defaultdict(int)
+    held: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))  # campaign -> cluster -> jobs
     held_cores: dict[int, int] = defaultdict(int)
     running_memory: dict[int, float] = defaultdict(float)  # GB, per cluster
     queued_memory: dict[int, float] = defaultdict(float)
@@ -96,7 +96,7 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
             [JobState.RUNNING, JobState.RUNNING]):
         if cluster_id in capacities and campaign_id in costs:
             cores, memory = costs[campaign_id]
-            held[(campaign_id, cluster_id)] += count
+            held[campaign_id][cluster_id] += count
             held_cores[cluster_id] += count * cores
             (running_memory if running else queued_memory)[cluster_id] += count * memory
     clusters = tuple(fairshare.ClusterSpec(
@@ -112,7 +112,7 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
     campaigns = []
     for campaign_id, _, user, state, class_name, priority in rows:
         values = settings[campaign_id]
-        held_on = {k: n for (c, k), n in held.items() if c == campaign_id}
+        held_on = held.get(campaign_id, {})
         running = {cluster_names[k]: n for k, n in held_on.items()}
         usable = [k for k in values if k in capacities and state == CampaignState.IN_TREATMENT
                   and k in ready.get(campaign_id, ()) and windows.job_type(values[k].get("type"), night) is not None]
