@@ -613,21 +613,12 @@ def shares_of_scenario(path: Path, config: Config) -> dict[str, Any]:
 
 
 def explain(scenario: Scenario, allocation: Allocation) -> dict[str, Any]:
-    """The allocation's JSON with per-class and per-user totals (running, target, demand)."""
+    """The allocation's JSON, with each class's priority, weight and policy."""
     from cigri.metascheduler import fairshare
 
     result = fairshare.allocation_to_json(allocation)
-    totals = dict.fromkeys(("campaigns", "demand", "running", "target", "preempt"), 0)
-    classes: dict[str, dict[str, Any]] = {
-        c.name: {"name": c.name, "priority": c.priority, "weight": c.weight, "policy": str(c.policy), **totals}
-        for c in scenario.classes or (fairshare.ClassSpec("default"),)}
-    users: dict[str, dict[str, Any]] = {}
-    for campaign in result["campaigns"]:
-        for entry in (classes[campaign["class"]], users.setdefault(campaign["user"], {"name": campaign["user"], **totals})):
-            entry["campaigns"] += 1
-            entry["demand"] += campaign["demand"]
-            for key in ("running", "target", "preempt"):
-                entry[key] += sum(campaign[key].values())
-    result["classes"] = list(classes.values())
-    result["users"] = sorted(users.values(), key=lambda u: u["name"])
+    specs = {c.name: c for c in scenario.classes or (fairshare.ClassSpec("default"),)}
+    for entry in result["classes"]:
+        spec = specs[entry["name"]]
+        entry.update(priority=spec.priority, weight=spec.weight, policy=str(spec.policy))
     return result

@@ -86,23 +86,34 @@ def shares(scenario: Optional[Path] = typer.Option(None, "--scenario", metavar="
     if as_json:
         return common.print_json(result)
     common.print_table("classes", ["class", "priority", "weight", "policy", "campaigns", "demand", "running", "target",
-                                   "preempt"],
-                       [[c["name"], c["priority"], c["weight"], c["policy"], c["campaigns"], c["demand"], c["running"],
-                         c["target"], c["preempt"]] for c in result["classes"]])
-    common.print_table("users", ["user", "campaigns", "demand", "running", "target", "preempt"],
-                       [[u["name"], u["campaigns"], u["demand"], u["running"], u["target"], u["preempt"]]
-                        for u in result["users"]])
+                                   "start", "preempt", "held", "share"],
+                       [[c["name"], c["priority"], c["weight"], c["policy"], *_group_row(c)] for c in result["classes"]])
+    common.print_table("users", ["user", "campaigns", "demand", "running", "target", "start", "preempt", "held",
+                                 "share"],
+                       [[u["name"], *_group_row(u)] for u in result["users"]])
     common.print_table("campaigns", ["id", "user", "class", "demand", "running", "target", "start", "preempt",
                                      "share", "reason"],
                        [[c["id"], c["user"], c["class"], c["demand"], _per_cluster(c["running"]),
                          _per_cluster(c["target"]), _per_cluster(c["start"]), _per_cluster(c["preempt"]),
-                         f"{100 * c['fair_share']['dominant']:.1f}%", c["reason"]] for c in result["campaigns"]])
-    common.print_table("clusters", ["cluster", "cores", "target cores", "memory GB", "target memory GB", "preempt"],
-                       [[c["name"], c["cores"], c["target_cores"], c["memory_gb"],
-                         None if c["memory_gb"] is None else round(c["target_memory_gb"], 1), c["preempt"]]
+                         _percent(c["fair_share"]["dominant"]), c["reason"]] for c in result["campaigns"]])
+    common.print_table("clusters", ["cluster", "cores", "running", "target", "start", "preempt", "running cores",
+                                    "target cores", "memory GB", "target memory GB"],
+                       [[c["name"], c["cores"], c["running"], c["target"], c["start"], c["preempt"],
+                         c["running_cores"], c["target_cores"], c["memory_gb"],
+                         None if c["memory_gb"] is None else round(c["target_memory_gb"], 1)]
                         for c in result["clusters"]])
     print(f"preemption: at most {result['preempt_cap']} job(s) this cycle "
           f"({100 * result['preempt_fraction']:.0f}% of running)")
+
+
+def _group_row(group: dict[str, Any]) -> list[Any]:
+    """A class's or user's totals; held and share are dominant shares of the grid (now, at target)."""
+    return [group["campaigns"], group["demand"], group["running"], group["target"], group["start"], group["preempt"],
+            _percent(group["held"]), _percent(group["fair_share"]["dominant"])]
+
+
+def _percent(fraction: float) -> str:
+    return f"{100 * fraction:.1f}%"
 
 
 def _per_cluster(counts: dict[str, int]) -> str:

@@ -18,6 +18,7 @@ from cigri.metascheduler.fairshare import (
     CampaignSpec,
     ClassSpec,
     ClusterSpec,
+    GroupShare,
     Policy,
     Scenario,
     UserSpec,
@@ -66,8 +67,12 @@ def test_issue_scenario_round_trips_to_one_json_value() -> None:
     assert campaign["target"] == {"c1": 64} and campaign["start"] == {"c1": 32} and campaign["preempt"] == {}
     assert campaign["fair_share"] == {"jobs": 64, "dominant": 1.0}
     assert campaign["demand"] == 72 and campaign["reason"] == "at fair share"
-    assert output["clusters"] == [{"name": "c1", "cores": 64, "memory_gb": 256.0, "target_cores": 64,
-                                   "target_memory_gb": 64.0, "preempt": 0}]
+    assert output["clusters"] == [{"name": "c1", "cores": 64, "memory_gb": 256.0, "running": 32,
+                                   "running_cores": 32, "running_memory_gb": 32.0, "target": 64, "target_cores": 64,
+                                   "target_memory_gb": 64.0, "start": 32, "preempt": 0}]
+    group = {"campaigns": 1, "demand": 72, "running": 32, "target": 64, "start": 32, "preempt": 0, "held": 0.5,
+             "fair_share": {"jobs": 64, "dominant": 1.0}}
+    assert output["classes"] == [{"name": "default", **group}] and output["users"] == [{"name": "alice", **group}]
 
 
 # DUCC: share quanta, three-level how-much, priority vs weight.
@@ -93,6 +98,31 @@ def test_ducc_how_much_classes_by_weight_then_users_then_campaigns() -> None:
                  CampaignSpec(3, "x2", 100, "x"), CampaignSpec(4, "y1", 100, "y"))
     result = shares(Scenario(grid, campaigns, classes))
     assert {k: total(s.target) for k, s in result.items()} == {1: 15, 2: 15, 3: 30, 4: 30}
+
+
+def test_classes_and_users_get_their_fair_share_on_the_dominant_resource() -> None:
+    """The totals `cigri shares` shows per class and user: jobs summed over their campaigns,
+    shares of the grid on the dominant resource, now (held) and at target (fair share)."""
+    grid = (ClusterSpec("a", cores=60, memory_gb=120), ClusterSpec("b", cores=30, memory_gb=60))
+    classes = (ClassSpec("x", weight=2), ClassSpec("y", weight=1), ClassSpec("idle"))
+    campaigns = (CampaignSpec(1, "x1", 100, "x", running={"a": 40}), CampaignSpec(2, "x1", 100, "x"),
+                 CampaignSpec(3, "x2", 100, "x"), CampaignSpec(4, "y1", 100, "y", memory_gb_per_task=4))
+    allocation = allocate(Scenario(grid, campaigns, classes), 1.0)
+    classes_out = {g.name: g for g in allocation.classes}
+    users_out = {g.name: g for g in allocation.users}
+    assert list(classes_out) == ["idle", "x", "y"] and list(users_out) == ["x1", "x2", "y1"]
+    # y's tasks use 4 GB each: memory is its dominant resource, and x's share is twice y's on it
+    assert (classes_out["x"].target, classes_out["y"].target) == (72, 18)
+    assert classes_out["x"].fair_share_dominant == pytest.approx(72 / 90)
+    assert classes_out["y"].fair_share_dominant == pytest.approx(18 * 4 / 180)
+    assert classes_out["x"].held_dominant == pytest.approx(40 / 90) and classes_out["y"].held_dominant == 0
+    assert (classes_out["x"].campaigns, classes_out["x"].demand, classes_out["x"].running) == (3, 340, 40)
+    assert classes_out["idle"] == GroupShare("idle", 0, 0, 0, 0, 0, 0, 0.0, 0.0)
+    assert (users_out["x1"].target, users_out["x2"].target) == (36, 36)
+    assert users_out["x1"].fair_share_dominant == pytest.approx(36 / 90) and users_out["x1"].preempt == 16
+    assert [(c.running, c.target, c.start, c.preempt, c.target_cores, c.target_memory_gb)
+            for c in allocation.clusters] == [(40, 60, 36, 16, 60, 44.0), (0, 30, 30, 0, 30, 28.0)]
+    assert sum(g.start for g in allocation.users) == sum(c.start for c in allocation.clusters)
 
 
 def test_ducc_priority_is_order_of_evaluation_weight_only_within_a_priority() -> None:

@@ -343,7 +343,10 @@ def test_shares_of_a_scenario_file_without_a_database(cigri: Cigri) -> None:
         {"id": 2, "user": "b", "pending": 9, "cores_per_task": 3, "memory_gb_per_task": 1}]}))
     table = cigri.run("cigri", "shares", "--scenario", str(path)).stdout
     assert "memory GB" in table and [line.split() for line in table.splitlines() if line.startswith("c ")] == [
-        ["c", "9", "9", "18.0", "14.0", "0"]]
+        ["c", "9", "0", "5", "5", "0", "0", "9", "18.0", "14.0"]]
+    # each user's fair share on its dominant resource: A's 3 tasks hold 12 GB of 18, B's 2 hold 6 cores of 9
+    assert [line.split()[-2:] for line in table.splitlines() if line.split()[:1] in (["a"], ["b"])] == [
+        ["0.0%", "66.7%"], ["0.0%", "66.7%"]]
     path.write_text(json.dumps({**scenario, "clusters": [{"name": "c1", "cores": -1}]}))
     bad = cigri.run("cigri", "shares", "--scenario", str(path), "--json", expect=2)
     assert bad.stdout == "" and bad.stderr.strip() == f"cigri: {path}: clusters[0].cores: -1 is less than the minimum of 0"
@@ -403,6 +406,9 @@ def test_two_users_in_two_classes_split_the_cluster_3_to_1(make_grid: Callable[[
         by_id = {c["id"]: c for c in shares["campaigns"]}
         assert (by_id[alice]["target"], by_id[bob]["target"]) == ({"a": 6}, {"a": 2})
         assert [(c["name"], c["running"], c["target"]) for c in shares["classes"]] == [("gold", 6, 6), ("silver", 2, 2)]
+        assert [(c["weight"], c["held"], c["fair_share"]["dominant"]) for c in shares["classes"]] == [
+            (3.0, 0.75, 0.75), (1.0, 0.25, 0.25)]
+        assert [(u["name"], u["fair_share"]["dominant"]) for u in shares["users"]] == [("alice", 0.75), ("bob", 0.25)]
         assert by_id[bob]["name"] == "bob-campaign" and "at fair share" in by_id[bob]["reason"]
     finally:
         _cancel_all(grid, alice, bob)
@@ -432,3 +438,21 @@ def test_a_higher_share_arrival_preempts_at_most_the_fraction_per_cycle(make_gri
         assert requeued == 6 and attempts == 1  # the tasks went back to the bag, no attempt charged
     finally:
         _cancel_all(grid, bob, *([alice] if "alice" in locals() else []))
+
+
+def test_a_reserve_class_takes_only_nodes_of_exactly_its_size(make_grid: Callable[[str], Grid],
+                                                               tmp_path: Path) -> None:
+    """The local pool is one node of its slots: a reserve campaign asking fewer cores is never
+    placed there (it would not hold the whole node), one asking all of them is."""
+    grid = make_grid('[clusters.a]\nbackend = "local"\nslots = 4\nmax_waiting = 0\n[classes.whole]\n'
+                     'policy = "reserve"\ndefault = true\n[metascheduler]\nnight = ""\nweekend = false\n')
+    smaller = _submit(grid, tmp_path, "alice", 2, resources="core=2")
+    node = _submit(grid, tmp_path, "bob", 2, resources="core=4")
+    try:
+        by_id = {c["id"]: c for c in api.shares(grid)["campaigns"]}  # asks the pool its capacity
+        assert (by_id[smaller]["target"], by_id[node]["target"]) == ({}, {"a": 1})
+        assert "no usable cluster" in by_id[smaller]["reason"]
+        run_cycle(grid)
+        assert (_held(grid, smaller), _held(grid, node)) == (0, 1)
+    finally:
+        _cancel_all(grid, smaller, node)

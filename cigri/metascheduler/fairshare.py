@@ -50,8 +50,11 @@ after the kills), ``fair_share`` = ``{"jobs": n, "dominant": share of the grid}`
 "above share by E: preemption cap reached", "above share by E: N expected to end by themselves",
 "above share by E: within the preemption deadzone", "above share by E: its user's own campaigns
 wait for these to end", "above share by E: no one below share is starved (preempt_threshold)",
-"below share: preempting N", ...); then
-``clusters`` (capacity and what the targets use there, kills there), ``preempt_fraction`` and
+"below share: preempting N", ...); then ``classes`` (by priority, then name) and ``users``,
+each summing its campaigns' ``campaigns``, ``demand``, ``running``, ``target``, ``start`` and
+``preempt`` jobs, with ``held`` (dominant share of the grid its running jobs use) and
+``fair_share`` at target; ``clusters`` (capacity, jobs running, at target, started and killed
+there, the cores and memory they use now and at target), ``preempt_fraction`` and
 ``preempt_cap``. Per-cluster maps omit zeros.
 
 How the targets are found (DUCC's how-much, Armada's cost and placement, DRF):
@@ -108,10 +111,11 @@ first one run.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -271,18 +275,43 @@ class CampaignShare:
 
 
 @dataclass(frozen=True)
+class GroupShare:
+    """A class's or a user's campaigns summed: jobs, and the dominant shares of the grid that
+    its running jobs hold and that its targets give it (its fair share)."""
+
+    name: str
+    campaigns: int
+    demand: int
+    running: int
+    target: int
+    start: int
+    preempt: int
+    held_dominant: float
+    fair_share_dominant: float
+
+
+@dataclass(frozen=True)
 class ClusterUse:
+    """What the campaigns hold on a cluster now and at target, in jobs and resources."""
+
     name: str
     cores: int
     memory_gb: float | None
+    running: int
+    running_cores: int
+    running_memory_gb: float
+    target: int
     target_cores: int
     target_memory_gb: float
+    start: int
     preempt: int
 
 
 @dataclass(frozen=True)
 class Allocation:
     campaigns: tuple[CampaignShare, ...]  # by id
+    classes: tuple[GroupShare, ...]  # by priority, then name (the implicit ``default`` if none)
+    users: tuple[GroupShare, ...]  # by name, those with campaigns
     clusters: tuple[ClusterUse, ...]
     preempt_fraction: float
     preempt_cap: int
@@ -340,15 +369,46 @@ def allocate(scenario: Scenario, preempt_fraction: float = 0.10, *, attrition_se
             fair_share_dominant=plan.share(_times(k.cost, sum(target[k.id]))),
             reason=_reason(plan, k, ideal, running[k.id], target[k.id], preempt[k.id], now.placed[k.id], killed_on,
                            sum(killed_on) >= cap, sum(ending[k.id]), sum(tolerated[k.id]), spared.get(k.id))))
+    started = {s.id: plan.counts(s.start) for s in shares}
+    jobs = {"running": running, "target": target, "start": started, "preempt": preempt}
+    held = [_sum(_times(k.cost, running[k.id][c]) for k in plan.campaigns) for c in range(plan.size)]
     clusters = tuple(ClusterUse(
         name=c.name, cores=c.cores, memory_gb=c.memory_gb,
-        target_cores=round(ideal.used[i][0]), target_memory_gb=ideal.used[i][1], preempt=killed_on[i])
+        running=sum(running[k.id][i] for k in plan.campaigns), running_cores=round(held[i][0]),
+        running_memory_gb=held[i][1], target=sum(target[k.id][i] for k in plan.campaigns),
+        target_cores=round(ideal.used[i][0]), target_memory_gb=ideal.used[i][1],
+        start=sum(started[k.id][i] for k in plan.campaigns), preempt=killed_on[i])
         for i, c in enumerate(scenario.clusters))
-    return Allocation(tuple(shares), clusters, preempt_fraction, cap)
+    classes = [c.name for c in sorted(scenario.classes, key=lambda c: (c.priority, c.name))] or [_IMPLICIT_CLASS.name]
+    users = sorted({k.user for k in plan.campaigns})
+    return Allocation(tuple(shares), _groups(plan, classes, lambda k: k.klass.name, jobs),
+                      _groups(plan, users, lambda k: k.user, jobs), clusters, preempt_fraction, cap)
+
+
+def _groups(plan: _Plan, names: list[str], group_of: Callable[[_Campaign], str],
+            jobs: Mapping[str, Mapping[int, list[int]]]) -> tuple[GroupShare, ...]:
+    """Each group's campaigns summed; ``jobs`` maps running, target, start and preempt to the
+    per-campaign, per-cluster counts."""
+    members: defaultdict[str, list[_Campaign]] = defaultdict(list)
+    for k in sorted(plan.campaigns, key=lambda k: k.id):  # sums in one order, whatever the input's
+        members[group_of(k)].append(k)
+
+    def use(key: str, name: str) -> Vector:
+        return _sum(_times(k.cost, sum(jobs[key][k.id])) for k in members[name])
+
+    return tuple(GroupShare(
+        name=name, campaigns=len(members[name]), demand=sum(k.spec.demand for k in members[name]),
+        **{key: sum(sum(jobs[key][k.id]) for k in members[name]) for key in jobs},
+        held_dominant=plan.share(use("running", name)), fair_share_dominant=plan.share(use("target", name)))
+        for name in names)
 
 
 def _add(a: Vector, b: Vector) -> Vector:
     return (a[0] + b[0], a[1] + b[1])
+
+
+def _sum(vectors: Iterable[Vector]) -> Vector:
+    return functools.reduce(_add, vectors, _ZERO)
 
 
 def _times(a: Vector, n: float) -> Vector:
@@ -804,10 +864,21 @@ def allocation_to_json(allocation: Allocation) -> dict[str, Any]:
             "fair_share": {"jobs": s.fair_share_jobs, "dominant": round(s.fair_share_dominant, 6)},
             "reason": s.reason,
         } for s in allocation.campaigns],
+        "classes": [_group_to_json(g) for g in allocation.classes],
+        "users": [_group_to_json(g) for g in allocation.users],
         "clusters": [{
-            "name": c.name, "cores": c.cores, "memory_gb": c.memory_gb, "target_cores": c.target_cores,
-            "target_memory_gb": round(c.target_memory_gb, 6), "preempt": c.preempt,
+            "name": c.name, "cores": c.cores, "memory_gb": c.memory_gb, "running": c.running,
+            "running_cores": c.running_cores, "running_memory_gb": round(c.running_memory_gb, 6),
+            "target": c.target, "target_cores": c.target_cores, "target_memory_gb": round(c.target_memory_gb, 6),
+            "start": c.start, "preempt": c.preempt,
         } for c in allocation.clusters],
         "preempt_fraction": allocation.preempt_fraction,
         "preempt_cap": allocation.preempt_cap,
     }
+
+
+def _group_to_json(group: GroupShare) -> dict[str, Any]:
+    return {"name": group.name, "campaigns": group.campaigns, "demand": group.demand, "running": group.running,
+            "target": group.target, "start": group.start, "preempt": group.preempt,
+            "held": round(group.held_dominant, 6),
+            "fair_share": {"jobs": group.target, "dominant": round(group.fair_share_dominant, 6)}}
