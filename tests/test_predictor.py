@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 import pytest
 from test_submit import grid  # noqa: F401  (a fixture: two local clusters, "local" and "other")
 
-from cigri import api, bag, predictor
-from cigri.grid import Grid
+from cigri import api, bag, config, predictor
+from cigri.cycle import run_cycle
+from cigri.grid import Grid, open_grid
 from cigri.predictor import Observation, TapLimits, next_rate
+from cigri.states import JobState
 
 LIMITS = TapLimits(initial=3, factor=1.5, maximum=100)
 
@@ -259,3 +262,39 @@ def test_gridstat_json_shows_throughput_and_eta_while_a_campaign_runs(cigri) -> 
     assert 0.3 <= final["average_duration"] <= 2 and final["duration_stddev"] > 0
     listed = cigri.json("gridstat", "-a")
     assert [(c["id"], c["eta"]) for c in listed] == [(campaign_id, final["finished_at"])]
+
+
+def test_each_cluster_sizes_its_taps_with_its_own_job_ratio(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real cycles on two one-slot pools: ``a`` follows ``[runner] job_ratio`` (CiGri's tap,
+    which never goes below its initial rate), ``b`` its own ``job_ratio`` (two-way adaptive,
+    which sheds the jobs waiting beyond the free slots down to the drain's floor)."""
+    for layer in ("SYSTEM_FILE", "USER_FILE"):
+        monkeypatch.setattr(config, layer, tmp_path / "absent.toml")
+    (tmp_path / "cigri.toml").write_text(
+        '[runner]\njob_ratio = "cigri_tap"\ntap_initial = 8\n'
+        '[clusters.a]\nbackend = "local"\nslots = 1\n'
+        '[clusters.b]\nbackend = "local"\nslots = 1\njob_ratio = "two_way_adaptive"\n')
+    grid = open_grid(config.load(environ={"CIGRI_CONFIG": str(tmp_path / "cigri.toml"),
+                                          "CIGRI_HOME": str(tmp_path / "home")}))
+    jdl = {"name": "ratios", "exec_file": "/bin/sleep", "params": [str(30 + i) for i in range(40)],
+           "exec_directory": str(tmp_path), "clusters": {"a": {}, "b": {}}}
+    campaign_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user="alice")
+    a, b = grid.cluster_ids()["a"], grid.cluster_ids()["b"]
+    try:
+        rates = []
+        for _ in range(3):
+            run_cycle(grid)
+            taps = predictor.taps(grid.db, campaign_id)
+            rates.append((taps[a], taps[b]))
+            time.sleep(0.2)  # each pool starts its one job
+        # cycle 1 opens both taps at 8 and sends 8 jobs to each (1 runs, 7 wait); then a keeps
+        # 8 waiting, b sheds to 2 (one job ends per cycle at most: drain 1, plus sqrt(1))
+        assert rates == [(8, 8), (8, 2), (8, 2)]
+        waiting = dict(grid.db.execute("SELECT cluster_id, count(*) FROM jobs WHERE campaign_id = ? AND state = ? "
+                                       "GROUP BY cluster_id", [campaign_id, JobState.WAITING]).fetchall())
+        assert waiting == {a: 8, b: 7}  # a's queue refilled to its tap; b's shrinking tap sends nothing, kills nothing
+    finally:
+        for cluster_id in (a, b):
+            grid.backend(cluster_id).cancel([r[0] for r in grid.db.execute(
+                "SELECT remote_id FROM jobs WHERE cluster_id = ? AND remote_id IS NOT NULL", [cluster_id])])
+        grid.close()
