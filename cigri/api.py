@@ -502,12 +502,12 @@ def clusters(grid: Grid) -> list[dict[str, Any]]:
 def add_cluster(grid: Grid, name: str, backend: str, options: dict[str, Any]) -> None:
     from cigri.config import _cluster_configs
 
-    _cluster_configs({name: {"backend": backend, **options}})  # validates, raises ConfigError
+    [cluster] = _cluster_configs({name: {"backend": backend, **options}})  # validates, raises ConfigError
     with database.write(grid.db) as conn:
         if conn.execute("SELECT 1 FROM clusters WHERE name = ?", [name]).fetchone():
             raise Refused(f"cluster {name} already exists")
         conn.execute("INSERT INTO clusters(name, backend, options, source) VALUES (?, ?, ?, 'admin')",
-                     [name, backend, json.dumps(options, sort_keys=True)])
+                     [name, backend, json.dumps(cluster.options, sort_keys=True)])
 
 
 def remove_cluster(grid: Grid, name: str) -> None:

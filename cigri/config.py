@@ -165,6 +165,7 @@ CLUSTER_KEYS: dict[str, dict[str, type]] = {
 }
 MAX_KILL_GRACE = 60.0  # seconds between SIGTERM and the kill where cigri gives the grace (OAR)
 TRANSPORT_NEEDS = {"ssh": ("host", "user"), "rest": ("base_url",)}
+FILE_KEYS = ("key_file", "known_hosts", "token_file", "password_file")  # cluster keys naming a file cigri reads
 
 
 @dataclass(frozen=True)
@@ -353,6 +354,8 @@ def _cluster_configs(clusters: dict[str, dict[str, Any]]) -> tuple[ClusterConfig
                 raise ConfigError(f"clusters.{name}.kill_grace: must be <= {MAX_KILL_GRACE:g} seconds")
             if key == "job_ratio" and value not in JOB_RATIOS:
                 raise ConfigError(f"clusters.{name}.job_ratio: expected one of {', '.join(JOB_RATIOS)}, got {value!r}")
+            if key in FILE_KEYS:  # read by cigri, on this machine: paramiko and open() do not expand ~
+                table[key] = os.path.expanduser(value)
         if backend not in ("local", "sim"):
             transport = table.get("transport")
             if transport not in TRANSPORT_NEEDS:

@@ -74,7 +74,7 @@ def _permissions(config: configuration.Config) -> list[Check]:
     for cluster in config.clusters:
         for key in SECRET_KEYS:
             if key in cluster.options:
-                paths.append((Path(str(cluster.options[key])).expanduser(), f"clusters.{cluster.name}.{key}", False))
+                paths.append((Path(str(cluster.options[key])), f"clusters.{cluster.name}.{key}", False))
     return [check for path, what, directory in paths if (check := _private(path, what, directory)) is not None]
 
 

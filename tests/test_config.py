@@ -79,6 +79,21 @@ def test_clusters_replace_the_implicit_local(files: dict[str, Path], tmp_path: P
     assert {c.name: c.options for c in cfg.clusters} == {"a": {"slots": 2, "max_waiting": 5}, "b": {}}
 
 
+def test_a_leading_tilde_in_a_clusters_file_keys_is_the_home_of_cigri(files: dict[str, Path], tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """paramiko and open() take ~ literally; the README's examples write ~/.ssh/..."""
+    monkeypatch.setenv("HOME", str(tmp_path / "admin"))
+    files["system"].write_text('[clusters.s]\nbackend = "slurm"\ntransport = "ssh"\nhost = "h"\nuser = "u"\n'
+                               'key_file = "~/.ssh/id_ed25519"\nknown_hosts = "~/.ssh/known_hosts"\n'
+                               '[clusters.o]\nbackend = "oar"\ntransport = "rest"\nbase_url = "http://h/oarapi"\n'
+                               'password_file = "~/oar.secret"\n')
+    cfg = load(CIGRI_HOME=str(tmp_path))
+    options = {c.name: c.options for c in cfg.clusters}
+    assert options["s"]["key_file"] == str(tmp_path / "admin/.ssh/id_ed25519")
+    assert options["s"]["known_hosts"] == str(tmp_path / "admin/.ssh/known_hosts")
+    assert options["o"]["password_file"] == str(tmp_path / "admin/oar.secret")
+
+
 def test_documented_example_file_loads_with_default_values(files: dict[str, Path], tmp_path: Path) -> None:
     cfg = load(CIGRI_CONFIG=str(REPO / "conf" / "cigri.toml"), CIGRI_HOME=str(tmp_path))
     assert cfg.settings == load(CIGRI_HOME=str(tmp_path)).settings

@@ -58,6 +58,6 @@ def _secret(path: str) -> str:
     if not path:
         raise ConfigError("notify.smtp_password_file: required with notify.smtp_user")
     try:
-        return Path(path).read_text().strip()
+        return Path(path).expanduser().read_text().strip()
     except OSError as error:
         raise ConfigError(f"notify.smtp_password_file: {error.strerror}") from None
