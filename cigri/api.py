@@ -240,8 +240,9 @@ def _summary(grid: Grid, campaign_id: int, now: float) -> tuple[dict[str, Any], 
 
 
 def campaign_detail(grid: Grid, campaign_id: int, now: float | None = None) -> dict[str, Any]:
-    """Summary plus, per cluster, the jobs by state, durations, throughput, tap and affinity
-    penalty.
+    """Summary plus, per cluster, the jobs by state, durations, throughput, remaining time and
+    ETA (:func:`predictor.cluster_remaining`; once the campaign is over, its end), tap and
+    affinity penalty.
 
     Reads only the bag's index, the active jobs, ``campaign_stats`` and the recent terminated
     jobs' index: it costs the same for ten tasks as for a million.
@@ -254,7 +255,8 @@ def campaign_detail(grid: Grid, campaign_id: int, now: float | None = None) -> d
     def entry(cluster_id: int) -> dict[str, Any]:
         return per_cluster.setdefault(cluster_id, {
             "cluster": names[cluster_id], "jobs": {}, "average_duration": None, "duration_stddev": None,
-            "throughput_per_hour": None, "tap": None, "affinity_penalty": 0.0})
+            "throughput_per_hour": None, "remaining_seconds": None, "eta": None, "tap": None,
+            "affinity_penalty": 0.0})
 
     for cluster_id, state, n in grid.db.execute(
             f"SELECT cluster_id, state, count(*) FROM jobs WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)} "
@@ -264,6 +266,9 @@ def campaign_detail(grid: Grid, campaign_id: int, now: float | None = None) -> d
         entry(cluster_id)["jobs"].update(terminated=cluster.terminated, ended_otherwise=cluster.ended_otherwise)
         entry(cluster_id).update(average_duration=cluster.average_duration, duration_stddev=cluster.duration_stddev,
                                  throughput_per_hour=cluster.throughput_per_hour)
+    for cluster_id, part in predictor.cluster_remaining(grid.db, campaign_id, moment, figures.clusters,
+                                                        pending=summary["tasks"]["pending"]).items():
+        entry(cluster_id).update(remaining_seconds=part.remaining_seconds, eta=summary["finished_at"] or part.eta)
     for cluster_id, rate in predictor.taps(grid.db, campaign_id).items():
         entry(cluster_id)["tap"] = rate
     for (_, cluster_id), penalty in predictor.affinity_penalties(grid.db, [campaign_id], moment).items():

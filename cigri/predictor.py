@@ -1,10 +1,11 @@
 """The predictor (CiGri's *spritz*): what each campaign will do next, and how much to send.
 
 Read side, for gridstat, the metascheduler and the simulator: functions of the database and a
-clock value ``now`` giving, per campaign and cluster, the throughput over a sliding window and
-the average and standard deviation of task durations, and per campaign the remaining time
-and ETA. They read ``campaign_stats``, the bag's index and the ``jobs_terminated`` index,
-never a scan of jobs or tasks.
+clock value ``now`` giving, per campaign and cluster, the throughput over a sliding window,
+the average and standard deviation of task durations, the remaining time and ETA, and the
+same per campaign. They read ``campaign_stats``, the bag's index, the ``jobs_terminated``
+index and the campaign's active jobs through ``jobs_by_campaign``, never a scan of jobs or
+tasks.
 
 Control side, :func:`predict`, run each cycle between colombo and the metascheduler, in one
 transaction:
@@ -44,7 +45,7 @@ from cigri import db as database
 from cigri.config import JOB_RATIOS, RunnerSettings
 from cigri.cycle_context import CycleContext
 from cigri.events import close, open_event
-from cigri.states import TASK_OPEN, CampaignState, JobState, KillReason, TaskState
+from cigri.states import JOB_ACTIVE, TASK_OPEN, CampaignState, JobState, KillReason, TaskState, sql_in
 
 log = logging.getLogger("cigri.predictor")
 WINDOW = 3600.0  # seconds of ended jobs the throughput is measured over
@@ -225,6 +226,54 @@ def campaign_figures(db: Reader, campaign_id: int, now: float, *, remaining: int
     seconds = 0.0 if not left else (3600 * left / throughput if throughput else None)
     return CampaignFigures(clusters, mean, stddev, throughput, left, seconds,
                            None if seconds is None else now + seconds)
+
+
+@dataclass(frozen=True)
+class ClusterRemaining:
+    cluster_id: int
+    held: int  # the campaign's task jobs there now: being submitted, waiting or running
+    part: float  # what the cluster has left to run: held, plus its share of the bag
+    remaining_seconds: float | None  # None: no throughput measured there
+    eta: float | None  # epoch seconds
+
+
+def cluster_remaining(db: Reader, campaign_id: int, now: float, clusters: dict[int, ClusterFigures] | None = None,
+                      *, pending: int | None = None, window: float = WINDOW) -> dict[int, ClusterRemaining]:
+    """Per cluster where the campaign has run or holds jobs: its part of the campaign's
+    remaining work, the time it needs for it, and its ETA.
+
+    A cluster's part is the campaign's jobs it holds now plus a share of the tasks still in the
+    bag in proportion to its throughput, ``part = held + pending * throughput / sum of the
+    throughputs``, and its remaining time is ``3600 * part / throughput``. Why: a job already
+    sent can only end where it is, at that cluster's pace, while the bag's tasks go to whichever
+    cluster frees a slot, so each takes them at its own rate. A cluster whose queue holds many
+    of the campaign's jobs compared with what it runs per hour thus shows a later ETA than the
+    others: it is the one the campaign waits for. The campaign's own remaining time (open tasks
+    over the summed throughput, :func:`campaign_figures`) is left as it is, its error being a
+    measured figure; when each open task out of the bag has one job, on a cluster with a
+    throughput, it is the throughput-weighted mean of these, so they bracket it. Without a
+    measured throughput (None or 0) a cluster's remaining time and ETA are unknown (None), as
+    the campaign's are, unless nothing is left for it (it holds none of the campaign's jobs and
+    the bag is empty): 0, as the campaign's is once no task is open.
+
+    ``clusters`` (:func:`cluster_figures`) and ``pending`` (tasks in the bag) may be passed by
+    a caller that already has them.
+    """
+    clusters = cluster_figures(db, campaign_id, now, window) if clusters is None else clusters
+    in_bag = bag.count(db, campaign_id, (TaskState.PENDING,)) if pending is None else pending
+    held = dict(db.execute(
+        "SELECT cluster_id, count(*) FROM jobs INDEXED BY jobs_by_campaign WHERE campaign_id = ? "
+        f"AND state IN {sql_in(JOB_ACTIVE)} AND kind = 'task' GROUP BY cluster_id", [campaign_id]).fetchall())
+    rates = {k: c.throughput_per_hour for k, c in clusters.items() if c.throughput_per_hour}
+    total = sum(rates.values())
+    result = {}
+    for cluster_id in clusters.keys() | held.keys():
+        rate, mine = rates.get(cluster_id), held.get(cluster_id, 0)
+        part = mine + (in_bag * rate / total if rate else 0.0)
+        seconds = 0.0 if not mine and not in_bag else (3600 * part / rate if rate else None)
+        result[cluster_id] = ClusterRemaining(cluster_id, mine, part, seconds,
+                                              None if seconds is None else now + seconds)
+    return result
 
 
 def throughputs(db: Reader, campaign_ids: Iterable[int], now: float,

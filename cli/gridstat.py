@@ -74,9 +74,11 @@ def _campaign(grid, campaign_id: int, as_json: bool) -> None:
           f"replicas: {detail['replicas']}")
     if detail["clusters"]:
         states = sorted({s for c in detail["clusters"] for s in c["jobs"]})
-        common.print_table("Jobs per cluster", ["cluster", *states, "duration", "tasks/h", "tap", "penalty"],
+        common.print_table("Jobs per cluster",
+                           ["cluster", *states, "duration", "tasks/h", "remaining", "ETA", "tap", "penalty"],
                            [[c["cluster"], *[c["jobs"].get(s, 0) for s in states], common.duration(c["average_duration"]),
-                             _rate(c["throughput_per_hour"]), "?" if c["tap"] is None else c["tap"],
+                             _rate(c["throughput_per_hour"]), common.duration(c["remaining_seconds"]),
+                             common.when(c["eta"]) or "?", "?" if c["tap"] is None else c["tap"],
                              f"{c['affinity_penalty']:.2f}"] for c in detail["clusters"]])
 
 

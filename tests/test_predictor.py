@@ -15,7 +15,7 @@ from cigri import api, bag, config, predictor
 from cigri.cycle import run_cycle
 from cigri.grid import Grid, open_grid
 from cigri.predictor import Observation, TapLimits, next_rate
-from cigri.states import JobState
+from cigri.states import JobState, TaskState
 
 LIMITS = TapLimits(initial=3, factor=1.5, maximum=100)
 
@@ -199,6 +199,52 @@ def test_throughput_over_the_window_durations_and_eta(grid: Grid, tmp_path: Path
     assert later.throughput_per_hour == 0.0 and later.remaining_seconds is None and later.eta is None
 
 
+def test_a_clusters_remaining_time_is_its_held_jobs_and_its_share_of_the_bag(grid: Grid, tmp_path: Path) -> None:  # noqa: F811
+    """Per cluster, what it holds plus the bag shared by throughput, over its throughput: the
+    cluster holding a long queue for its rate is the one the campaign waits for, while the
+    campaign's own figures stay open tasks over the summed throughput."""
+    jdl = {"name": "p", "nb_jobs": 100, "exec_file": "/bin/true", "clusters": {"local": {}, "other": {}}}
+    campaign_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user="alice")
+    now = 100_000.0
+    a, b = grid.cluster_ids()["local"], grid.cluster_ids()["other"]
+    # the same ended jobs as above: 30 tasks/h on local, 40 on other, 40 tasks open
+    ended(grid, campaign_id, "local", [(60.0, now - 7200 + i) for i in range(10)])
+    ended(grid, campaign_id, "local", [(100.0 if i % 2 else 200.0, now - 3000 + 100 * i) for i in range(30)])
+    ended(grid, campaign_id, "other", [(90.0, now - 1710 + 85 * i) for i in range(20)])
+    conn = grid.db.conn
+    # local holds 22 of the campaign's jobs (a long queue for 30/h), other 4; 14 tasks stay in the bag.
+    # A preempted job and a prologue are not held work.
+    for state, cluster_id in [("submitting", a), ("running", a)] + [("waiting", a)] * 20 + [("running", b)] * 4:
+        task_id, = bag.take(conn, campaign_id, 1)
+        conn.execute("UPDATE tasks SET state = ? WHERE id = ?", [state if state == "running" else "waiting", task_id])
+        conn.execute("INSERT INTO jobs(campaign_id, task_id, cluster_id, state, created_at, started_at) "
+                     "VALUES (?, ?, ?, ?, ?, ?)", [campaign_id, task_id, cluster_id, state, now - 600, now - 60])
+    conn.execute("INSERT INTO jobs(campaign_id, task_id, cluster_id, state, created_at) "
+                 "VALUES (?, NULL, ?, 'preempted', ?)", [campaign_id, a, now - 600])
+    conn.execute("INSERT INTO jobs(campaign_id, task_id, cluster_id, kind, state, created_at) "
+                 "VALUES (?, NULL, ?, 'prologue', 'running', ?)", [campaign_id, b, now - 600])
+    parts = predictor.cluster_remaining(grid.db, campaign_id, now)
+    # local: 22 + 14 x 30/70 = 28 tasks at 30/h, 3,360 s; other: 4 + 14 x 40/70 = 12 tasks at 40/h, 1,080 s
+    assert (parts[a].held, parts[b].held) == (22, 4)
+    assert (parts[a].part, parts[b].part) == (pytest.approx(28.0), pytest.approx(12.0))
+    assert parts[a].remaining_seconds == pytest.approx(3360.0) and parts[a].eta == pytest.approx(now + 3360)
+    assert parts[b].remaining_seconds == pytest.approx(1080.0) and parts[b].eta == pytest.approx(now + 1080)
+    figures = predictor.campaign_figures(grid.db, campaign_id, now)  # unchanged: 40 open tasks at 70/h
+    assert figures.remaining_tasks == 40
+    assert figures.remaining_seconds == pytest.approx(40 / 70 * 3600)
+    assert figures.eta == pytest.approx(now + 40 / 70 * 3600)
+    assert parts[b].eta < figures.eta < parts[a].eta  # the campaign waits for local
+    assert (30 * 3360 + 40 * 1080) / 70 == pytest.approx(figures.remaining_seconds)  # the throughput-weighted mean
+    assert predictor.cluster_remaining(grid.db, campaign_id, now, figures.clusters, pending=14) == parts
+    later = predictor.cluster_remaining(grid.db, campaign_id, now + 7200)  # no throughput measured: unknown
+    assert [(p.remaining_seconds, p.eta) for p in later.values()] == [(None, None)] * 2
+    conn.execute("UPDATE jobs SET state = 'terminated', finished_at = ? WHERE campaign_id = ? AND kind = 'task' "
+                 "AND state IN ('submitting', 'waiting', 'running')", [now, campaign_id])
+    bag.end_all(conn, campaign_id, [TaskState.PENDING], TaskState.CANCELLED)
+    done = predictor.cluster_remaining(grid.db, campaign_id, now + 7200)  # nothing left: nothing to wait for
+    assert [(p.held, p.remaining_seconds, p.eta) for p in done.values()] == [(0, 0.0, now + 7200)] * 2
+
+
 def test_the_drain_is_littles_law_or_the_last_periods_starts(grid: Grid, tmp_path: Path) -> None:  # noqa: F811
     """Jobs expected to end in the next period: those running there now over their mean
     duration there (Little's law), or, for jobs too short for a poll to see them run, those
@@ -258,7 +304,13 @@ def test_gridstat_json_shows_throughput_and_eta_while_a_campaign_runs(cigri) -> 
         assert summary["throughput_per_hour"] > 0 and summary["throughput_per_second"] > 0
         assert summary["remaining_seconds"] > 0 and summary["eta"] > summary["started_at"]
         assert summary["clusters"][0]["throughput_per_hour"] > 0
+        # one cluster: its remaining time is known, read at the same moment as the campaign's
+        cluster = summary["clusters"][0]
+        assert cluster["remaining_seconds"] >= 0
+        moment = summary["eta"] - summary["remaining_seconds"]
+        assert cluster["eta"] - cluster["remaining_seconds"] == pytest.approx(moment, abs=1e-3)
     assert final["remaining_seconds"] == 0 and final["eta"] == final["finished_at"]
+    assert [(c["remaining_seconds"], c["eta"]) for c in final["clusters"]] == [(0, final["finished_at"])]
     assert 0.3 <= final["average_duration"] <= 2 and final["duration_stddev"] > 0
     listed = cigri.json("gridstat", "-a")
     assert [(c["id"], c["eta"]) for c in listed] == [(campaign_id, final["finished_at"])]

@@ -45,10 +45,26 @@ def test_predictor_queries_never_scan_tasks_or_jobs(grid) -> None:
     grid.db.conn.set_trace_callback(seen.append)
     predictor.predict(ctx)
     predictor.campaign_figures(grid.db, 1, 1e9)
+    predictor.cluster_remaining(grid.db, 1, 1e9)
     predictor.throughputs(grid.db, [1], 1e9)
     predictor.affinity_penalties(grid.db, [1])
     grid.db.conn.set_trace_callback(None)
     assert_no_scan(grid, seen)
+
+
+def test_a_clusters_held_jobs_are_counted_through_the_campaigns_index(grid) -> None:
+    """The jobs a campaign holds on each cluster, for its per-cluster remaining time: a search
+    of the campaign's active jobs in ``jobs_by_campaign``, not of every campaign's active jobs
+    (``jobs_active``) nor a scan."""
+    seen: list[str] = []
+    grid.db.conn.set_trace_callback(seen.append)
+    predictor.cluster_remaining(grid.db, 1, 1e9)
+    grid.db.conn.set_trace_callback(None)
+    held = [s for s in seen if "FROM jobs" in s and "'submitting'" in s]
+    assert len(held) == 1
+    plan = [row[3] for row in grid.db.conn.execute("EXPLAIN QUERY PLAN " + held[0])]
+    assert any(line.startswith("SEARCH jobs USING INDEX jobs_by_campaign (campaign_id=? AND state=?)")
+               for line in plan), plan
 
 
 def assert_no_scan(grid, seen: list[str]) -> None:
