@@ -311,11 +311,24 @@ def test_poll_cancel_and_tail_command_lines() -> None:
 
 
 def test_parse_capacity_on_recorded_output() -> None:
-    assert commands.parse_capacity(recorded("oar-ssh-capacity.txt")) == Capacity(8, 6, 1)
+    assert commands.parse_capacity(recorded("oar-ssh-capacity.txt")) == Capacity(8, 6, 1, node_cores=8)
     assert commands.parse_capacity("\n0\n") == Capacity(0, 0, 0)
     assert commands.capacity("gpu='YES'")[-2:] == ["--sql", "gpu='YES'"]
     with pytest.raises(ClusterBadAnswer):
         commands.parse_capacity("oarnodes: error\n")
+
+
+def test_parse_capacity_node_size_is_alive_resources_per_host() -> None:
+    """Recorded after adding host node-b with 4 cores to the test cluster's 8-core localhost:
+    hosts of different sizes have no node size; resources not Alive are no part of a node."""
+    two_hosts = recorded("oar-ssh-capacity-two-hosts.txt")
+    assert commands.parse_capacity(two_hosts) == Capacity(12, 12, 0)
+    resources_text, _, queued = two_hosts.rstrip("\n").rpartition("\n")
+    resources = json.loads(resources_text)
+    for resource in resources.values():
+        if resource["network_address"] == "node-b":
+            resource["state"] = "Absent"
+    assert commands.parse_capacity(f"{json.dumps(resources)}\n{queued}\n") == Capacity(8, 8, 0, node_cores=8)
 
 
 # --- oarapi (answers recorded from OAR 2.5.9's REST API) ----------------------------------------
@@ -359,11 +372,26 @@ def test_rest_output_tail_paths() -> None:
 
 def test_rest_capacity_on_recorded_answers() -> None:
     answers = [recorded_json(f"oar-rest-{name}.json") for name in ("resources", "busy", "waiting")]
-    assert rest.parse_capacity(*answers) == Capacity(8, 6, 3)
-    assert rest.parse_capacity(*answers, cluster_properties="host = 'localhost' AND cpu='0'") == Capacity(8, 6, 3)
+    assert rest.parse_capacity(*answers) == Capacity(8, 6, 3, node_cores=8)
+    assert rest.parse_capacity(*answers, cluster_properties="host = 'localhost' AND cpu='0'") == \
+        Capacity(8, 6, 3, node_cores=8)
     assert rest.parse_capacity(*answers, cluster_properties="(core = '1')").total_slots == 1
-    assert rest.parse_capacity(*answers, cluster_properties="host = 'nowhere'").total_slots == 0
+    assert rest.parse_capacity(*answers, cluster_properties="host = 'nowhere'") == Capacity(0, 0, 3)
     assert rest.parse_capacity(*answers, cluster_properties="core > 3").total_slots == 8  # not understood
+
+
+def test_rest_capacity_node_size_is_alive_resources_per_host() -> None:
+    """Recorded after adding host node-b with 4 cores to the test cluster's 8-core localhost
+    (the busy and waiting answers are the other recording's: only the node size is read here)."""
+    resources, busy, waiting = (recorded_json(f"oar-rest-{name}.json")
+                                for name in ("resources-two-hosts", "busy", "waiting"))
+    assert rest.parse_capacity(resources, busy, waiting).node_cores is None  # hosts of different sizes
+    assert rest.parse_capacity(resources, busy, waiting, "host = 'node-b'").node_cores == 4
+    assert rest.parse_capacity(resources, busy, waiting, "host = 'localhost'").node_cores == 8
+    for resource in resources["items"]:
+        if resource["network_address"] == "node-b":
+            resource["state"] = "Suspected"
+    assert rest.parse_capacity(resources, busy, waiting).node_cores == 8  # only Alive resources make a node
 
 
 def test_rest_cancel_kills_only_what_runs_and_whole_arrays_at_once() -> None:

@@ -110,10 +110,11 @@ class LocalBackend:
         self._ensure_pool()
 
     def capacity(self) -> Capacity:
+        """One node of ``slots`` cores; the pool neither reserves nor knows memory."""
         running, queued = self.conn.execute(
             "SELECT count(*) FILTER (WHERE state != 'queued'), count(*) FILTER (WHERE state = 'queued') "
             "FROM jobs WHERE state != 'ended'").fetchone()
-        return Capacity(self.slots, max(0, self.slots - running), queued)
+        return Capacity(self.slots, max(0, self.slots - running), queued, node_cores=self.slots)
 
     def output_tail(self, remote_id: str, stream: str, lines: int) -> str:
         """Read backwards from the end, so a huge output costs no more than its tail."""

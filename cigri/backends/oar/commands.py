@@ -8,9 +8,10 @@ that take everything variable as positional arguments.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 
-from cigri.backends import Capacity, RemoteJob
+from cigri.backends import Capacity, RemoteJob, node_size
 from cigri.backends import _grouping as grouping
 from cigri.backends.oar import batch as batches
 from cigri.backends.oar.batch import Batch
@@ -147,7 +148,8 @@ def capacity(cluster_properties: str = "") -> list[str]:
 
 
 def parse_capacity(stdout: str) -> Capacity:
-    """Slots are OAR resources: ``Alive`` ones count, those running a job are busy."""
+    """Slots are OAR resources: ``Alive`` ones count, those running a job are busy. A node's
+    size is its count of them (OAR's ``network_address``); OAR says nothing of its memory."""
     resources_text, _, queued_text = stdout.rstrip("\n").rpartition("\n")
     try:
         resources = json.loads(resources_text) if resources_text.strip() else {}
@@ -155,7 +157,8 @@ def parse_capacity(stdout: str) -> Capacity:
     except ValueError:
         raise ClusterBadAnswer(f"unreadable oarnodes/oarstat output: {stdout[:200]!r}") from None
     alive = [r for r in resources.values() if isinstance(r, dict) and r.get("state") == "Alive"]
-    return Capacity(len(alive), sum(1 for r in alive if not r.get("jobs")), queued)
+    node_cores, _ = node_size((cores, None) for cores in Counter(r.get("network_address") for r in alive).values())
+    return Capacity(len(alive), sum(1 for r in alive if not r.get("jobs")), queued, node_cores=node_cores)
 
 
 def _jobs(stdout: str) -> dict[str, dict[str, Any]]:

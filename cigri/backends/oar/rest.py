@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import re
 import urllib.parse
+from collections import Counter
 from typing import Any
 
-from cigri.backends import Capacity, RemoteJob
+from cigri.backends import Capacity, RemoteJob, node_size
 from cigri.backends.oar import batch as batches
 from cigri.backends.oar.batch import Batch
 from cigri.backends.oar.states import remote_job
@@ -198,17 +199,19 @@ def waiting_jobs() -> tuple[str, dict[str, Any]]:
 
 def parse_capacity(resources_answer: Any, busy_answer: Any, waiting_answer: Any,
                    cluster_properties: str = "") -> Capacity:
-    """Slots are OAR resources: ``Alive`` ones count, those running a job are busy.
+    """Slots are OAR resources: ``Alive`` ones count, those running a job are busy. A node's
+    size is its count of them (OAR's ``network_address``); OAR says nothing of its memory.
 
     The cluster's ``properties`` restrict the count when they are ``name = 'value'`` terms
     joined by ``AND`` (what CiGri understood too); other SQL cannot be applied here.
     """
     wanted = _equalities(cluster_properties)
-    alive = {str(r.get("id")) for r in _items(resources_answer)
+    alive = {str(r.get("id")): r.get("network_address") for r in _items(resources_answer)
              if r.get("state") == "Alive" and all(str(r.get(k)) == v for k, v in wanted.items())}
     busy = {str(r.get("resource_id")) for r in _items(busy_answer) if r.get("jobs")}
     queued = waiting_answer.get("total", 0) if isinstance(waiting_answer, dict) else 0
-    return Capacity(len(alive), len(alive - busy), int(queued))
+    node_cores, _ = node_size((cores, None) for cores in Counter(alive.values()).values())
+    return Capacity(len(alive), len(alive.keys() - busy), int(queued), node_cores=node_cores)
 
 
 def _equalities(properties: str) -> dict[str, str]:
