@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cigri.metascheduler.fairshare import (
@@ -661,8 +661,21 @@ def test_deterministic_whatever_the_input_order(scenario: Scenario, random: Any)
     assert allocate(shuffled) == first
 
 
+# Found by hypothesis: campaigns 2 and 4, of two classes, both prefer c1 (the campaign's
+# affinity, as a flood penalty sets it) where each one's new job displaced the other's running
+# job, so their jobs killed each other every other cycle.
+PING_PONG = Scenario(
+    (ClusterSpec("c0", 26), ClusterSpec("c1", 6), ClusterSpec("c2", 2)),
+    (CampaignSpec(1, "ann", 0, "k0", running={"c0": 24}),
+     CampaignSpec(2, "ann", 1, "k0", cores_per_task=2, running={"c1": 2}, affinity={"c1": 1.0}),
+     CampaignSpec(3, "ann", 0, "k0", cores_per_task=3, test_mode=True, best_effort=False),
+     CampaignSpec(4, "ann", 2, "k1", cores_per_task=4, affinity={"c0": 0.0, "c1": 1.0})),
+    (ClassSpec("k0", weight=0.5, default=True), ClassSpec("k1", weight=0.5)))
+
+
 @PROPERTIES
 @given(scenarios())
+@example(PING_PONG)
 def test_applying_the_result_cycle_after_cycle_reaches_a_fixed_point(scenario: Scenario) -> None:
     for _ in range(40):
         allocation = allocate(scenario)

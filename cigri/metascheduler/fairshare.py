@@ -76,12 +76,13 @@ How the targets are found (DUCC's how-much, Armada's cost and placement, DRF):
    at its demand (pending + running), ``max_jobs``, allotment, or when no usable cluster fits
    its next task; what it cannot use goes on to the others, so no slot stays idle while a
    campaign that may use it has tasks (work conservation).
-4. Placement of each job ("what of"): the highest affinity first (for a running job to
-   re-place, its user's; for a new job, the campaign's, which may lower the user's); among
-   equals a cluster where the campaign has a running job to re-place (the one where it runs
-   most); else one where it displaces nobody's running job, then one the user already has to
-   itself, then an unused one (Armada's per-queue packing, so preemption stays between few
-   users), then the best predicted throughput, the most room, and the JDL's order.
+4. Placement of each job ("what of"): the highest user affinity first; among equals a
+   cluster where the campaign has a running job to re-place or where a new job displaces
+   nobody's running job, then the highest campaign affinity for a new job (the user's, which a
+   campaign may lower); then a cluster where the campaign has a running job to re-place (the
+   one where it runs most), then one the user already has to itself, then an unused one
+   (Armada's per-queue packing, so preemption stays between few users), then the best
+   predicted throughput, the most room, and the JDL's order.
 
 Rounding: jobs are whole, and the fill hands them out one at a time, each checked against the
 space left, so no fractional share is ever rounded and a cluster is never overcommitted. For
@@ -613,9 +614,10 @@ class _Fill:
                     or (need_memory and used_memory + need_memory > memory + _EPSILON)):
                 continue
             affinity = -k.affinity[c]
+            claim = -k.claim[c]
             if evicted[c]:  # a running job moves only for its user's affinity: the move restarts its task
-                key: tuple[Any, ...] = (-k.claim[c], 0, -evicted[c] - placed[c], order)
-            elif best is not None and best[:2] <= (affinity, 0):
+                key: tuple[Any, ...] = (claim, False, claim, 0, -evicted[c] - placed[c], order)
+            elif best is not None and best[:4] <= (claim, False, affinity, 0):
                 continue  # re-placing a running job beats any new placement of no higher affinity
             else:
                 other_cores, other_memory = self.evicted_use[c]
@@ -624,7 +626,9 @@ class _Fill:
                     room = min(room, int((memory - used_memory - other_memory) / need_memory + _EPSILON))
                 users = self.users_on[c]
                 tier = 1 if not users else 0 if len(users) == 1 and k.user in users else 2
-                key = (affinity, 1, room < 1, tier, -k.throughput[c], -max(room, 0), order)
+                # only the user's affinity displaces others' running jobs: the campaign's (flood
+                # penalties) goes where there is room first, or cycles would kill each other's jobs
+                key = (claim, room < 1, affinity, 1, tier, -k.throughput[c], -max(room, 0), order)
             if best is None or key < best:
                 best, chosen = key, c
         return chosen
