@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -258,16 +259,18 @@ def campaign_detail(grid: Grid, campaign_id: int, now: float | None = None) -> d
             "throughput_per_hour": None, "remaining_seconds": None, "eta": None, "tap": None,
             "affinity_penalty": 0.0})
 
+    held: dict[int, int] = defaultdict(int)  # active task jobs per cluster
     for cluster_id, state, n in grid.db.execute(
             f"SELECT cluster_id, state, count(*) FROM jobs WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)} "
             f"AND kind = 'task' GROUP BY cluster_id, state", [campaign_id]):
         entry(cluster_id)["jobs"][state] = n
+        held[cluster_id] += n
     for cluster_id, cluster in figures.clusters.items():
         entry(cluster_id)["jobs"].update(terminated=cluster.terminated, ended_otherwise=cluster.ended_otherwise)
         entry(cluster_id).update(average_duration=cluster.average_duration, duration_stddev=cluster.duration_stddev,
                                  throughput_per_hour=cluster.throughput_per_hour)
     for cluster_id, part in predictor.cluster_remaining(grid.db, campaign_id, moment, figures.clusters,
-                                                        pending=summary["tasks"]["pending"]).items():
+                                                        pending=summary["tasks"]["pending"], held=held).items():
         entry(cluster_id).update(remaining_seconds=part.remaining_seconds, eta=summary["finished_at"] or part.eta)
     for cluster_id, rate in predictor.taps(grid.db, campaign_id).items():
         entry(cluster_id)["tap"] = rate

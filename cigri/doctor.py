@@ -22,7 +22,7 @@ from cigri import db as database
 from cigri.backends import open_backend
 from cigri.errors import CigriError
 
-SECRET_KEYS = ("key_file", "token_file", "password_file")  # cluster keys naming a file that holds a secret
+SECRET_KEYS = tuple(k for k in configuration.FILE_KEYS if k != "known_hosts")  # files holding a secret
 
 
 @dataclass(frozen=True)

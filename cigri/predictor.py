@@ -238,7 +238,8 @@ class ClusterRemaining:
 
 
 def cluster_remaining(db: Reader, campaign_id: int, now: float, clusters: dict[int, ClusterFigures] | None = None,
-                      *, pending: int | None = None, window: float = WINDOW) -> dict[int, ClusterRemaining]:
+                      *, pending: int | None = None, held: dict[int, int] | None = None,
+                      window: float = WINDOW) -> dict[int, ClusterRemaining]:
     """Per cluster where the campaign has run or holds jobs: its part of the campaign's
     remaining work, the time it needs for it, and its ETA.
 
@@ -256,14 +257,15 @@ def cluster_remaining(db: Reader, campaign_id: int, now: float, clusters: dict[i
     the campaign's are, unless nothing is left for it (it holds none of the campaign's jobs and
     the bag is empty): 0, as the campaign's is once no task is open.
 
-    ``clusters`` (:func:`cluster_figures`) and ``pending`` (tasks in the bag) may be passed by
-    a caller that already has them.
+    ``clusters`` (:func:`cluster_figures`), ``pending`` (tasks in the bag) and ``held`` (the
+    campaign's active task jobs per cluster) may be passed by a caller that already has them.
     """
     clusters = cluster_figures(db, campaign_id, now, window) if clusters is None else clusters
     in_bag = bag.count(db, campaign_id, (TaskState.PENDING,)) if pending is None else pending
-    held = dict(db.execute(
-        "SELECT cluster_id, count(*) FROM jobs INDEXED BY jobs_by_campaign WHERE campaign_id = ? "
-        f"AND state IN {sql_in(JOB_ACTIVE)} AND kind = 'task' GROUP BY cluster_id", [campaign_id]).fetchall())
+    if held is None:
+        held = dict(db.execute(
+            "SELECT cluster_id, count(*) FROM jobs INDEXED BY jobs_by_campaign WHERE campaign_id = ? "
+            f"AND state IN {sql_in(JOB_ACTIVE)} AND kind = 'task' GROUP BY cluster_id", [campaign_id]).fetchall())
     rates = {k: c.throughput_per_hour for k, c in clusters.items() if c.throughput_per_hour}
     total = sum(rates.values())
     result = {}
