@@ -184,8 +184,9 @@ def _ready_clusters(conn: sqlite3.Connection, settings: dict[int, dict[int, dict
     """Per campaign, the clusters where tasks may run: no prologue asked, or it terminated, and
     colombo has not blacklisted the cluster for the campaign."""
     ready: dict[int, set[int]] = {}
-    done = {(c, k) for c, k in conn.execute("SELECT campaign_id, cluster_id FROM jobs WHERE kind = 'prologue' "
-                                            "AND state = ?", [JobState.TERMINATED])}
+    done = {(c, k) for c, k in conn.execute(  # through the script jobs' index: not the grid's ended jobs
+        "SELECT campaign_id, cluster_id FROM jobs INDEXED BY jobs_scripts WHERE kind != 'task' AND kind = 'prologue' "
+        "AND state = ?", [JobState.TERMINATED])}
     blacklisted = {(c, k) for c, k in conn.execute(
         "SELECT campaign_id, cluster_id FROM campaign_cluster_health WHERE blacklisted_at IS NOT NULL")}
     for campaign_id, clusters in settings.items():
