@@ -394,7 +394,8 @@ def predict(ctx: CycleContext) -> int:
         hot = _judge_stress(ctx, conn)
         penalties = affinity_penalties(db, campaign_ids, now)
         previous = {(c, k): (rate, state) for c, k, rate, state in conn.execute(
-            "SELECT campaign_id, cluster_id, rate, state FROM taps")}
+            "SELECT t.campaign_id, t.cluster_id, t.rate, t.state FROM campaigns c JOIN taps t ON t.campaign_id = c.id "
+            "WHERE c.state = ?", [CampaignState.IN_TREATMENT])}  # not the ended campaigns' taps
         rates: dict[tuple[int, int], int] = {}
         closed: set[tuple[int, int]] = set()
         lowest = _lowest_penalties(pairs, penalties, hot)

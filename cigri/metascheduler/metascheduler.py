@@ -236,7 +236,9 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
     cycle preempts, nobody queues beyond its target: those jobs would be the next cycle's kills
     (a campaign's queued job there started on a freed core and was killed again, every cycle).
     """
-    taps = {(c, k): rate for c, k, rate in conn.execute("SELECT campaign_id, cluster_id, rate FROM taps")}
+    taps = {(c, k): rate for c, k, rate in conn.execute(
+        "SELECT t.campaign_id, t.cluster_id, t.rate FROM campaigns c JOIN taps t ON t.campaign_id = c.id "
+        "WHERE c.state = ?", [CampaignState.IN_TREATMENT])}  # the campaigns that may start jobs
     waiting = {(c, k): n for c, k, n in conn.execute(
         "SELECT campaign_id, cluster_id, count(*) FROM jobs WHERE state IN (?, ?) AND kind = 'task' "
         "GROUP BY campaign_id, cluster_id", [JobState.SUBMITTING, JobState.WAITING])}
