@@ -163,7 +163,8 @@ def _autofix_pairs(ctx: CycleContext) -> None:
     new blacklisting) has passed and the cluster answered this cycle's capacity call."""
     now, delay = database.now(), ctx.grid.config.settings.autofix_delay
     due = [event_id for event_id, cluster_id, checked_at, strikes in ctx.grid.db.execute(
-        "SELECT event_id, cluster_id, checked_at, strikes FROM campaign_cluster_health WHERE blacklisted_at IS NOT NULL")
+        "SELECT event_id, cluster_id, checked_at, strikes FROM campaign_cluster_health INDEXED BY health_blacklisted "
+        "WHERE blacklisted_at IS NOT NULL")
         if cluster_id in ctx.capacities and now - checked_at >= delay * 2 ** max(strikes - 1, 0)]
     if not due:
         return
@@ -191,11 +192,13 @@ def _stuck_launching(ctx: CycleContext) -> None:
 
 def _script_failures(ctx: CycleContext) -> None:
     """Prologue/epilogue jobs that ended badly get one event; a campaign with no cluster left fails its bag."""
-    failed = ctx.grid.db.execute(
-        "SELECT j.id, j.campaign_id, j.cluster_id, j.kind, j.state, j.exit_code FROM jobs j "
-        "WHERE j.kind != 'task' AND j.state NOT IN (?, ?, ?, ?) "
+    failed = ctx.grid.db.execute(  # of the campaigns under way: not every script the grid ever ran
+        "SELECT j.id, j.campaign_id, j.cluster_id, j.kind, j.state, j.exit_code "
+        "FROM campaigns c JOIN jobs j INDEXED BY jobs_scripts ON j.campaign_id = c.id "
+        "WHERE c.state IN (?, ?) AND j.kind != 'task' AND j.state NOT IN (?, ?, ?, ?) "
         "AND NOT EXISTS (SELECT 1 FROM event_jobs e WHERE e.job_id = j.id)",
-        [JobState.SUBMITTING, JobState.WAITING, JobState.RUNNING, JobState.TERMINATED]).fetchall()
+        [CampaignState.IN_TREATMENT, CampaignState.PAUSED,
+         JobState.SUBMITTING, JobState.WAITING, JobState.RUNNING, JobState.TERMINATED]).fetchall()
     if not failed:
         return
     with database.write(ctx.grid.db) as conn:

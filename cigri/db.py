@@ -355,3 +355,15 @@ def schema_version(db: Database) -> str:
 
 def now() -> float:
     return clock.now()
+
+
+@migrations()
+def m009_history_indexes(db: Database) -> None:
+    """What a cycle reads among what accumulates forever (every job an event covered, every
+    pair blacklisted once) it reads through an index, so a year-old grid cycles as fast as a
+    new one: the jobs an event covers, by job; the pairs blacklisted now, alone."""
+    db.executescript("""
+    CREATE INDEX event_jobs_by_job ON event_jobs(job_id);
+    CREATE INDEX health_blacklisted ON campaign_cluster_health(campaign_id, cluster_id)
+        WHERE blacklisted_at IS NOT NULL;
+    """)

@@ -21,7 +21,7 @@ def test_a_cycle_costs_the_same_however_many_jobs_ended_before(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     # constant 60 s tasks on 16 cores with a 30 s cycle: every cycle, about 8 jobs end and 8
     # start, so past the predictor's one-hour window the cycles do the same work to the end;
-    # and each cycle, a one-task campaign is submitted, runs, and ends
+    # and each cycle, a one-task campaign with a prologue and an epilogue is submitted, runs, ends
     costs: list[int] = []
 
     def counted_cycle(grid: Any) -> Any:
@@ -43,6 +43,7 @@ def test_a_cycle_costs_the_same_however_many_jobs_ended_before(tmp_path: Path,
         "seed": 1, "cycle_period": 30, "clusters": {"c1": {"cores": 16}},
         "campaigns": [{"user": "u", "tasks": 4800, "type": "normal", "duration": {"law": "constant", "seconds": 60}},
                       *({"user": "v", "tasks": 1, "submit_hours": i / 120, "type": "normal",
+                         "jdl": {"prologue": ["true"], "epilogue": ["true"]},
                          "duration": {"law": "constant", "seconds": 60}} for i in range(600))]}), tmp_path)
     assert report["finished"] and report["tasks"] == {"terminated": 5400}
     assert len(costs) >= 600  # one cycle every 30 s, none skipped: cycle i runs at 30 i seconds

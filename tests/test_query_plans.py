@@ -5,27 +5,40 @@ bench/gridstat.py measures the time on a real 1,000,000-task campaign."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from cigri import api, config, predictor
+from cigri.cycle import run_cycle
 from cigri.cycle_context import gather
 from cigri.grid import open_grid
 
 BIG_TABLES = ("tasks", "jobs")
+# what a grid accumulates for ever: the jobs and tasks, the events and the jobs they covered,
+# the messages sent, every (campaign, cluster) pair's taps, health, stats and counts
+HISTORY = (*BIG_TABLES, "events", "event_jobs", "outbox", "taps", "campaign_cluster_health", "campaign_stats",
+           "counts", "affinity_penalties", "task_blocks")
 
 
 @pytest.fixture
-def grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def unanalysed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A grid with one campaign, planned as cigri runs it: without statistics."""
     monkeypatch.setenv("CIGRI_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("CIGRI_CONFIG", raising=False)
     g = open_grid(config.load())
     jdl = {"name": "plans", "nb_jobs": 50, "exec_file": "/bin/true", "clusters": {"local": {}}}
     api.submit(g, json.dumps(jdl), base_dir=tmp_path, user="alice")
-    g.db.execute("ANALYZE")
     yield g
     g.close()
+
+
+@pytest.fixture
+def grid(unanalysed):
+    """The same, with statistics gathered: the plans must hold either way."""
+    unanalysed.db.execute("ANALYZE")
+    return unanalysed
 
 
 def test_gridstat_queries_never_scan_tasks_or_jobs(grid) -> None:
@@ -65,6 +78,33 @@ def test_a_clusters_held_jobs_are_counted_through_the_campaigns_index(grid) -> N
     plan = [row[3] for row in grid.db.conn.execute("EXPLAIN QUERY PLAN " + held[0])]
     assert any(line.startswith("SEARCH jobs USING INDEX jobs_by_campaign (campaign_id=? AND state=?)")
                for line in plan), plan
+
+
+def test_a_cycle_scans_nothing_that_accumulates(unanalysed) -> None:
+    """Every statement of a real cycle reads the history tables through an index search, or
+    scans a partial index that holds only what is live (the pairs blacklisted now, the
+    messages still to send). tests/test_cycle_cost.py measures the searches that are not
+    selective enough."""
+    api.subscribe(unanalysed, user="alice", kind="webhook", target="http://127.0.0.1:9/hook", severity="low")
+    seen: list[str] = []
+    unanalysed.db.conn.set_trace_callback(seen.append)
+    run_cycle(unanalysed)
+    unanalysed.db.conn.set_trace_callback(None)
+    partial = {name for name, sql in unanalysed.db.conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index'")
+               if sql and " WHERE " in sql}
+    scans = []
+    for statement in seen:
+        if not statement.lstrip().upper().startswith(("SELECT", "UPDATE", "DELETE", "INSERT", "WITH")):
+            continue
+        tables = {alias or table: table for table, alias in re.findall(
+            r"\b(?:FROM|JOIN|UPDATE|INTO)\s+(\w+)(?:\s+(?:AS\s+)?(?!INDEXED|WHERE|ON|JOIN|SET|VALUES|GROUP|ORDER|LIMIT)(\w+))?",
+            statement, re.IGNORECASE)}
+        for row in unanalysed.db.conn.execute("EXPLAIN QUERY PLAN " + statement):
+            words = row[3].split()
+            if words[0] == "SCAN" and tables.get(words[1], words[1]) in HISTORY \
+                    and not any(f"INDEX {index}" in row[3] for index in partial):
+                scans.append(f"{row[3]}    <- {statement[:120]}")
+    assert not scans, "\n".join(scans)
 
 
 def assert_no_scan(grid, seen: list[str]) -> None:

@@ -184,11 +184,13 @@ def _ready_clusters(conn: sqlite3.Connection, settings: dict[int, dict[int, dict
     """Per campaign, the clusters where tasks may run: no prologue asked, or it terminated, and
     colombo has not blacklisted the cluster for the campaign."""
     ready: dict[int, set[int]] = {}
-    done = {(c, k) for c, k in conn.execute(  # through the script jobs' index: not the grid's ended jobs
-        "SELECT campaign_id, cluster_id FROM jobs INDEXED BY jobs_scripts WHERE kind != 'task' AND kind = 'prologue' "
-        "AND state = ?", [JobState.TERMINATED])}
+    done = {(c, k) for c, k in conn.execute(  # the campaigns under way's: not every script the grid ever ran
+        "SELECT j.campaign_id, j.cluster_id FROM campaigns c JOIN jobs j INDEXED BY jobs_scripts "
+        "ON j.campaign_id = c.id WHERE c.state IN (?, ?) AND j.kind != 'task' AND j.kind = 'prologue' "
+        "AND j.state = ?", [CampaignState.IN_TREATMENT, CampaignState.PAUSED, JobState.TERMINATED])}
     blacklisted = {(c, k) for c, k in conn.execute(
-        "SELECT campaign_id, cluster_id FROM campaign_cluster_health WHERE blacklisted_at IS NOT NULL")}
+        "SELECT campaign_id, cluster_id FROM campaign_cluster_health INDEXED BY health_blacklisted "
+        "WHERE blacklisted_at IS NOT NULL")}
     for campaign_id, clusters in settings.items():
         ready[campaign_id] = {k for k, values in clusters.items()
                               if (not values.get("prologue") or (campaign_id, k) in done)
@@ -200,7 +202,8 @@ def _queue_scripts(conn: sqlite3.Connection, ctx: CycleContext) -> None:
     """Queue each prologue before a cluster's first task, and each epilogue after the last."""
     ids = [r[0] for r in conn.execute("SELECT id FROM campaigns WHERE state = ?", [CampaignState.IN_TREATMENT])]
     queued = {(c, k, kind) for c, k, kind in conn.execute(
-        "SELECT campaign_id, cluster_id, kind FROM jobs WHERE kind != 'task'")}
+        "SELECT j.campaign_id, j.cluster_id, j.kind FROM campaigns c JOIN jobs j INDEXED BY jobs_scripts "
+        "ON j.campaign_id = c.id WHERE c.state = ? AND j.kind != 'task'", [CampaignState.IN_TREATMENT])}
     for campaign_id, clusters in ctx.grid.campaign_properties(ids).items():
         if not any(values.get("prologue") or values.get("epilogue") for values in clusters.values()):
             continue

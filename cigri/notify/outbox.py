@@ -81,7 +81,7 @@ def deliver(grid: Grid) -> int:
     settings = grid.config.notify
     due = list(grid.db.query(
         "SELECT o.id, o.severity, o.subject, o.document, o.tries, o.created_at, s.kind, s.target, s.user "
-        "FROM outbox o JOIN subscriptions s ON s.id = o.subscription_id "
+        "FROM outbox o INDEXED BY outbox_due JOIN subscriptions s ON s.id = o.subscription_id "  # not the sent ones
         "WHERE o.state = 'pending' AND o.next_try_at <= ? ORDER BY o.id LIMIT ?",
         [database.now(), DELIVER_PER_CYCLE]))
     sent = 0
