@@ -25,7 +25,16 @@ Reader = Database | sqlite3.Connection
 
 FRESH_PRIORITY = 10  # the tasks table's default: a task never taken from the bag
 PRIORITY_HEAD, PRIORITY_TAIL = 20, 0  # a requeued task goes before, or after, the fresh ones
-INDEXED = f"(state <> 'pending' OR priority <> {FRESH_PRIORITY})"  # the partial index's WHERE, verbatim
+
+
+def indexed(table: str = "") -> str:
+    """The partial index's WHERE, verbatim (SQLite uses the index only when a query states it),
+    its columns qualified by ``table`` in a join."""
+    prefix = f"{table}." if table else ""
+    return f"({prefix}state <> 'pending' OR {prefix}priority <> {FRESH_PRIORITY})"
+
+
+INDEXED = indexed()
 
 
 def add_block(conn: sqlite3.Connection, campaign_id: int, first_id: int, last_id: int) -> None:

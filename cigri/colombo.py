@@ -44,8 +44,11 @@ def analyse(ctx: CycleContext) -> int:
                                               [CampaignState.IN_TREATMENT, CampaignState.PAUSED]).fetchall():
         jobs = list(ctx.grid.db.query(
             "SELECT j.id, j.task_id, j.cluster_id, j.remote_id, j.state, j.exit_code, j.kill_reason, "
-            "t.name, t.resubmits, t.walltime_kills FROM tasks t JOIN jobs j ON j.task_id = t.id "
-            f"WHERE t.campaign_id = ? AND t.state IN (?, ?) AND j.state IN ({','.join('?' * len(UNDECIDED))}) "
+            # from the campaign's tasks in flight (the bag's index), then their jobs: never from
+            # the jobs by state, which would read every failed job the grid ever had
+            "t.name, t.resubmits, t.walltime_kills FROM tasks t INDEXED BY tasks_bag CROSS JOIN jobs j "
+            f"ON j.task_id = t.id WHERE t.campaign_id = ? AND t.state IN (?, ?) AND {bag.indexed('t')} "
+            f"AND j.state IN ({','.join('?' * len(UNDECIDED))}) "
             # Only the task's latest job: an earlier attempt's ending was decided when it ended,
             # and deciding it again would re-queue the task while its current attempt runs. And
             # only once no copy of the task is active: a replica (finalize scheduler) that ends
