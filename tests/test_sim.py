@@ -274,3 +274,15 @@ def test_cigri_simulate_prints_json_and_draws_the_plot(tmp_path: Path) -> None:
     bad = subprocess.run([CIGRI, "simulate", str(scenario), "--plot", str(tmp_path / "run.gif")],
                          check=False, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.strip().endswith("expected a .png or .svg file")
+
+
+def test_queueing_ahead_never_exceeds_a_users_allotment(tmp_path: Path) -> None:
+    """A fixed-share campaign holds at most its user's allotment, even where the cluster keeps
+    jobs queued ahead: a queued job starts on a free core and nothing takes it back."""
+    report = simulate(parse_scenario({
+        "seed": 1, "cycle_period": 30, "max_hours": 1, "clusters": {"c1": {"cores": 32, "max_waiting": 10}},
+        "config": {"classes": {"fixed": {"policy": "fixed_share", "default": True}}, "users": {"a": {"allotment": 8}}},
+        "campaigns": [{"user": "a", "tasks": 200, "type": "normal", "duration": {"law": "constant", "seconds": 600}}]}),
+        tmp_path)
+    held = [point["running"].get("a", 0) for point in report["timeline"]]
+    assert max(held) == 8  # reached, never passed (32 before)

@@ -266,6 +266,7 @@ class CampaignShare:
     policy: Policy
     test_mode: bool
     demand: int
+    clusters: tuple[str, ...]  # where it may run: usable, allowed by its class, of a reservation's node size
     running: Mapping[str, int]
     target: Mapping[str, int]  # jobs to hold once converged, running ones included
     start: Mapping[str, int]  # new jobs this cycle: running - preempt + start fits now
@@ -365,7 +366,9 @@ def allocate(scenario: Scenario, preempt_fraction: float = 0.10, *, attrition_se
         start = [h - p for h, p in zip(now.placed[k.id], kept[k.id])]
         shares.append(CampaignShare(
             id=k.id, user=k.user, class_name=k.klass.name, policy=k.klass.policy, test_mode=k.spec.test_mode,
-            demand=k.spec.demand, running=plan.named(running[k.id]), target=plan.named(target[k.id]),
+            demand=k.spec.demand,
+            clusters=tuple(plan.scenario.clusters[i].name for i in k.clusters) if k.allowed_user else (),
+            running=plan.named(running[k.id]), target=plan.named(target[k.id]),
             start=plan.named(start), preempt=plan.named(preempt[k.id]), fair_share_jobs=sum(target[k.id]),
             fair_share_dominant=plan.share(_times(k.cost, sum(target[k.id]))),
             reason=_reason(plan, k, ideal, running[k.id], target[k.id], preempt[k.id], now.placed[k.id], killed_on,
@@ -863,7 +866,8 @@ def allocation_to_json(allocation: Allocation) -> dict[str, Any]:
     return {
         "campaigns": [{
             "id": s.id, "user": s.user, "class": s.class_name, "policy": str(s.policy), "test_mode": s.test_mode,
-            "demand": s.demand, "running": dict(s.running), "target": dict(s.target), "start": dict(s.start),
+            "demand": s.demand, "clusters": list(s.clusters), "running": dict(s.running), "target": dict(s.target),
+            "start": dict(s.start),
             "preempt": dict(s.preempt),
             "fair_share": {"jobs": s.fair_share_jobs, "dominant": round(s.fair_share_dominant, 6)},
             "reason": s.reason,

@@ -232,8 +232,8 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
 
     No more of a campaign's jobs ever wait on a cluster than its tap. Beyond the free cores,
     each cluster takes up to ``max_waiting`` queued cigri jobs (CiGri's queue depth: a slot
-    freed between two cycles finds a job ready), handed out in proportion to the campaigns'
-    targets there: a campaign holds at most its target plus its slice of ``max_waiting``, so one
+    freed between two cycles finds a job ready), handed out to the fair-share campaigns in
+    proportion to their targets there: a campaign holds at most its target plus its slice of ``max_waiting``, so one
     whose tap is full does not hand its slice to the others. A cluster that offers cigri nothing
     now splits its queue equally among the campaigns that may use it. On a cluster where this
     cycle preempts, nobody queues beyond its target: those jobs would be the next cycle's kills
@@ -267,7 +267,7 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
         cluster_id = gathered.cluster_ids[cluster.name]
         depth = int(ctx.cluster_options(cluster_id).get("max_waiting", DEFAULT_MAX_WAITING))
         budget = depth - sum(n for (_, k), n in waiting.items() if k == cluster_id)
-        targets = _queue_weights(gathered.scenario, allocation, cluster.name)
+        targets = _queue_weights(allocation, cluster.name)
         total = sum(targets.values())
         room: dict[int, int] = {}
         for c in targets:
@@ -305,16 +305,13 @@ def _weighted_split(budget: int, ahead: dict[int, int], targets: dict[int, int],
     return {c: n for c, n in plan.items() if n}
 
 
-def _queue_weights(scenario: fairshare.Scenario, allocation: fairshare.Allocation, cluster: str) -> dict[int, int]:
+def _queue_weights(allocation: fairshare.Allocation, cluster: str) -> dict[int, int]:
     """Who queues ahead on a cluster, weighted by its target there; on a cluster that offers
-    cigri nothing now (no target at all), every campaign that may use it, equally."""
-    specs = {c.id: c for c in scenario.campaigns}
-    eligible = {}
-    for share in allocation.campaigns:
-        spec, klass = specs[share.id], scenario.class_of(specs[share.id])
-        if not share.test_mode and cluster in (spec.clusters or ()) and (
-                klass.clusters is None or cluster in klass.clusters) and (klass.users is None or spec.user in klass.users):
-            eligible[share.id] = share.target.get(cluster, 0)
+    cigri nothing now (no target at all), every campaign that may use it, equally. Only
+    fair-share campaigns: a job queued beyond the target of a fixed-share or reserve campaign
+    would exceed its user's allotment the moment it starts, and nothing would take it back."""
+    eligible = {share.id: share.target.get(cluster, 0) for share in allocation.campaigns
+                if share.policy is fairshare.Policy.FAIR_SHARE and not share.test_mode and cluster in share.clusters}
     if not any(eligible.values()):
         return dict.fromkeys(eligible, 1)
     return {c: target for c, target in eligible.items() if target}
