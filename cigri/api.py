@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from collections import defaultdict
 from collections.abc import Iterator
@@ -503,6 +504,34 @@ def clusters(grid: Grid) -> list[dict[str, Any]]:
             entry.update(total_slots=None, free_slots=None, free_memory_mb=None, queued_jobs=None, error=str(error))
         result.append(entry)
     return result
+
+
+_USAGE = """
+WITH samples AS (
+    SELECT cluster_id, at, waiting, running, total_slots, free_slots,
+           coalesce(lead(at) OVER (PARTITION BY cluster_id ORDER BY at), at + :period) - at AS span
+    FROM counts WHERE cluster_id IN (SELECT id FROM clusters) AND at >= :since),
+figures AS (
+    SELECT cluster_id, count(*) AS samples, min(at) AS since, max(at) AS until,
+           round(avg(total_slots), 3) AS mean_total_slots, round(avg(free_slots), 3) AS mean_free_slots,
+           round(avg(running), 3) AS mean_running, max(running) AS max_running,
+           round(avg(waiting), 3) AS mean_waiting, round(sum(running * span) / 3600, 3) AS cigri_job_hours
+    FROM samples GROUP BY cluster_id)
+SELECT c.name, coalesce(f.samples, 0) AS samples, f.since, f.until, f.mean_total_slots, f.mean_free_slots,
+       f.mean_running, f.max_running, f.mean_waiting, f.cigri_job_hours
+FROM clusters c LEFT JOIN figures f ON f.cluster_id = c.id ORDER BY c.name
+"""
+
+def usage(grid: Grid, hours: float) -> list[dict[str, Any]]:
+    """Every cluster's use over the last ``hours``, from the counts each cycle samples (CiGri's
+    grid_usage), in :func:`clusters`' order: means of its total and free slots and of cigri's
+    running and waiting jobs, cigri's most running jobs, and the job-hours cigri ran there (each
+    sample's running jobs until the cluster's next sample, the last one's for a cycle period).
+    A cluster without a sample in the window has None for each figure."""
+    if not 0 < hours < math.inf:  # also rejects nan
+        raise InputError(f"hours: must be > 0 and finite, got {hours!r}")
+    return list(grid.db.query(_USAGE, {"since": database.now() - hours * 3600,
+                                       "period": grid.config.settings.cycle_period}))
 
 
 # --- administration -----------------------------------------------------------------------

@@ -46,6 +46,7 @@ class Settings:
     failure_rate: float = 0.5
     failure_rate_min: int = 10
     stuck_delay: float = 600.0
+    counts_retention_days: float = 30.0
     admins: str = ""
     admin_group: str = ""
     log_level: str = "info"
@@ -429,7 +430,8 @@ def _check(settings: Settings, runner: RunnerSettings) -> None:
         raise ConfigError(f"cigri.default_walltime: {error}") from None
     if not 0 < settings.cycle_period < math.inf:  # also rejects nan
         raise ConfigError("cigri.cycle_period: must be > 0 and finite")
-    for key in ("stderr_tail_lines", "max_resubmit", "autofix_delay", "failure_rate_min", "stuck_delay"):
+    for key in ("stderr_tail_lines", "max_resubmit", "autofix_delay", "failure_rate_min", "stuck_delay",
+                "counts_retention_days"):
         if not getattr(settings, key) >= 0:
             raise ConfigError(f"cigri.{key}: must be >= 0")
     if settings.blacklist_after < 1:

@@ -367,3 +367,14 @@ def m009_history_indexes(db: Database) -> None:
     CREATE INDEX health_blacklisted ON campaign_cluster_health(campaign_id, cluster_id)
         WHERE blacklisted_at IS NOT NULL;
     """)
+
+
+@migrations()
+def m010_counts_indexes(db: Database) -> None:
+    """The counts time series is trimmed every cycle to ``cigri.counts_retention_days`` and read
+    per cluster over a recent window (``gridclusters --history``): both through an index, so
+    neither walks the rows a grid appends every cycle. Campaign rows stay out of the second."""
+    db.executescript("""
+    CREATE INDEX counts_by_at ON counts(at);
+    CREATE INDEX counts_by_cluster ON counts(cluster_id, at) WHERE cluster_id IS NOT NULL;
+    """)

@@ -2,8 +2,8 @@
 
 A job that succeeded also ends its task here; every other ending is left for colombo to
 judge (resubmit, fail, raise an event). The updator also records per-cluster and
-per-campaign counts each cycle and, last in the cycle's analysis, terminates campaigns
-whose work is over.
+per-campaign counts each cycle (kept ``cigri.counts_retention_days``) and, last in the cycle's
+analysis, terminates campaigns whose work is over.
 """
 
 from __future__ import annotations
@@ -106,9 +106,14 @@ ON CONFLICT(campaign_id, cluster_id) DO UPDATE SET
 
 
 def record_counts(ctx: CycleContext) -> None:
-    """Append this cycle's per-cluster and per-campaign job counts to the time series."""
+    """Append this cycle's per-cluster and per-campaign job counts to the time series (read by
+    ``gridclusters --history``), and drop in the same transaction the samples older than
+    ``cigri.counts_retention_days`` (0: kept forever), so that the series stays bounded."""
     now = database.now()
+    retention = ctx.grid.config.settings.counts_retention_days * 86400
     with database.write(ctx.grid.db) as conn:
+        if retention:
+            conn.execute("DELETE FROM counts WHERE at < ?", [now - retention])
         for cluster_id, capacity in ctx.capacities.items():
             waiting, running = conn.execute(
                 "SELECT count(*) FILTER (WHERE state != 'running'), count(*) FILTER (WHERE state = 'running') "

@@ -1,6 +1,9 @@
-"""gridclusters: every cluster with its slots, cigri's use of it and its blacklist state."""
+"""gridclusters: every cluster with its slots, cigri's use of it and its blacklist state; with
+``--history``, each cluster's use over the last hours, from the counts every cycle samples."""
 
 from __future__ import annotations
+
+from typing import Any, Optional
 
 import typer
 
@@ -13,11 +16,18 @@ app = typer.Typer(add_completion=True, help="Show the grid's clusters.")
 @app.command()
 @common.errors_to_exit
 def gridclusters(
+    history: Optional[float] = typer.Option(
+        None, "--history", metavar="HOURS",
+        help="Each cluster's use over the last HOURS instead: samples, mean total and free slots, "
+             "cigri's mean and most running jobs, mean waiting jobs and job-hours."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON value."),
     version: bool = common.VersionOption,
 ) -> None:
     """List clusters: total / free / used-by-cigri slots, free memory (where the cluster says)
-    and blacklist state."""
+    and blacklist state; or, with --history, each cluster's use over the last hours, from the
+    counts every cycle samples (kept cigri.counts_retention_days)."""
+    if history is not None:
+        return _history(api.usage(common.grid(), history), as_json)
     clusters = api.clusters(common.grid())
     if as_json:
         return common.print_json(clusters)
@@ -27,6 +37,16 @@ def gridclusters(
                          None if c["free_memory_mb"] is None else f"{c['free_memory_mb'] / 1024:.1f} GiB",
                          c["used_by_cigri"], c["queued_jobs"],
                          c["blacklist_reason"] or ("yes" if c["blacklisted"] else "no"), c["error"]] for c in clusters])
+
+
+def _history(usage: list[dict[str, Any]], as_json: bool) -> None:
+    if as_json:
+        return common.print_json(usage)
+    common.print_table(None, ["cluster", "samples", "from", "to", "mean total", "mean free", "cigri mean running",
+                              "cigri most running", "cigri mean waiting", "cigri job-hours"],
+                       [[u["name"], u["samples"], common.when(u["since"]), common.when(u["until"]),
+                         u["mean_total_slots"], u["mean_free_slots"], u["mean_running"], u["max_running"],
+                         u["mean_waiting"], u["cigri_job_hours"]] for u in usage])
 
 
 def main() -> None:

@@ -30,6 +30,7 @@ def test_defaults_without_any_configuration(files: dict[str, Path], tmp_path: Pa
     assert cfg.settings.cycle_period == 10.0
     assert cfg.settings.default_walltime == "01:00:00"
     assert cfg.runner.tap_initial == 3
+    assert cfg.settings.counts_retention_days == 30.0
     assert [(c.name, c.backend, c.options) for c in cfg.clusters] == [("local", "local", {})]
 
 
@@ -117,6 +118,7 @@ BAD_FILES = [
     ("[metascheduler]\npreempt_threshold = 1.2\n", "metascheduler.preempt_threshold"),
     ("[metascheduler]\npreempt_threshold = nan\n", "metascheduler.preempt_threshold"),
     ("[cigri]\nmax_resubmit = -1\n", "cigri.max_resubmit"),
+    ("[cigri]\ncounts_retention_days = -1\n", "cigri.counts_retention_days"),
     ("[runner]\ntap_factor = 0.5\n", "runner.tap_factor"),
     ("[runner]\ntap_initial = 10\ntap_max = 5\n", "runner.tap_initial"),
     ("[clusters.c]\nbackend = 'pbs'\n", "clusters.c.backend"),
