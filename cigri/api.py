@@ -548,6 +548,8 @@ def add_cluster(grid: Grid, name: str, backend: str, options: dict[str, Any]) ->
 
 
 def remove_cluster(grid: Grid, name: str) -> None:
+    """Remove an admin-added cluster no campaign names, with what only it refers to: its taps,
+    its usage samples and its own events (a campaign's rows would block it: blacklist instead)."""
     with database.write(grid.db) as conn:
         row = conn.execute("SELECT id, source FROM clusters WHERE name = ?", [name]).fetchone()
         if row is None:
@@ -556,7 +558,10 @@ def remove_cluster(grid: Grid, name: str) -> None:
             raise Refused(f"cluster {name} is defined in the configuration; remove it there")
         if conn.execute("SELECT 1 FROM campaign_properties WHERE cluster_id = ? LIMIT 1", [row[0]]).fetchone():
             raise Refused(f"cluster {name} is used by campaigns; blacklist it instead")
-        conn.execute("DELETE FROM taps WHERE cluster_id = ?", [row[0]])
+        for table in ("taps", "counts"):
+            conn.execute(f"DELETE FROM {table} WHERE cluster_id = ?", [row[0]])
+        conn.execute("DELETE FROM event_jobs WHERE event_id IN (SELECT id FROM events WHERE cluster_id = ?)", [row[0]])
+        conn.execute("DELETE FROM events WHERE cluster_id = ?", [row[0]])
         conn.execute("DELETE FROM clusters WHERE id = ?", [row[0]])
 
 

@@ -72,6 +72,24 @@ def test_cluster_events_are_fixed_by_admins_only(grid: Grid) -> None:
     assert api.fix_events(grid, user="dave", global_only=True)["closed"] == 1
 
 
+def test_a_removed_cluster_takes_its_samples_and_events_with_it(grid: Grid) -> None:
+    """A cluster an admin added, that cycles sampled and that failed once, can be removed: its
+    usage samples and its own events go with it (they refer to it); a campaign's would block it."""
+    from cigri import db as database
+    from cigri.cycle import run_cycle
+    from cigri.events import record
+
+    api.add_cluster(grid, "extra", "local", {"slots": 1})
+    run_cycle(grid)
+    extra = grid.cluster_ids()["extra"]
+    with database.write(grid.db) as conn:
+        record(conn, "CLUSTER_TIMEOUT", "capacity failed", cluster_id=extra)
+    assert grid.db.execute("SELECT count(*) FROM counts WHERE cluster_id = ?", [extra]).fetchone()[0] == 1
+    api.remove_cluster(grid, "extra")
+    assert "extra" not in {c["name"] for c in api.clusters(grid)}
+    assert grid.db.execute("SELECT count(*) FROM events WHERE cluster_id = ?", [extra]).fetchone()[0] == 0
+
+
 def test_the_admin_role(grid: Grid) -> None:
     owner = pwd.getpwuid(os.stat(grid.config.database_path).st_uid).pw_name
     assert is_admin(grid.config, "root") and is_admin(grid.config, "carol") and is_admin(grid.config, owner)
