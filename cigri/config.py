@@ -161,7 +161,7 @@ CLUSTER_KEYS: dict[str, dict[str, type]] = {
               "best_effort_qos": str},
     "oar": {**_REMOTE_KEYS, "password_file": str, "kill_grace": float},
     "sim": {"cores": int, "memory_gb": float, "seed": int, "local_load": float, "local_load_steps": str,
-            "local_max_cores": int, "trace": str, "task_seconds": float, "max_waiting": int,
+            "local_max_cores": int, "trace": str, "task_seconds": float, "max_waiting": int, "node_cores": int,
             "job_ratio": str, "remote_waiting_timeout": float, "stress_factor": float},
 }
 MAX_KILL_GRACE = 60.0  # seconds between SIGTERM and the kill where cigri gives the grace (OAR)

@@ -276,6 +276,22 @@ def test_cigri_simulate_prints_json_and_draws_the_plot(tmp_path: Path) -> None:
     assert bad.returncode == 2 and bad.stderr.strip().endswith("expected a .png or .svg file")
 
 
+def test_a_reserve_class_takes_only_sim_nodes_of_its_size(tmp_path: Path) -> None:
+    """``node_cores`` makes a sim cluster report its nodes: the 8-core reservation runs, the
+    4-core one never does, not even queued ahead; unsaid, both run."""
+    def run(cluster: dict[str, Any]) -> dict[str, Any]:
+        return simulate(parse_scenario({
+            "seed": 1, "cycle_period": 30, "max_hours": 2, "clusters": {"c1": {"max_waiting": 10, **cluster}},
+            "config": {"classes": {"whole": {"policy": "reserve", "default": True}}},
+            "campaigns": [{"user": "a", "tasks": 4, "cores_per_task": 8, "duration": {"law": "constant", "seconds": 600}},
+                          {"user": "b", "tasks": 4, "cores_per_task": 4,
+                           "duration": {"law": "constant", "seconds": 600}}]}), tmp_path)
+    assert run({"cores": 16, "node_cores": 8})["tasks"] == {"terminated": 4, "pending": 4}
+    assert run({"cores": 16})["tasks"] == {"terminated": 8}
+    with pytest.raises(ConfigError, match="node_cores"):
+        run({"cores": 16, "node_cores": 5})
+
+
 def test_queueing_ahead_never_exceeds_a_users_allotment(tmp_path: Path) -> None:
     """A fixed-share campaign holds at most its user's allotment, even where the cluster keeps
     jobs queued ahead: a queued job starts on a free core and nothing takes it back."""

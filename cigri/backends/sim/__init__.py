@@ -12,7 +12,9 @@ fraction of the cores local users keep busy) or ``local_load_steps`` (``"HOURS:L
 step function), ``local_max_cores`` (widest local job; default a quarter of the cores),
 ``trace`` (local jobs replayed from a file, on top of that load; see
 :func:`~cigri.backends.sim.world.read_trace`),
-``task_seconds``, ``max_waiting``.
+``task_seconds``, ``max_waiting``, ``node_cores`` (the cores of each of its nodes, reported so
+that a ``reserve`` class takes nodes of exactly that size; the world itself places jobs on
+cores, not nodes).
 """
 
 from __future__ import annotations
@@ -59,6 +61,10 @@ class SimBackend:
         except ValueError as error:
             raise ConfigError(f"cluster {name}: {error}") from None
         self.task_seconds = float(options.get("task_seconds", 60))  # type: ignore[arg-type]
+        self.node_cores = int(options["node_cores"]) if "node_cores" in options else None  # type: ignore[call-overload]
+        if self.node_cores is not None and (self.node_cores < 1 or cores % self.node_cores):
+            raise ConfigError(f"cluster {name}: node_cores: {self.node_cores} does not divide the {cores} cores "
+                              "into nodes")
         self._keys: dict[str, str] = {}
         self._count = 0
 
@@ -112,7 +118,7 @@ class SimBackend:
         held = int(world.used()[1] * 1024)
         free = max(0, int(world.memory_gb * 1024) - held) if world.memory_gb else None
         return Capacity(world.cores, max(0, world.free_cores()), len(world.queue) + len(world.best_effort_queue),
-                        free_memory_mb=free, allocated_memory_mb=held)
+                        free_memory_mb=free, allocated_memory_mb=held, node_cores=self.node_cores)
 
     def output_tail(self, remote_id: str, stream: str, lines: int) -> str:
         return ""  # simulated jobs write nothing
