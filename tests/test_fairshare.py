@@ -38,14 +38,14 @@ def total(per_cluster: Mapping[str, int]) -> int:
 
 def next_cycle(scenario: Scenario, allocation: Allocation) -> Scenario:
     """What the grid looks like once nikita killed and the runner started what was asked;
-    preempted tasks go back to the bag."""
+    preempted tasks go back to the bag, and the queued jobs left start (they fit: targets do)."""
     result = {s.id: s for s in allocation.campaigns}
     campaigns = []
     for c in scenario.campaigns:
         s = result[c.id]
         running = {name: c.running.get(name, 0) - s.preempt.get(name, 0) + s.start.get(name, 0)
                    for name in {*c.running, *s.start}}
-        campaigns.append(replace(c, running={k: n for k, n in running.items() if n},
+        campaigns.append(replace(c, running={k: n for k, n in running.items() if n}, queued={},
                                  pending=c.pending + total(s.preempt) - total(s.start)))
     return replace(scenario, campaigns=tuple(campaigns))
 
@@ -156,6 +156,27 @@ def test_armada_two_queue_example_converges_under_the_preemption_cap() -> None:
     scenario = next_cycle(scenario, first)
     assert [c.running for c in scenario.campaigns] == [{"node1": 32}, {"node2": 32}]
     assert [c.pending for c in scenario.campaigns] == [8, 18]
+
+
+def test_the_cap_counts_running_jobs_and_queued_ones_go_first_for_free() -> None:
+    """The same two queues, A holding 40 jobs of which 20 still wait in the queue: 10 % of the
+    20 running is 2 kills of running jobs, after all 20 queued ones, which cost nothing."""
+    scenario = Scenario((ClusterSpec("c1", 64),),
+                        (CampaignSpec(1, "A", pending=0, running={"c1": 40}, queued={"c1": 20}),
+                         CampaignSpec(2, "B", pending=50, running={"c1": 20}, queued={"c1": 10})))
+    first = allocate(scenario)
+    a, b = first.campaigns
+    assert (a.target, b.target) == ({"c1": 32}, {"c1": 32})
+    assert first.preempt_cap == 3  # ceil(10 % of 30 running)
+    assert a.preempt == {"c1": 8}  # 8 queued ones suffice: the cap is untouched
+    deeper = Scenario((ClusterSpec("c1", 64),),
+                      (CampaignSpec(1, "A", pending=0, running={"c1": 60}, queued={"c1": 20}),
+                       CampaignSpec(2, "B", pending=50)))
+    second = allocate(deeper)
+    assert second.preempt_cap == 4 and second.campaigns[0].preempt == {"c1": 24}  # 20 queued + 4 running
+    assert second.campaigns[0].reason == "at fair share; above share: preempting 24 of 28"
+    with pytest.raises(ValueError, match=r"campaigns\[0\]\.queued\.c1: 41 queued of 40 held"):
+        Scenario((ClusterSpec("c1", 64),), (CampaignSpec(1, "A", pending=0, running={"c1": 40}, queued={"c1": 41}),))
 
 
 def test_normal_jobs_are_never_preempted_and_give_way_as_they_end() -> None:
@@ -526,11 +547,12 @@ def scenarios(draw: st.DrawFn) -> Scenario:
                 used[cluster.name][0] += n * cores
                 used[cluster.name][1] += n * memory
         max_jobs = draw(MAX_JOBS)
+        queued = {name: q for name, n in running.items() if (q := draw(st.integers(0, n)))}
         campaigns.append(CampaignSpec(
             id=ids[i], user=draw(st.sampled_from(USERS)), pending=draw(st.integers(0, 60)),
             class_name=draw(st.sampled_from([c.name for c in classes] + [None])), cores_per_task=cores,
             memory_gb_per_task=memory, max_jobs=max_jobs if not isinstance(max_jobs, dict) else None,
-            max_jobs_per_cluster=on_grid(max_jobs) if isinstance(max_jobs, dict) else {}, running=running,
+            max_jobs_per_cluster=on_grid(max_jobs) if isinstance(max_jobs, dict) else {}, running=running, queued=queued,
             priority=draw(st.integers(0, 2)), test_mode=draw(st.integers(0, 3)) == 0,
             best_effort=draw(st.integers(0, 3)) != 0, clusters=on_grid(draw(SOME_CLUSTERS)), affinity=on_grid(draw(AFFINITY)),
             throughput=on_grid(draw(THROUGHPUT))))
@@ -638,9 +660,12 @@ def test_no_campaign_exceeds_demand_max_jobs_or_allotment(scenario: Scenario) ->
 @given(scenarios(), st.sampled_from([0.0, 0.05, 0.1, 0.3, 1.0]))
 def test_preemption_is_bounded_and_only_hits_fair_share_jobs(scenario: Scenario, fraction: float) -> None:
     allocation = allocate(scenario, fraction)
-    running = sum(sum(c.running.values()) for c in scenario.campaigns)
+    running = sum(sum(c.running.values()) - sum(c.queued.values()) for c in scenario.campaigns)
     assert allocation.preempt_cap == math.ceil(round(fraction * running, 9))
-    assert sum(total(s.preempt) for s in allocation.campaigns) <= allocation.preempt_cap
+    by_id = {c.id: c for c in scenario.campaigns}
+    running_kills = sum(max(0, n - by_id[s.id].queued.get(name, 0)) for s in allocation.campaigns
+                        for name, n in s.preempt.items())  # the queued ones go first, for free
+    assert running_kills <= allocation.preempt_cap
     for c, s in zip(sorted(scenario.campaigns, key=lambda c: c.id), allocation.campaigns):
         for name, n in s.preempt.items():
             assert 0 < n <= c.running.get(name, 0) - s.target.get(name, 0)

@@ -97,7 +97,8 @@ until they end. Only another class, another user or a higher-priority campaign o
 counts as others (YARN-4945): a user's equal campaigns rebalance as jobs end. The kills go first
 to the class evaluated last, then the user furthest above its share (YARN's user limit), then
 the lowest campaign priority, then the campaign furthest above its share, then the youngest
-campaign; at most ``ceil(fraction x running jobs)`` per cycle (default 10 %). Three brakes
+campaign; at most ``ceil(fraction x running jobs)`` running jobs per cycle (default 10 %; the
+queued ones, killed first, cost nothing). Three brakes
 (YARN's): the campaign keeps up to ``deadzone`` of its target there beyond it (killed down to
 that edge only), above-target jobs expected to end within ``attrition_seconds`` by the
 campaign's ``throughput`` free space without a kill, and only a campaign holding less than
@@ -175,7 +176,8 @@ class CampaignSpec:
     memory_gb_per_task: float = 0.0
     max_jobs: int | None = None  # over the whole grid
     max_jobs_per_cluster: Mapping[str, int] = field(default_factory=dict)
-    running: Mapping[str, int] = field(default_factory=dict)
+    running: Mapping[str, int] = field(default_factory=dict)  # jobs it holds, queued ones included
+    queued: Mapping[str, int] = field(default_factory=dict)  # of those, the ones still waiting in a queue
     priority: int = 0  # higher is served first among the user's campaigns
     test_mode: bool = False
     paused: bool = False  # its running jobs go on and are never preempted; it starts nothing
@@ -219,9 +221,12 @@ class Scenario:
                 raise ValueError(f"{where}.class: missing, and no class is the default")
             if campaign.class_name is not None and campaign.class_name not in classes:
                 raise ValueError(f"{where}.class: unknown class {campaign.class_name!r}")
-            for name in ("clusters", "running", "max_jobs_per_cluster", "affinity", "throughput"):
+            for name in ("clusters", "running", "queued", "max_jobs_per_cluster", "affinity", "throughput"):
                 _known(f"{where}.{'max_jobs' if name == 'max_jobs_per_cluster' else name}",
                        getattr(campaign, name) or (), clusters)
+            for name, count in campaign.queued.items():
+                if count > campaign.running.get(name, 0):
+                    raise ValueError(f"{where}.queued.{name}: {count} queued of {campaign.running.get(name, 0)} held")
 
     @property
     def default_class(self) -> ClassSpec | None:
@@ -349,13 +354,14 @@ def allocate(scenario: Scenario, preempt_fraction: float = 0.10, *, attrition_se
                   total_caps={k.id: k.total_cap for k in plan.campaigns})
     ideal.run()
     target = ideal.placed
-    cap = math.ceil(preempt_fraction * sum(map(sum, running.values())) - _EPSILON)
+    queued = {k.id: plan.counts(k.spec.queued) for k in plan.campaigns}
+    cap = math.ceil(preempt_fraction * (sum(map(sum, running.values())) - sum(map(sum, queued.values()))) - _EPSILON)
     ending = {k.id: [min(max(0, r - t), math.floor(k.spec.throughput.get(c.name, 0.0) * attrition_seconds / 3600))
                      if k.preemptable else 0 for r, t, c in zip(running[k.id], target[k.id], scenario.clusters)]
               for k in plan.campaigns}
     tolerated = {k.id: [t + math.floor(deadzone * t + _EPSILON) for t in target[k.id]] for k in plan.campaigns}
     starved = {k.id for k in plan.campaigns if sum(running[k.id]) < starvation * sum(target[k.id]) - _EPSILON}
-    preempt, spared = _preemptions(plan, running, target, cap, ending, tolerated, starved)
+    preempt, spared, capped = _preemptions(plan, running, queued, target, cap, ending, tolerated, starved)
     kept = {k.id: [r - p for r, p in zip(running[k.id], preempt[k.id])] for k in plan.campaigns}
     now = _Fill(plan, pinned=kept, evicted=none, cluster_caps=target,
                 total_caps={k.id: sum(target[k.id]) for k in plan.campaigns})
@@ -372,7 +378,7 @@ def allocate(scenario: Scenario, preempt_fraction: float = 0.10, *, attrition_se
             start=plan.named(start), preempt=plan.named(preempt[k.id]), fair_share_jobs=sum(target[k.id]),
             fair_share_dominant=plan.share(_times(k.cost, sum(target[k.id]))),
             reason=_reason(plan, k, ideal, running[k.id], target[k.id], preempt[k.id], now.placed[k.id], killed_on,
-                           sum(killed_on) >= cap, sum(ending[k.id]), sum(tolerated[k.id]), spared.get(k.id))))
+                           capped, sum(ending[k.id]), sum(tolerated[k.id]), spared.get(k.id))))
     started = {s.id: plan.counts(s.start) for s in shares}
     jobs = {"running": running, "target": target, "start": started, "preempt": preempt}
     held = [_sum(_times(k.cost, running[k.id][c]) for k in plan.campaigns) for c in range(plan.size)]
@@ -650,18 +656,20 @@ class _Fill:
             self.held[k.user] = _add(self.held[k.user], cost)
 
 
-def _preemptions(plan: _Plan, running: dict[int, list[int]], target: dict[int, list[int]],
-                 cap: int, ending: dict[int, list[int]], tolerated: dict[int, list[int]], starved: set[int]
-                 ) -> tuple[dict[int, list[int]], dict[int, str]]:
+def _preemptions(plan: _Plan, running: dict[int, list[int]], queued: dict[int, list[int]],
+                 target: dict[int, list[int]], cap: int, ending: dict[int, list[int]],
+                 tolerated: dict[int, list[int]], starved: set[int]
+                 ) -> tuple[dict[int, list[int]], dict[int, str], bool]:
     """Kill fair-share jobs above ``tolerated`` (the target and its deadzone) only where others
     entitled to them need the space that the ``ending`` jobs (above target, expected to end by
-    themselves this cycle) do not free, at most ``cap``.
+    themselves this cycle) do not free, at most ``cap`` running ones: a campaign's queued jobs
+    go first (nikita kills the youngest) and cost nothing.
 
     Entitled: a ``starved`` campaign of another class, another user, or of the same user with
     a higher priority (YARN-4945: within a user only priority preempts). A user's equal
     campaigns never kill each other's jobs: that would trade one of the user's tasks for another
     and lose the work; the one below its share takes over as the other's jobs end. Returns the
-    kills and, for the campaigns spared only by these rules, why.
+    kills, for the campaigns spared only by these rules why, and whether the cap stopped a kill.
 
     Order: the class evaluated last, the user furthest above its share (YARN's user limit), the
     lowest campaign priority, the campaign furthest above its share, the youngest campaign.
@@ -707,8 +715,8 @@ def _preemptions(plan: _Plan, running: dict[int, list[int]], target: dict[int, l
     by_id = {k.id: k for k in plan.campaigns if k.preemptable}
     for k in by_id.values():
         queue.set(k.id, key(k))
-    killed, spared = 0, {}
-    while killed < cap and (top := queue.top()) is not None:
+    killed, spared, capped = 0, {}, False
+    while (top := queue.top()) is not None:
         k = by_id[top]
         above = [c for c in range(plan.size) if running[k.id][c] - preempt[k.id][c] - ending[k.id][c] > tolerated[k.id][c]]
         useful = [c for c in above if short_for(k, c)]
@@ -720,15 +728,20 @@ def _preemptions(plan: _Plan, running: dict[int, list[int]], target: dict[int, l
             queue.drop(k.id)
             continue
         c = min(useful, key=lambda c: (tolerated[k.id][c] + preempt[k.id][c] - running[k.id][c], c))
+        if preempt[k.id][c] >= queued[k.id][c]:  # its queued jobs there are all killed: a running one
+            if killed >= cap:
+                capped = True
+                queue.drop(k.id)
+                continue
+            killed += 1
         preempt[k.id][c] += 1
-        killed += 1
         free[c] = _add(free[c], k.cost)
         for entity in (k.id, (k.klass.name, k.user)):
             now[entity] = _add(now[entity], _times(k.cost, -1))
         for j in members[(k.klass.name, k.user)]:
             if j.id in queue.keys:
                 queue.set(j.id, key(j))
-    return preempt, spared
+    return preempt, spared, capped
 
 
 def _reason(plan: _Plan, k: _Campaign, fill: _Fill, running: list[int], target: list[int],
@@ -808,7 +821,8 @@ _SCHEMA = _record(
         ["id", "user", "pending"], id={"type": "integer"}, user={"type": "string", "minLength": 1},
         pending=_COUNT, cores_per_task={"type": "integer", "minimum": 1}, memory_gb_per_task=_GB,
         max_jobs={"anyOf": [{"type": "null"}, _COUNT, {"type": "object", "additionalProperties": _COUNT}]},
-        running={"type": "object", "additionalProperties": _COUNT}, priority={"type": "integer"},
+        running={"type": "object", "additionalProperties": _COUNT},
+        queued={"type": "object", "additionalProperties": _COUNT}, priority={"type": "integer"},
         test_mode={"type": "boolean"}, paused={"type": "boolean"}, best_effort={"type": "boolean"}, clusters=_NAMES,
         affinity={"type": "object", "additionalProperties": {"type": "number"}},
         throughput=_PER_CLUSTER, **{"class": {"type": ["string", "null"]}})},
@@ -855,7 +869,8 @@ def _campaign(data: dict[str, Any]) -> CampaignSpec:
         cores_per_task=data.get("cores_per_task", 1), memory_gb_per_task=float(data.get("memory_gb_per_task", 0)),
         max_jobs=max_jobs if not isinstance(max_jobs, dict) else None,
         max_jobs_per_cluster=max_jobs if isinstance(max_jobs, dict) else {},
-        running=data.get("running", {}), priority=data.get("priority", 0), test_mode=data.get("test_mode", False),
+        running=data.get("running", {}), queued=data.get("queued", {}), priority=data.get("priority", 0),
+        test_mode=data.get("test_mode", False),
         paused=data.get("paused", False), best_effort=data.get("best_effort", True),
         clusters=None if data.get("clusters") is None else tuple(data["clusters"]),
         affinity=data.get("affinity", {}), throughput=data.get("throughput", {}))

@@ -87,6 +87,7 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
     settings = grid.campaign_properties([r[0] for r in rows])
     costs = {r[0]: _task_cost(settings[r[0]]) for r in rows}  # (cores, memory GB) per task
     held: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))  # campaign -> cluster -> jobs
+    queued: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))  # of which still in a queue
     held_cores: dict[int, int] = defaultdict(int)
     running_memory: dict[int, float] = defaultdict(float)  # GB, per cluster
     queued_memory: dict[int, float] = defaultdict(float)
@@ -97,6 +98,8 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
         if cluster_id in capacities and campaign_id in costs:
             cores, memory = costs[campaign_id]
             held[campaign_id][cluster_id] += count
+            if not running:
+                queued[campaign_id][cluster_id] += count
             held_cores[cluster_id] += count * cores
             (running_memory if running else queued_memory)[cluster_id] += count * memory
     clusters = tuple(fairshare.ClusterSpec(
@@ -114,6 +117,7 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
         values = settings[campaign_id]
         held_on = held.get(campaign_id, {})
         running = {cluster_names[k]: n for k, n in held_on.items()}
+        waiting = {cluster_names[k]: n for k, n in queued.get(campaign_id, {}).items()}
         usable = [k for k in values if k in capacities and state == CampaignState.IN_TREATMENT
                   and k in ready.get(campaign_id, ()) and windows.job_type(values[k].get("type"), night) is not None]
         pending = bag.count(conn, campaign_id, (TaskState.PENDING,), limit=limit) if usable else 0  # up to the cores
@@ -123,7 +127,7 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
         campaigns.append(fairshare.CampaignSpec(
             id=campaign_id, user=user, pending=pending, class_name=class_name if class_name in classes else None,
             cores_per_task=costs[campaign_id][0], memory_gb_per_task=costs[campaign_id][1], priority=priority,
-            running=running,
+            running=running, queued=waiting,
             paused=state == CampaignState.PAUSED,
             best_effort=sent_as <= {windows.BEST_EFFORT},  # its jobs are sent so now: a normal one is never killed
             test_mode=any(test.is_test_mode(values[k]) for k in usable),
