@@ -209,6 +209,7 @@ def test_gather_reads_capacity_holdings_classes_users_and_limits(make_grid: Call
     a = campaigns[alice]
     assert (a.user, a.class_name, a.priority, a.cores_per_task, a.test_mode) == ("alice", "gold", 3, 2, True)
     assert (dict(a.running), a.clusters, dict(a.max_jobs_per_cluster)) == ({"a": 2}, ("a", "b"), {"a": 7, "b": 1})
+    assert dict(a.queued) == {"a": 1}  # of the 2 held, the waiting one: outside the kill cap
     assert a.pending == 9  # counted only up to the cores offered (7 + 2): a huge bag costs nothing
     b = campaigns[bob]
     assert (b.class_name, b.clusters, dict(b.running), b.pending) == ("silver", ("b",), {"b": 1}, 4)  # prologue first
