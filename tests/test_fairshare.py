@@ -169,6 +169,7 @@ def test_the_cap_counts_running_jobs_and_queued_ones_go_first_for_free() -> None
     assert (a.target, b.target) == ({"c1": 32}, {"c1": 32})
     assert first.preempt_cap == 3  # ceil(10 % of 30 running)
     assert a.preempt == {"c1": 8}  # 8 queued ones suffice: the cap is untouched
+    assert not allocate(scenario, 0.0).campaigns[0].preempt  # 0 disables preemption, queued jobs included
     deeper = Scenario((ClusterSpec("c1", 64),),
                       (CampaignSpec(1, "A", pending=0, running={"c1": 60}, queued={"c1": 20}),
                        CampaignSpec(2, "B", pending=50)))
@@ -666,6 +667,8 @@ def test_preemption_is_bounded_and_only_hits_fair_share_jobs(scenario: Scenario,
     running_kills = sum(max(0, n - by_id[s.id].queued.get(name, 0)) for s in allocation.campaigns
                         for name, n in s.preempt.items())  # the queued ones go first, for free
     assert running_kills <= allocation.preempt_cap
+    if fraction == 0:
+        assert not any(s.preempt for s in allocation.campaigns)  # not even queued jobs
     for c, s in zip(sorted(scenario.campaigns, key=lambda c: c.id), allocation.campaigns):
         for name, n in s.preempt.items():
             assert 0 < n <= c.running.get(name, 0) - s.target.get(name, 0)

@@ -361,7 +361,8 @@ def allocate(scenario: Scenario, preempt_fraction: float = 0.10, *, attrition_se
               for k in plan.campaigns}
     tolerated = {k.id: [t + math.floor(deadzone * t + _EPSILON) for t in target[k.id]] for k in plan.campaigns}
     starved = {k.id for k in plan.campaigns if sum(running[k.id]) < starvation * sum(target[k.id]) - _EPSILON}
-    preempt, spared, capped = _preemptions(plan, running, queued, target, cap, ending, tolerated, starved)
+    preempt, spared, capped = (_preemptions(plan, running, queued, target, cap, ending, tolerated, starved)
+                               if preempt_fraction > 0 else (none, {}, False))  # 0 disables preemption
     kept = {k.id: [r - p for r, p in zip(running[k.id], preempt[k.id])] for k in plan.campaigns}
     now = _Fill(plan, pinned=kept, evicted=none, cluster_caps=target,
                 total_caps={k.id: sum(target[k.id]) for k in plan.campaigns})
