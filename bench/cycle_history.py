@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from cigri import api, clock
+from cigri import db as database
 from cigri import config as configuration
 from cigri.cycle import run_cycle
 from cigri.grid import Grid, open_grid
@@ -33,56 +34,55 @@ def age(grid: Grid, campaigns: int, jobs: int) -> None:
     """Write ``campaigns`` ended campaigns holding ``jobs`` ended task jobs in all."""
     per = max(1, jobs // campaigns)
     before = START - 365 * 86400
-    conn = grid.db.conn
-    conn.execute("BEGIN IMMEDIATE")
-    conn.execute("INSERT INTO subscriptions(user, kind, target, severity, created_at) "
-                 "VALUES ('old', 'mail', 'old@example.org', 'low', ?)", [before])
-    conn.execute(f"""
-        WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {campaigns})
-        INSERT INTO campaigns(id, name, user, state, jdl, nb_tasks, submitted_at, started_at, finished_at)
-        SELECT 100000 + i, 'old', 'old' || (i % 50), 'terminated', '{{}}', {per}, {before}, {before}, {before} + 3600
-        FROM n""")
-    conn.execute(f"""
-        WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < {campaigns * per - 1})
-        INSERT INTO tasks(id, campaign_id, name, param, priority, state, attempts)
-        SELECT 10000000 + i, 100001 + i / {per}, 't' || i, 't' || i, 20, 'terminated', 1 FROM n""")
-    conn.execute(f"""
-        INSERT INTO task_blocks(campaign_id, first_id, last_id, next_fresh)
-        SELECT campaign_id, min(id), max(id), max(id) + 1 FROM tasks WHERE id >= 10000000 GROUP BY campaign_id""")
-    conn.execute(f"""
-        INSERT INTO jobs(campaign_id, task_id, cluster_id, kind, state, remote_id, created_at, submitted_at,
-                         started_at, finished_at, exit_code)
-        SELECT campaign_id, id, 1 + id % {CLUSTERS}, 'task', CASE WHEN id % 10 THEN 'terminated' ELSE 'failed' END,
-               'r' || id, {before}, {before}, {before}, {before} + 600, CASE WHEN id % 10 THEN 0 ELSE 1 END
-        FROM tasks WHERE id >= 10000000""")
-    conn.execute(f"""
-        WITH RECURSIVE k(c) AS (SELECT 1 UNION ALL SELECT c + 1 FROM k WHERE c < {CLUSTERS})
-        INSERT INTO jobs(campaign_id, cluster_id, kind, state, created_at, finished_at, exit_code)
-        SELECT id, c, kind, 'terminated', {before}, {before}, 0
-        FROM campaigns, k, (SELECT 'prologue' AS kind UNION ALL SELECT 'epilogue') WHERE id > 100000""")
-    conn.execute(f"""
-        WITH RECURSIVE k(c) AS (SELECT 1 UNION ALL SELECT c + 1 FROM k WHERE c < {CLUSTERS})
-        INSERT INTO taps(campaign_id, cluster_id, rate, state) SELECT id, c, 10, 'open' FROM campaigns, k
-        WHERE id > 100000""")
-    conn.execute("INSERT INTO campaign_cluster_health(campaign_id, cluster_id, exit_errors) "
-                 "SELECT campaign_id, cluster_id, count(*) FROM jobs WHERE state = 'failed' GROUP BY 1, 2")
-    conn.execute(f"""
-        INSERT INTO events(class, code, state, campaign_id, cluster_id, message, created_at, closed_at, severity,
-                           notified_count)
-        SELECT 'job', 'EXIT_ERROR', 'closed', campaign_id, cluster_id, 'exit 1', {before}, {before}, 'high', 1
-        FROM jobs WHERE state = 'failed' GROUP BY campaign_id, cluster_id""")
-    conn.execute("""
-        INSERT INTO event_jobs(event_id, job_id, task_id)
-        SELECT e.id, j.id, j.task_id FROM jobs j JOIN events e ON e.campaign_id = j.campaign_id
-        AND e.cluster_id = j.cluster_id WHERE j.state = 'failed'""")
-    conn.execute(f"""
-        INSERT INTO outbox(subscription_id, severity, subject, document, state, tries, next_try_at, created_at, sent_at)
-        SELECT 1, 'high', 'campaign ended', '{{}}', 'sent', 1, {before}, {before}, {before} FROM events""")
-    conn.execute(f"""
-        WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 119)
-        INSERT INTO counts(at, campaign_id, waiting, running) SELECT {before} + 30 * i, id, 0, 10
-        FROM campaigns, n WHERE id > 100000""")
-    conn.execute("COMMIT")
+    with database.write(grid.db) as conn:
+        conn.execute("INSERT INTO subscriptions(user, kind, target, severity, created_at) "
+                     "VALUES ('old', 'mail', 'old@example.org', 'low', ?)", [before])
+        conn.execute(f"""
+            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {campaigns})
+            INSERT INTO campaigns(id, name, user, state, jdl, nb_tasks, submitted_at, started_at, finished_at)
+            SELECT 100000 + i, 'old', 'old' || (i % 50), 'terminated', '{{}}', {per}, {before}, {before}, {before} + 3600
+            FROM n""")
+        conn.execute(f"""
+            WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < {campaigns * per - 1})
+            INSERT INTO tasks(id, campaign_id, name, param, priority, state, attempts)
+            SELECT 10000000 + i, 100001 + i / {per}, 't' || i, 't' || i, 20, 'terminated', 1 FROM n""")
+        conn.execute(f"""
+            INSERT INTO task_blocks(campaign_id, first_id, last_id, next_fresh)
+            SELECT campaign_id, min(id), max(id), max(id) + 1 FROM tasks WHERE id >= 10000000 GROUP BY campaign_id""")
+        conn.execute(f"""
+            INSERT INTO jobs(campaign_id, task_id, cluster_id, kind, state, remote_id, created_at, submitted_at,
+                             started_at, finished_at, exit_code)
+            SELECT campaign_id, id, 1 + id % {CLUSTERS}, 'task', CASE WHEN id % 10 THEN 'terminated' ELSE 'failed' END,
+                   'r' || id, {before}, {before}, {before}, {before} + 600, CASE WHEN id % 10 THEN 0 ELSE 1 END
+            FROM tasks WHERE id >= 10000000""")
+        conn.execute(f"""
+            WITH RECURSIVE k(c) AS (SELECT 1 UNION ALL SELECT c + 1 FROM k WHERE c < {CLUSTERS})
+            INSERT INTO jobs(campaign_id, cluster_id, kind, state, created_at, finished_at, exit_code)
+            SELECT id, c, kind, 'terminated', {before}, {before}, 0
+            FROM campaigns, k, (SELECT 'prologue' AS kind UNION ALL SELECT 'epilogue') WHERE id > 100000""")
+        conn.execute(f"""
+            WITH RECURSIVE k(c) AS (SELECT 1 UNION ALL SELECT c + 1 FROM k WHERE c < {CLUSTERS})
+            INSERT INTO taps(campaign_id, cluster_id, rate, state) SELECT id, c, 10, 'open' FROM campaigns, k
+            WHERE id > 100000""")
+        conn.execute("INSERT INTO campaign_cluster_health(campaign_id, cluster_id, exit_errors) "
+                     "SELECT campaign_id, cluster_id, count(*) FROM jobs WHERE state = 'failed' GROUP BY 1, 2")
+        conn.execute(f"""
+            INSERT INTO events(class, code, state, campaign_id, cluster_id, message, created_at, closed_at, severity,
+                               notified_count)
+            SELECT 'job', 'EXIT_ERROR', 'closed', campaign_id, cluster_id, 'exit 1', {before}, {before}, 'high', 1
+            FROM jobs WHERE state = 'failed' GROUP BY campaign_id, cluster_id""")
+        conn.execute("""
+            INSERT INTO event_jobs(event_id, job_id, task_id)
+            SELECT e.id, j.id, j.task_id FROM jobs j JOIN events e ON e.campaign_id = j.campaign_id
+            AND e.cluster_id = j.cluster_id WHERE j.state = 'failed'""")
+        conn.execute(f"""
+            INSERT INTO outbox(subscription_id, severity, subject, document, state, tries, next_try_at, created_at, sent_at)
+            SELECT 1, 'high', 'campaign ended', '{{}}', 'sent', 1, {before}, {before}, {before} FROM events""")
+        recent = START - 29 * 86400  # inside cigri.counts_retention_days: what a steady grid keeps
+        conn.execute(f"""
+            WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 119)
+            INSERT INTO counts(at, campaign_id, waiting, running) SELECT {recent} + 30 * i, id, 0, 10
+            FROM campaigns, n WHERE id > 100000""")
 
 
 def live_work(grid: Grid, home: Path) -> None:

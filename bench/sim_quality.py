@@ -13,7 +13,8 @@ against FIFO, with the tasks listed in the order drawn, then longest first by es
 log-normal factor of sigma 0.5: the tail left once the bag is empty is the run time of the tasks
 started last, which only the user can know; ``list_schedule`` is what a dispatcher without
 cycle, latency or kills reaches in the same order, the best one that knows no run time in
-advance, and ``cigri_vs_list`` cigri's makespan against it), the predictor's ETA error (MAPE <= 20 % on a stationary campaign), Jain's index
+advance, and ``cigri_vs_list`` cigri's makespan against it), the predictor's ETA error (MAPE
+<= 20 % on a stationary campaign), Jain's index
 of users' and classes' shares against the weighted max-min (>= 0.98), work conservation
 (core-time left idle while tasks were pending), convergence (seconds until carol, arriving at
 0.25 h, first holds 90 % of her ideal share; anchors M6: within a mean task, 340 s, and two

@@ -522,6 +522,7 @@ SELECT c.name, coalesce(f.samples, 0) AS samples, f.since, f.until, f.mean_total
 FROM clusters c LEFT JOIN figures f ON f.cluster_id = c.id ORDER BY c.name
 """
 
+
 def usage(grid: Grid, hours: float) -> list[dict[str, Any]]:
     """Every cluster's use over the last ``hours``, from the counts each cycle samples (CiGri's
     grid_usage), in :func:`clusters`' order: means of its total and free slots and of cigri's

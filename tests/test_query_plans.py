@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -95,20 +96,17 @@ def test_a_cycle_scans_nothing_that_accumulates(unanalysed) -> None:
     partial = {name for name, sql in unanalysed.db.conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index'")
                if sql and " WHERE " in sql}
     scans = []
-    for statement in seen:
-        if not statement.lstrip().upper().startswith(("SELECT", "UPDATE", "DELETE", "INSERT", "WITH")):
-            continue
+    for statement, line in planned(unanalysed, seen):
         tables = {alias or table: table for table, alias in re.findall(
             r"\b(?:FROM|JOIN|UPDATE|INTO)\s+(\w+)(?:\s+(?:AS\s+)?(?!INDEXED|WHERE|ON|JOIN|SET|VALUES|GROUP|ORDER|LIMIT)(\w+))?",
             statement, re.IGNORECASE)}
-        for row in unanalysed.db.conn.execute("EXPLAIN QUERY PLAN " + statement):
-            words = row[3].split()
-            if words[0] == "SCAN" and tables.get(words[1], words[1]) in HISTORY \
-                    and not any(f"INDEX {index}" in row[3] for index in partial):
-                scans.append(f"{row[3]}    <- {statement[:120]}")
-            # a search of the jobs by an ended state reads every job that ever ended so
-            if "USING INDEX jobs_active (state=?" in row[3] and _jobs_by_ended_state(statement, tables):
-                scans.append(f"{row[3]}    <- {statement[:120]}")
+        words = line.split()
+        if words[0] == "SCAN" and tables.get(words[1], words[1]) in HISTORY \
+                and not any(f"INDEX {index}" in line for index in partial):
+            scans.append(f"{line}    <- {statement[:120]}")
+        # a search of the jobs by an ended state reads every job that ever ended so
+        if "USING INDEX jobs_active (state=?" in line and _jobs_by_ended_state(statement, tables):
+            scans.append(f"{line}    <- {statement[:120]}")
     assert not scans, "\n".join(scans)
 
 
@@ -122,15 +120,19 @@ def _jobs_by_ended_state(statement: str, tables: dict[str, str]) -> bool:
     return False
 
 
-def assert_no_scan(grid, seen: list[str]) -> None:
+def planned(grid, seen: list[str]) -> Iterator[tuple[str, str]]:
+    """``(statement, plan line)`` of every traced statement that reads or writes a table. The
+    trace shows statements with their parameters inlined: they are planned as they ran."""
     assert seen, "no statement traced"
-    plan_lines = []
     for statement in seen:
-        if not any(t in statement for t in BIG_TABLES):
-            continue
-        # the trace shows statements with their parameters inlined: plan them as they ran
-        plan_lines += [f"{row[3]}    <- {statement[:90]}"
-                       for row in grid.db.conn.execute("EXPLAIN QUERY PLAN " + statement)]
+        if statement.lstrip().upper().startswith(("SELECT", "UPDATE", "DELETE", "INSERT", "WITH")):
+            for row in grid.db.conn.execute("EXPLAIN QUERY PLAN " + statement):
+                yield statement, row[3]
+
+
+def assert_no_scan(grid, seen: list[str]) -> None:
+    plan_lines = [f"{line}    <- {statement[:90]}" for statement, line in planned(grid, seen)
+                  if any(t in statement for t in BIG_TABLES)]
     scans = [line for line in plan_lines if line.startswith("SCAN") and any(f"SCAN {t}" in line for t in BIG_TABLES)]
     assert not scans, "\n".join(scans)
     assert any("SEARCH tasks" in line for line in plan_lines)

@@ -34,7 +34,8 @@ Scenario (JSON, read by :func:`scenario_from_json`; unknown keys are errors)::
   ``priority`` (higher is served first among the same user's campaigns, and preempted last;
   default 0), ``test_mode``, ``paused`` (its running jobs are never preempted, and its
   ``pending`` tasks start nowhere), ``best_effort`` (default true; false: its jobs are normal
-  ones, which keep their fair share but are never preempted), ``clusters`` (usable clusters in the JDL's order; absent: all),
+  ones, which keep their fair share but are never preempted), ``clusters`` (usable clusters in
+  the JDL's order; absent: all),
   ``affinity`` (overrides the user's, per cluster, for new jobs only: the live cigri puts the
   predictor's flood penalties here, and a penalty must not move running jobs), ``throughput``
   = ``{cluster: predicted jobs per hour}``.
@@ -368,19 +369,18 @@ def allocate(scenario: Scenario, preempt_fraction: float = 0.10, *, attrition_se
                 total_caps={k.id: sum(target[k.id]) for k in plan.campaigns})
     now.run()
     killed_on = [sum(preempt[k.id][c] for k in plan.campaigns) for c in range(plan.size)]
+    started = {k.id: [h - p for h, p in zip(now.placed[k.id], kept[k.id])] for k in plan.campaigns}
     shares = []
     for k in sorted(plan.campaigns, key=lambda k: k.id):
-        start = [h - p for h, p in zip(now.placed[k.id], kept[k.id])]
         shares.append(CampaignShare(
             id=k.id, user=k.user, class_name=k.klass.name, policy=k.klass.policy, test_mode=k.spec.test_mode,
             demand=k.spec.demand,
             clusters=tuple(plan.scenario.clusters[i].name for i in k.clusters) if k.allowed_user else (),
             running=plan.named(running[k.id]), target=plan.named(target[k.id]),
-            start=plan.named(start), preempt=plan.named(preempt[k.id]), fair_share_jobs=sum(target[k.id]),
+            start=plan.named(started[k.id]), preempt=plan.named(preempt[k.id]), fair_share_jobs=sum(target[k.id]),
             fair_share_dominant=plan.share(_times(k.cost, sum(target[k.id]))),
             reason=_reason(plan, k, ideal, running[k.id], target[k.id], preempt[k.id], now.placed[k.id], killed_on,
                            capped, sum(ending[k.id]), sum(tolerated[k.id]), spared.get(k.id))))
-    started = {s.id: plan.counts(s.start) for s in shares}
     jobs = {"running": running, "target": target, "start": started, "preempt": preempt}
     held = [_sum(_times(k.cost, running[k.id][c]) for k in plan.campaigns) for c in range(plan.size)]
     clusters = tuple(ClusterUse(

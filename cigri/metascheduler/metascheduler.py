@@ -237,8 +237,8 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
     No more of a campaign's jobs ever wait on a cluster than its tap. Beyond the free cores,
     each cluster takes up to ``max_waiting`` queued cigri jobs (CiGri's queue depth: a slot
     freed between two cycles finds a job ready), handed out to the fair-share campaigns in
-    proportion to their targets there: a campaign holds at most its target plus its slice of ``max_waiting``, so one
-    whose tap is full does not hand its slice to the others. A cluster that offers cigri nothing
+    proportion to their targets there: a campaign holds at most its target plus its slice of
+    ``max_waiting``, so one whose tap is full does not hand its slice to the others. A cluster that offers cigri nothing
     now splits its queue equally among the campaigns that may use it. On a cluster where this
     cycle preempts, nobody queues beyond its target: those jobs would be the next cycle's kills
     (a campaign's queued job there started on a freed core and was killed again, every cycle).
