@@ -41,7 +41,7 @@ def submit(grid: Grid, jdl_text: str, *, base_dir: Path, user: str, source: str 
     """Create a campaign and all its tasks in one transaction; return (campaign id, tasks)."""
     clusters = grid.cluster_ids()
     settings = grid.config.settings
-    spec = parse_jdl(jdl_text, known_clusters=sorted(clusters), user=user, base_dir=base_dir,
+    spec = parse_jdl(jdl_text, known_clusters=grid.cluster_backends(), user=user, base_dir=base_dir,
                      default_walltime=settings.default_walltime,
                      default_resources=settings.default_resources, source=source,
                      classes=grid.config.class_users(), default_class=grid.config.default_class())

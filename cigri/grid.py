@@ -43,6 +43,10 @@ class Grid:
     def cluster_ids(self) -> dict[str, int]:
         return {name: cid for cid, name in self.db.execute("SELECT id, name FROM clusters")}
 
+    def cluster_backends(self) -> dict[str, str]:
+        """Each cluster's backend (``oar``, ``slurm``, ``local``, ``sim``), by name."""
+        return dict(self.db.execute("SELECT name, backend FROM clusters ORDER BY name"))
+
     def close(self) -> None:
         for backend in self._backends.values():
             backend.close()

@@ -26,7 +26,7 @@ from cigri.cycle_context import CycleContext
 from cigri.errors import SubmissionRefused
 from cigri.events import open_event
 from cigri.jdl import split_param
-from cigri.jdl.parser import home_of
+from cigri.jdl.parser import home_of, oar_job_types
 from cigri.jdl.walltime import format_walltime
 from cigri.metascheduler import windows
 from cigri.states import JobState, TaskState
@@ -156,6 +156,7 @@ def job_spec(job: dict[str, Any], settings: dict[str, Any], group_walltime: int 
         key=str(job["id"]), batch=job["batch"], name=f"cigri.{job['campaign_id']}.{job['id']}", argv=argv, directory=directory,
         walltime_seconds=walltime, resources=settings["resources"], environment=environment,
         properties=settings.get("properties", ""), project=settings.get("project", ""),
+        job_types=oar_job_types(settings.get("cluster_job_type", "")),
         best_effort=windows.job_type(settings.get("type"), night) == windows.BEST_EFFORT and not settings.get("test_mode"),
         group=str(job["run_group"] or ""), group_walltime_seconds=group_walltime if job["run_group"] else 0,
         memory_mb=int(settings.get("memory", 0)) if kind == "task" else 0,

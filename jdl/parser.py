@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -29,6 +30,9 @@ BOOLEAN_KEYS = ("test_mode", "temporal_grouping", "dimensional_grouping", "final
 WALLTIME_KEYS = ("walltime", "prologue_walltime", "epilogue_walltime", "temporal_grouping_batch_duration")
 SCRIPT_KEYS = ("prologue", "epilogue")
 PATH_KEYS = ("exec_file", "exec_directory")
+# One OAR job type (``idempotent``, ``timesharing=user,*``, ``token:licence=2``): no space, no
+# quote, nothing a shell or OAR's REST API would interpret.
+_JOB_TYPE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:=,*+/@-]*\Z")
 
 
 @cache
@@ -70,13 +74,13 @@ class CampaignSpec:
     priority: int = 0  # among the user's own campaigns: served first, preempted last
 
 
-def parse_jdl(text: str, *, known_clusters: list[str], user: str, base_dir: Path,
+def parse_jdl(text: str, *, known_clusters: Mapping[str, str], user: str, base_dir: Path,
               default_walltime: str, default_resources: str, source: str = "JDL",
               classes: Mapping[str, frozenset[str] | None] | None = None,
               default_class: str = "default") -> CampaignSpec:
     """Validate a JDL text; raise :class:`InputError` listing every problem, one per line.
 
-    ``classes`` maps each configured class to its allowed users (None: everyone); None means
+    ``known_clusters`` maps each cluster's name to its backend (``oar``, ``slurm``…); ``classes`` maps each configured class to its allowed users (None: everyone); None means
     the one implicit class ``default``.
     """
     try:
@@ -138,7 +142,7 @@ def _message(error: jsonschema.ValidationError) -> str:
     return error.message
 
 
-def _semantic_problems(document: dict[str, Any], known_clusters: list[str]) -> list[str]:
+def _semantic_problems(document: dict[str, Any], known_clusters: Mapping[str, str]) -> list[str]:
     problems = []
     sources = [k for k in ("param_file", "nb_jobs", "params") if k in document]
     if document.get("jobs_type") == "desktop_computing":
@@ -160,7 +164,29 @@ def _semantic_problems(document: dict[str, Any], known_clusters: list[str]) -> l
                     problems.append(f"$.clusters.{name}.{key}: {error}")
         if _boolean(settings.get("dimensional_grouping", document.get("dimensional_grouping", False))):
             problems.append(f"$.clusters.{name}.dimensional_grouping: not supported by cigri")
+        problems += _job_type_problems(name, known_clusters.get(name),
+                                       settings.get("cluster_job_type", document.get("cluster_job_type", "")))
     return problems
+
+
+def oar_job_types(value: str | list[str]) -> tuple[str, ...]:
+    """The JDL's ``cluster_job_type``: a list, or CiGri's string of types separated by commas
+    (a type holding a comma itself, like ``timesharing=user,*``, needs the list form)."""
+    types = value.split(",") if isinstance(value, str) else value
+    return tuple(t.strip() for t in types if t.strip())
+
+
+def _job_type_problems(cluster: str, backend: str | None, value: str | list[str]) -> list[str]:
+    where = f"$.clusters.{cluster}.cluster_job_type"
+    types = oar_job_types(value)
+    if types and backend not in ("oar", None):  # None: an unknown cluster, already reported
+        return [f"{where}: OAR job types, but {cluster} is a {backend} cluster"]
+    for job_type in types:
+        if not _JOB_TYPE.match(job_type):
+            return [f"{where}: {job_type!r} is not an OAR job type (letters, digits and _ . : = , * + / @ -)"]
+        if job_type == "besteffort":
+            return [f"{where}: besteffort comes from the campaign's type (best-effort), not from here"]
+    return []
 
 
 def _class_problems(name: str, user: str, classes: Mapping[str, frozenset[str] | None]) -> list[str]:

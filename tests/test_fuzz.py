@@ -34,7 +34,7 @@ from cigri.grid import Grid, open_grid
 CASES: collections.Counter[str] = collections.Counter()
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                          HealthCheck.function_scoped_fixture])
-CLUSTERS = ["local", "other"]
+CLUSTERS = {"local": "local", "other": "oar"}
 
 # --- strategies ------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ import pytest
 from cigri.errors import InputError
 from cigri.jdl import CampaignSpec, iter_params, parse_jdl, split_param
 from cigri.jdl.params import MAX_LINE_BYTES
-from cigri.jdl.parser import ParamSource
+from cigri.jdl.parser import ParamSource, oar_job_types
 
 USER = getpass.getuser()
 HOME = pwd.getpwnam(USER).pw_dir
@@ -24,7 +24,7 @@ BASE = {"name": "c", "exec_file": "/bin/echo", "nb_jobs": 2, "clusters": {"local
 
 def parse(document: dict[str, Any] | str, base_dir: Path = Path("/base")) -> CampaignSpec:
     text = document if isinstance(document, str) else json.dumps(document)
-    return parse_jdl(text, known_clusters=["local", "other"], user=USER, base_dir=base_dir,
+    return parse_jdl(text, known_clusters={"local": "local", "other": "oar"}, user=USER, base_dir=base_dir,
                      default_walltime="00:02:00", default_resources="core=1")
 
 
@@ -78,6 +78,15 @@ def test_counts_scripts_and_types() -> None:
     assert local["type"] == "best-effort"
     assert local["prologue_walltime"] == 60
     assert spec.jobs_type == "normal"
+
+
+def test_oar_job_types_as_cigri_string_or_list() -> None:
+    spec = parse(jdl(clusters={"local": {}, "other": {"cluster_job_type": ["idempotent", "timesharing=user,*"]}}))
+    assert oar_job_types(spec.clusters["other"]["cluster_job_type"]) == ("idempotent", "timesharing=user,*")
+    assert oar_job_types(spec.clusters["local"]["cluster_job_type"]) == ()
+    spec = parse(jdl(cluster_job_type="idempotent, token:licence=2", clusters={"other": {}}))
+    assert oar_job_types(spec.clusters["other"]["cluster_job_type"]) == ("idempotent", "token:licence=2")
+    assert oar_job_types("") == oar_job_types([]) == ()
 
 
 def test_home_expanded_and_campaign_id_left_for_submission() -> None:
@@ -150,6 +159,15 @@ INVALID: list[tuple[str, dict[str, Any] | str, str]] = [
     ("param_file not a string", jdl(nb_jobs=None, param_file=3), "$.param_file"),
     ("bad type value", jdl(type="fast"), "$.type"),
     ("prologue not strings", jdl(prologue=["ok", 2]), "$.prologue"),
+    ("job types on a non-OAR cluster", jdl(cluster_job_type="idempotent"),
+     "$.clusters.local.cluster_job_type: OAR job types, but local is a local cluster"),
+    ("job type with a space", jdl(clusters={"other": {"cluster_job_type": ["time sharing"]}}),
+     "$.clusters.other.cluster_job_type: 'time sharing' is not an OAR job type"),
+    ("job type with a dollar", jdl(clusters={"other": {"cluster_job_type": "idempotent,$(id)"}}),
+     "'$(id)' is not an OAR job type"),
+    ("besteffort as a job type", jdl(clusters={"other": {"cluster_job_type": "besteffort"}}),
+     "besteffort comes from the campaign's type"),
+    ("job types not strings", jdl(clusters={"other": {"cluster_job_type": [1]}}), "$.clusters.other.cluster_job_type"),
     ("output gathering not supported", jdl(clusters={"local": {"output_gathering_method": "scp"}}),
      "$.clusters.local.output_gathering_method"),
 ]

@@ -3,7 +3,8 @@
 Real resource managers (``tests/clusters/up.sh``), real CLI subprocesses: every task must run
 exactly once (each run leaves a marker file in the shared exec directory), gridstat must show
 the campaign's progress per cluster, and each cycle must stay within its remote-call budget.
-Tasks on slurm-a are grouped (temporal grouping), the others run one per job.
+Tasks on slurm-a are grouped (temporal grouping), the others run one per job; OAR's jobs carry
+the JDL's ``cluster_job_type``.
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def grid_setup(cigri: Cigri) -> tuple[Cigri, Path]:
 def submit(cigri: Cigri, exec_dir: Path) -> int:
     jdl = cigri.jdl("multi", exec_file=str(exec_dir / "task.sh"), exec_directory=str(exec_dir), walltime="00:01:00",
                     type="normal", params=[f"t{i:03d}" for i in range(TASKS)],
-                    clusters={"slurm-b-ssh": {}, "oar-rest": {}, "slurm-a-ssh": {"temporal_grouping": True}})
+                    clusters={"slurm-b-ssh": {}, "oar-rest": {"cluster_job_type": ["idempotent"]},
+                              "slurm-a-ssh": {"temporal_grouping": True}})
     return cigri.submit(jdl)
 
 
@@ -98,6 +100,19 @@ def test_one_campaign_over_two_slurm_clusters_and_oar(grid_setup: tuple[Cigri, P
         grouped = db.execute("SELECT count(*) FROM jobs j JOIN clusters c ON c.id = j.cluster_id "
                              "WHERE c.name = 'slurm-a-ssh' AND j.remote_id LIKE '%+%'").fetchone()[0]
     assert grouped > 0  # several tasks ran inside one Slurm job
+    assert oar_job_types(cigri) == {("idempotent",)}
+
+
+def oar_job_types(cigri: Cigri) -> set[tuple[str, ...]]:
+    """The types OAR recorded for each job cigri sent to oar-rest, read over the backend's REST."""
+    grid = open_grid(configuration.load(environ=cigri.env))
+    try:
+        cluster_id = grid.cluster_ids()["oar-rest"]
+        remote_ids = [row[0] for row in grid.db.execute("SELECT remote_id FROM jobs WHERE cluster_id = ?", [cluster_id])]
+        via = grid.backend(cluster_id)._via  # type: ignore[attr-defined]
+        return {tuple(sorted(via._get(f"/jobs/{remote_id}.json")["types"])) for remote_id in remote_ids}
+    finally:
+        grid.close()
 
 
 def test_each_cycle_stays_within_its_remote_call_budget(grid_setup: tuple[Cigri, Path]) -> None:

@@ -177,6 +177,7 @@ def test_properties_of_cluster_and_campaign_both_apply() -> None:
     ([spec("1"), spec("1")], "twice"),
     ([spec("1"), spec("2", walltime_seconds=60)], "walltime_seconds"),
     ([spec("1"), spec("2", best_effort=True)], "best_effort"),
+    ([spec("1"), spec("2", job_types=("idempotent",))], "job_types"),
     ([spec("1"), spec("2", directory="/other")], "directory"),
     ([spec("1", environment={"BAD-NAME": "x"})], "environment variable"),
     ([spec("1", "/bin/echo", "nul\0byte")], "NUL"),
@@ -189,8 +190,8 @@ def test_what_oar_cannot_run_is_refused(specs: list[JobSpec], reason: str) -> No
 
 
 def test_oarsub_command_line() -> None:
-    built = build([spec("1", directory="/w/odd dir", best_effort=True, properties="gpu='YES'", project="p"),
-                   spec("2", directory="/w/odd dir", best_effort=True, properties="gpu='YES'", project="p")])
+    built = build([spec(key, directory="/w/odd dir", best_effort=True, properties="gpu='YES'", project="p",
+                        job_types=("idempotent", "timesharing=user,*")) for key in ("1", "2")])
     argv, stdin = commands.submit(built, "grid'user")
     assert argv[:3] == ["sh", "-c", commands.SUBMIT] and stdin == built.script
     assert argv[4] == f"job_user = 'grid''user' AND job_name = '{built.name}'"
@@ -200,7 +201,7 @@ def test_oarsub_command_line() -> None:
     assert argv[separator + 1:] == [
         "oarsub", "-n", built.name, "-l", "core=1,walltime=01:00:00", "-d", "/w", "-O", "/dev/null",
         "-E", "cigri.100.oar.stderr", "--array-param-file", "cigri.100.params", "-p", "gpu='YES'",
-        "--project", "p", "-t", "besteffort", "sh cigri.100.sh"]
+        "--project", "p", "-t", "idempotent", "-t", "timesharing=user,*", "-t", "besteffort", "sh cigri.100.sh"]
     plain, _ = commands.submit(build([spec("1")]), "u")
     assert not {"-p", "--project", "-t"} & set(plain)
 
@@ -210,8 +211,11 @@ def test_rest_payload() -> None:
     payload = rest.submit(built)
     assert payload == {"name": built.name, "resource": "core=1,walltime=01:00:00", "workdir": "/w",
                        "directory": "/w", "stdout": "/dev/null", "stderr": "cigri.100.oar.stderr",
-                       "type": "besteffort", "script": built.script, "param_file": "'/w/odd dir' 1\n"}
-    for bad in ({"properties": "a = `id`"}, {"project": "$HOME"}, {"resources": "core=1\\"}):
+                       "type": ["besteffort"], "script": built.script, "param_file": "'/w/odd dir' 1\n"}
+    assert rest.submit(build([spec("1", job_types=("idempotent", "timesharing=user,*"))]))["type"] == \
+        ["idempotent", "timesharing=user,*"]
+    for bad in ({"properties": "a = `id`"}, {"project": "$HOME"}, {"resources": "core=1\\"},
+                {"job_types": ("idempotent", "x$(id)")}):
         with pytest.raises(SubmissionRefused, match="evaluate"):
             rest.submit(build([spec("1", **bad)]))
 
@@ -346,6 +350,21 @@ def test_rest_submit_answer_and_adoption() -> None:
     assert rest.found_ids(recorded_json("oar-rest-array.json"), ["71010", "71011"]) == {"71010": "60", "71011": "61"}
     with pytest.raises(ClusterBadAnswer, match="lacks"):
         rest.found_ids(recorded_json("oar-rest-array.json"), ["71010", "71012"])
+
+
+@pytest.mark.parametrize(("answer", "words"), [
+    ("oar-rest-submit-too-big.json", "(?s)status 8: .* not enough resources"),  # oarapi's 400
+    ("oar-rest-submit-admission-refused.json", "status 254: .* unknown job type: bogus$"),  # its 500
+])
+def test_rest_oarsub_refusals_are_refusals_whatever_the_http_status(answer: str, words: str) -> None:
+    with pytest.raises(SubmissionRefused, match=words):
+        rest.parse_submitted(recorded_json(answer), ["1"])
+
+
+def test_rest_other_server_errors_are_the_clusters() -> None:
+    with pytest.raises(ClusterBadAnswer, match="oarapi failed: Cannot connect to the database"):
+        rest.parse_submitted({"code": 500, "title": "Oar server error",
+                              "message": "Cannot connect to the database"}, ["1"])
 
 
 def test_rest_parse_poll_on_recorded_answer() -> None:

@@ -162,6 +162,11 @@ def test_one_array_needs_one_set_of_flags() -> None:
         build([spec("1", memory_mb=1024), spec("2")], {})
 
 
+def test_oar_job_types_are_refused() -> None:
+    with pytest.raises(SubmissionRefused, match="OAR job types, Slurm has none"):
+        build([spec("1", job_types=("idempotent",))], {})
+
+
 def test_memory_is_reserved_per_node_in_mebibytes() -> None:
     assert "--mem=4096M" in commands.sbatch_flags(build([spec(memory_mb=4096)], {}))
     assert not [f for f in commands.sbatch_flags(build([spec()], {})) if f.startswith("--mem")]  # the default

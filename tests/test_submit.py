@@ -29,7 +29,8 @@ def grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Grid]:
     monkeypatch.setattr(config, "SYSTEM_FILE", tmp_path / "absent.toml")
     monkeypatch.setattr(config, "USER_FILE", tmp_path / "absent.toml")
     conf = tmp_path / "cigri.toml"
-    conf.write_text('[clusters.local]\nbackend = "local"\n[clusters.other]\nbackend = "local"\n')
+    conf.write_text('[clusters.local]\nbackend = "local"\n'  # other: an OAR cluster, never reached
+                    '[clusters.other]\nbackend = "oar"\ntransport = "ssh"\nhost = "127.0.0.1"\nuser = "nobody"\n')
     monkeypatch.setenv("CIGRI_CONFIG", str(conf))
     monkeypatch.setenv("CIGRI_HOME", str(tmp_path / "home"))
     grid = open_grid(config.load())

@@ -49,6 +49,7 @@ class JobSpec:
     properties: str = ""
     project: str = ""
     best_effort: bool = False
+    job_types: tuple[str, ...] = ()  # OAR job types (-t) beside besteffort; other batch systems have none
     group: str = ""  # specs sharing it run one after another in one remote job (temporal grouping)
     group_walltime_seconds: int = 0  # that remote job's walltime; each spec keeps its own too
     memory_mb: int = 0  # memory per node the job reserves (MiB); 0: the cluster's default

@@ -52,6 +52,7 @@ NAMES = ["local", *(c.name for c in REMOTE)]
 # the targets that can preempt best-effort jobs: OAR always, Slurm with a best-effort partition or QOS
 BEST_EFFORT_NAMES = [c.name for c in REMOTE if c.backend == "oar"
                      or {"best_effort_partition", "best_effort_qos"} & set(c.options)]
+OAR_NAMES = [c.name for c in REMOTE if c.backend == "oar"]
 # the targets that run a group as one remote job: Slurm needs SSH to read the status files
 GROUPING_NAMES = [c.name for c in REMOTE if c.backend == "oar" or "host" in c.options]
 

@@ -8,19 +8,21 @@ shared exec directory, which this process reads back.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import secrets
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from cigri.backends import JobSpec, RemoteJob, RemoteState
+from cigri.backends import JobSpec, RemoteJob, RemoteState, oar
 from cigri.errors import CigriError, SubmissionRefused
 
-from backend_targets import BEST_EFFORT_NAMES, REMOTE, Target, Targets, clusters_file
+from backend_targets import BEST_EFFORT_NAMES, OAR_NAMES, REMOTE, Target, Targets, clusters_file
 
 ENDED = (RemoteState.COMPLETED, RemoteState.TIMEOUT, RemoteState.CANCELLED, RemoteState.PREEMPTED)
 HOSTILE = ("; touch pwned-semicolon", "$(touch pwned-subst)", "`touch pwned-backtick`", "it's \"quoted\"",
@@ -211,6 +213,29 @@ def test_hostile_properties_and_project_are_refused_or_literal(cluster: Target, 
             cluster.backend.cancel([remote_id])
     homes = [directory.parent, Path.cwd(), Path(os.path.expanduser("~gridtest")), Path.home()]
     assert not [p for home in homes if home.is_dir() for p in home.glob(f"{marker}*")]
+
+
+@pytest.mark.parametrize("target", OAR_NAMES, indirect=True)
+def test_oar_job_types_reach_oar_one_by_one(cluster: Target) -> None:
+    """The JDL's ``cluster_job_type``: each type one ``-t`` (one element of REST's ``type``), a
+    comma inside a type kept, besteffort added; a type OAR does not know is refused in its words."""
+    key, directory = token(), cluster.workdir("types")
+    job = dataclasses.replace(spec(key, directory, "/bin/true", best_effort=True),
+                              job_types=("idempotent", "timesharing=user,*"))
+    remote_id = cluster.submit([job])[key]
+    assert sorted(_oar_record(cluster, remote_id)["types"]) == ["besteffort", "idempotent", "timesharing=user,*"]
+    assert wait(cluster, [remote_id], ended)[remote_id].state == RemoteState.COMPLETED
+    key = token()
+    with pytest.raises(SubmissionRefused, match="unknown job type: bogus"):
+        cluster.submit([dataclasses.replace(spec(key, directory, "/bin/true"), job_types=("bogus",))])
+
+
+def _oar_record(cluster: Target, remote_id: str) -> dict[str, Any]:
+    """The job as OAR itself records it, read over the backend's own transport."""
+    via = cluster.backend._via  # type: ignore[attr-defined]
+    if isinstance(via, oar._OverREST):
+        return via._get(oar.rest.job(remote_id))  # type: ignore[no-any-return]
+    return json.loads(via._run("oarstat", oar.commands.job_record(remote_id)))[remote_id]  # type: ignore[no-any-return]
 
 
 def test_resubmitting_a_batch_adopts_it(cluster: Target) -> None:

@@ -100,9 +100,9 @@ class _OverREST:
         if named:
             array_id = rest.array_of(self._get(rest.job(named[0])))
             return rest.found_ids(self._get(*rest.array_jobs(array_id)), keys)
-        # oarsub's refusal comes as 400 with its words in ``message``
-        return rest.parse_submitted(self.http.request("POST", "/jobs.json", json=payload, accept=(200, 201, 202, 400)),
-                                    keys)
+        # oarsub's refusal comes as 400 or 500 with its words in ``message``
+        return rest.parse_submitted(self.http.request("POST", "/jobs.json", json=payload,
+                                                      accept=(200, 201, 202, 400, 500)), keys)
 
     def poll(self, remote_ids: list[str]) -> tuple[dict[str, RemoteJob], dict[str, str]]:
         found: dict[str, RemoteJob] = {}

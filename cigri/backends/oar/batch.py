@@ -49,8 +49,14 @@ class Batch:
     properties: str  # -p ("" when none)
     project: str  # --project ("" when none)
     best_effort: bool  # -t besteffort
+    job_types: tuple[str, ...]  # -t each, besides besteffort
     script: str
     parameters: tuple[str, ...]  # the lines of the array parameter file
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        """Every ``-t`` of the ``oarsub``."""
+        return (*self.job_types, "besteffort") if self.best_effort else self.job_types
 
     @property
     def script_name(self) -> str:
@@ -91,7 +97,7 @@ def build(specs: list[JobSpec], cluster_properties: str = "", cluster_project: s
             raise SubmissionRefused(f"job key {spec.key!r} twice in one batch")
         keys.add(spec.key)
         for field in ("batch", "directory", "walltime_seconds", "resources", "properties", "project",
-                      "best_effort", "group_walltime_seconds"):
+                      "best_effort", "job_types", "group_walltime_seconds"):
             if getattr(spec, field) != getattr(first, field):
                 raise SubmissionRefused(f"batch {first.batch}: jobs differ in {field}; one oarsub cannot carry them")
         if not spec.argv:
@@ -115,6 +121,7 @@ def build(specs: list[JobSpec], cluster_properties: str = "", cluster_project: s
         properties=" AND ".join(f"({p})" for p in plain) if len(plain) > 1 else "".join(plain),
         project=first.project or cluster_project,
         best_effort=first.best_effort,
+        job_types=first.job_types,
         script=script_text,
         parameters=parameters,
     )

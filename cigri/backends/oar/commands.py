@@ -58,8 +58,8 @@ def submit(batch: Batch, user: str) -> tuple[list[str], str]:
         oarsub += ["-p", batch.properties]
     if batch.project:
         oarsub += ["--project", batch.project]
-    if batch.best_effort:
-        oarsub += ["-t", "besteffort"]
+    for job_type in batch.types:
+        oarsub += ["-t", job_type]
     oarsub.append(f"sh {batch.script_name}")
     # -u is ignored with --sql: the user is part of the condition
     mine = f"job_user = {sql_text(user)} AND job_name = {sql_text(batch.name)}"

@@ -82,18 +82,24 @@ def submit(batch: Batch) -> dict[str, Any]:
         payload["property"] = batch.properties
     if batch.project:
         payload["project"] = batch.project
-    if batch.best_effort:
-        payload["type"] = "besteffort"
+    if batch.types:
+        payload["type"] = list(batch.types)  # oarapi passes each element as one --type
     for option, value in payload.items():
-        if _UNSAFE_OPTION.search(value):
+        if any(_UNSAFE_OPTION.search(word) for word in ([value] if isinstance(value, str) else value)):
             raise SubmissionRefused(f"{option} {value!r}: OAR's REST API would let its shell evaluate "
                                     "$, backquotes or backslashes in it")
     return {**payload, "script": batch.script, "param_file": batch.parameter_file}
 
 
 def parse_submitted(answer: Any, keys: list[str]) -> dict[str, str]:
+    """The jobs' ids, or oarsub's refusal: oarapi answers 400 for some of oarsub's exit statuses
+    and 500 for the others, admission rules' refusals (254) among them; any other 500 is the
+    API's own failure."""
     if isinstance(answer, dict) and "cmd_output" not in answer and answer.get("message"):
-        words = str(answer["message"]).split("\nCmd:", 1)[0]  # then the whole oarsub line: noise
+        message = str(answer["message"])
+        if answer.get("code") == 500 and not message.startswith("Oarsub command exited"):
+            raise ClusterBadAnswer(f"oarapi failed: {message.strip()[-300:]}")
+        words = message.split("\nCmd:", 1)[0]  # then the whole oarsub line: noise
         raise SubmissionRefused(f"oarsub refused the batch: {words.strip()[-300:]}")
     output = str(answer.get("cmd_output", "")) if isinstance(answer, dict) else ""
     ids = batches.submitted_ids(output)

@@ -145,6 +145,8 @@ def build(specs: list[JobSpec], options: dict[str, Any]) -> Batch:
             raise SubmissionRefused(f"batch {first.batch}: one Slurm array needs one {field} for all its jobs")
     if any(spec.group for spec in specs) and not all(spec.group for spec in specs):
         raise SubmissionRefused(f"batch {first.batch}: one Slurm array cannot mix grouped and lone jobs")
+    if any(spec.job_types for spec in specs):  # gridsub refuses them for a cluster that was Slurm then
+        raise SubmissionRefused(f"cluster_job_type {list(first.job_types)}: OAR job types, Slurm has none")
     script = job_script(specs)
     walltime = first.group_walltime_seconds if first.group else first.walltime_seconds
     digest = hashlib.sha256("\0".join([*(s.key for s in specs), script]).encode()).hexdigest()[:12]
