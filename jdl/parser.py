@@ -80,7 +80,8 @@ def parse_jdl(text: str, *, known_clusters: Mapping[str, str], user: str, base_d
               default_class: str = "default") -> CampaignSpec:
     """Validate a JDL text; raise :class:`InputError` listing every problem, one per line.
 
-    ``known_clusters`` maps each cluster's name to its backend (``oar``, ``slurm``…); ``classes`` maps each configured class to its allowed users (None: everyone); None means
+    ``known_clusters`` maps each cluster's name to its backend (``oar``, ``slurm``…);
+    ``classes`` maps each configured class to its allowed users (None: everyone); None means
     the one implicit class ``default``.
     """
     try:

@@ -227,8 +227,8 @@ def test_page_examples_are_valid(tmp_path: Path) -> None:
     jdls = _examples("cigri-jdl.5", "{")
     assert len(jdls) == 2
     for text in jdls:
-        parse_jdl(text, known_clusters=dict.fromkeys(json.loads(text)["clusters"], "oar"), user="nobody", base_dir=tmp_path,
-                  default_walltime="01:00:00", default_resources="core=1")
+        parse_jdl(text, known_clusters=dict.fromkeys(json.loads(text)["clusters"], "oar"), user="nobody",
+                  base_dir=tmp_path, default_walltime="01:00:00", default_resources="core=1")
     (toml,) = _examples("cigri.toml.5", "[")
     (tmp_path / "cigri.toml").write_text(toml)
     loaded = config.load(environ={"CIGRI_CONFIG": str(tmp_path / "cigri.toml")}, system_files=False)
