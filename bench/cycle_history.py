@@ -80,9 +80,9 @@ def age(grid: Grid, campaigns: int, jobs: int) -> None:
             SELECT 1, 'high', 'campaign ended', '{{}}', 'sent', 1, {before}, {before}, {before} FROM events""")
         recent = START - 29 * 86400  # inside cigri.counts_retention_days: what a steady grid keeps
         conn.execute(f"""
-            WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 119)
-            INSERT INTO counts(at, campaign_id, waiting, running) SELECT {recent} + 30 * i, id, 0, 10
-            FROM campaigns, n WHERE id > 100000""")
+            WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 29 * 2880 - 1)
+            INSERT INTO counts(at, cluster_id, waiting, running, total_slots, free_slots)
+            SELECT {recent} + 30 * i, id, 5, 10, 64, 0 FROM clusters, n""")
 
 
 def live_work(grid: Grid, home: Path) -> None:

@@ -378,3 +378,28 @@ def m010_counts_indexes(db: Database) -> None:
     CREATE INDEX counts_by_at ON counts(at);
     CREATE INDEX counts_by_cluster ON counts(cluster_id, at) WHERE cluster_id IS NOT NULL;
     """)
+
+
+@migrations()
+def m011_counts_per_cluster_only(db: Database) -> None:
+    """The counts series keeps only what ``gridclusters --history`` reads: per-cluster samples.
+    Per-campaign rows were written every cycle and never read (CiGri's ``queue_counts`` bug),
+    and a campaign's jobs already tell its past; ``terminated`` and ``failed`` were never set."""
+    db.executescript("""
+    CREATE TABLE counts_per_cluster (
+        id INTEGER PRIMARY KEY,
+        at REAL NOT NULL,
+        cluster_id INTEGER NOT NULL REFERENCES clusters(id),
+        waiting INTEGER NOT NULL,
+        running INTEGER NOT NULL,
+        total_slots INTEGER,
+        free_slots INTEGER
+    );
+    INSERT INTO counts_per_cluster(id, at, cluster_id, waiting, running, total_slots, free_slots)
+        SELECT id, at, cluster_id, waiting, running, total_slots, free_slots FROM counts
+        WHERE cluster_id IS NOT NULL;
+    DROP TABLE counts;
+    ALTER TABLE counts_per_cluster RENAME TO counts;
+    CREATE INDEX counts_by_at ON counts(at);
+    CREATE INDEX counts_by_cluster ON counts(cluster_id, at);
+    """)

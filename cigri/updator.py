@@ -1,9 +1,9 @@
 """The updator: poll each cluster once for all of cigri's jobs there and record what changed.
 
 A job that succeeded also ends its task here; every other ending is left for colombo to
-judge (resubmit, fail, raise an event). The updator also records per-cluster and
-per-campaign counts each cycle (kept ``cigri.counts_retention_days``) and, last in the cycle's
-analysis, terminates campaigns whose work is over.
+judge (resubmit, fail, raise an event). The updator also records per-cluster counts each
+cycle (kept ``cigri.counts_retention_days``) and, last in the cycle's analysis, terminates
+campaigns whose work is over.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ ON CONFLICT(campaign_id, cluster_id) DO UPDATE SET
 
 
 def record_counts(ctx: CycleContext) -> None:
-    """Append this cycle's per-cluster and per-campaign job counts to the time series (read by
+    """Append this cycle's per-cluster job counts and slots to the time series (read by
     ``gridclusters --history``), and drop in the same transaction the samples older than
     ``cigri.counts_retention_days`` (0: kept forever), so that the series stays bounded."""
     now = database.now()
@@ -121,11 +121,6 @@ def record_counts(ctx: CycleContext) -> None:
             conn.execute("INSERT INTO counts(at, cluster_id, waiting, running, total_slots, free_slots) "
                          "VALUES (?, ?, ?, ?, ?, ?)",
                          [now, cluster_id, waiting, running, capacity.total_slots, capacity.free_slots])
-        conn.execute(
-            "INSERT INTO counts(at, campaign_id, waiting, running) "
-            "SELECT ?, j.campaign_id, count(*) FILTER (WHERE j.state != 'running'), "
-            f"count(*) FILTER (WHERE j.state = 'running') FROM jobs j WHERE j.state IN {sql_in(JOB_ACTIVE)} "
-            "GROUP BY j.campaign_id", [now])
 
 
 def finish_campaigns(ctx: CycleContext) -> list[int]:

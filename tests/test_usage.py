@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -14,8 +15,10 @@ from typing import Any
 
 import pytest
 from harness import Cigri
+from sqlite_utils import Database
 
 from cigri import api, clock
+from cigri import db as database
 from cigri import config as configuration
 from cigri.clock import VirtualClock
 from cigri.cycle import run_cycle
@@ -94,10 +97,32 @@ def test_counts_older_than_the_retention_are_deleted(tmp_path: Path, days: int, 
     times = [i * 1800.0 for i in range(145)]
     with sim_grid(START, environment(tmp_path, counts_retention_days=days)) as (grid, now):
         cycles_at(grid, now, START, times)
-        rows = grid.db.execute("SELECT at - ?, count(cluster_id), count(campaign_id) FROM counts GROUP BY at ORDER BY at",
+        rows = grid.db.execute("SELECT at - ?, group_concat(cluster_id) FROM counts GROUP BY at ORDER BY at",
                                [START]).fetchall()
-    assert [at for at, _, _ in rows] == times[-kept_cycles:]
-    assert {(clusters, campaigns) for _, clusters, campaigns in rows} == {(2, 1)}  # busy and idle; the campaign
+        sampled = {str(grid.cluster_ids()[name]) for name in ("busy", "idle")}
+    assert [at for at, _ in rows] == times[-kept_cycles:]
+    assert {frozenset(clusters.split(",")) for _, clusters in rows} == {frozenset(sampled)}
+
+
+def test_the_migration_keeps_the_per_cluster_samples_only(tmp_path: Path) -> None:
+    """m011: the per-campaign rows go (never read), the per-cluster ones stay with their ids."""
+    conn = sqlite3.connect(tmp_path / "old.db", isolation_level=None)
+    db = Database(conn)
+    database.migrations.apply(db, stop_before="m011_counts_per_cluster_only")
+    conn.execute("INSERT INTO clusters(id, name, backend, options) VALUES (1, 'c', 'sim', '{}')")
+    conn.execute("INSERT INTO campaigns(id, name, user, state, jdl, submitted_at) "
+                 "VALUES (1, 'a', 'u', 'terminated', '{}', 0)")
+    conn.executemany("INSERT INTO counts(id, at, cluster_id, campaign_id, waiting, running, total_slots, free_slots) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                     [(1, 10.0, 1, None, 2, 3, 8, 1), (2, 10.0, None, 1, 2, 3, None, None),
+                      (3, 40.0, 1, None, 0, 4, 8, 4)])
+    database.migrations.apply(db)
+    assert conn.execute("SELECT * FROM counts ORDER BY id").fetchall() == [
+        (1, 10.0, 1, 2, 3, 8, 1), (3, 40.0, 1, 0, 4, 8, 4)]
+    assert [row[1] for row in conn.execute("PRAGMA table_info(counts)")] == [
+        "id", "at", "cluster_id", "waiting", "running", "total_slots", "free_slots"]
+    assert sorted(row[1] for row in conn.execute("PRAGMA index_list(counts)")) == ["counts_by_at", "counts_by_cluster"]
+    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
 
 
 def test_usage_figures_by_hand(tmp_path: Path) -> None:
