@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from cigri import clock
-from cigri.backends import JobSpec, RemoteState
+from cigri.backends import Capacity, JobSpec, RemoteState
 from cigri.backends.sim import SimBackend
 from cigri.errors import ConfigError, InputError
 from cigri.simulate import (
@@ -290,6 +291,84 @@ def test_a_reserve_class_takes_only_sim_nodes_of_its_size(tmp_path: Path) -> Non
     assert run({"cores": 16})["tasks"] == {"terminated": 8}
     with pytest.raises(ConfigError, match="node_cores"):
         run({"cores": 16, "node_cores": 5})
+
+
+def test_free_cores_scattered_over_nodes_do_not_start_a_job_of_a_whole_node(tmp_path: Path) -> None:
+    """Two nodes of 4 cores, 2 of each held by local users: 4 cores are free, yet a 4-core job
+    waits until a node empties, as on OAR or Slurm."""
+    trace = tmp_path / "scattered.txt"
+    trace.write_text("0 2 10\n1 2 500\n2 2 1000\n")  # the first packs the second on node 0, then ends
+    with clock.virtual(0.0) as time:
+        backend = SimBackend("c", {"cores": 8, "memory_gb": 16, "node_cores": 4, "trace": str(trace)})
+        time.advance_to(20.0)
+        job = backend.submit([replace(spec("1", 100, best_effort=False), resources="core=4")])["1"]
+        time.advance_to(400.0)
+        assert backend.capacity() == Capacity(8, 4, 1, free_memory_mb=16384, node_cores=4, node_memory_mb=8192)
+        assert backend.poll([job])[job].state == RemoteState.QUEUED
+        time.advance_to(600.0)
+        assert backend.poll([job])[job].started_at == 501.0  # node 0 emptied
+
+
+def test_small_jobs_pack_on_the_fullest_node_that_fits(tmp_path: Path) -> None:
+    """Best fit: 1-core jobs join the local job on node 1 rather than open node 0, which stays
+    whole for a 4-core job (first fit would have split it)."""
+    trace = tmp_path / "half.txt"
+    trace.write_text("0 4 10\n1 2 1000\n")  # the first fills node 0 so that the second lands on node 1
+    with clock.virtual(0.0) as time:
+        backend = SimBackend("c", {"cores": 8, "node_cores": 4, "trace": str(trace)})
+        time.advance_to(20.0)
+        ids = backend.submit([spec("1", 500), spec("2", 500), replace(spec("3", 500), resources="core=4")])
+        assert [backend.world.jobs[ids[key]].nodes for key in "123"] == [(1,), (1,), (0,)]
+        assert {job.state for job in backend.poll(list(ids.values())).values()} == {RemoteState.RUNNING}
+
+
+def test_a_local_job_kills_best_effort_jobs_only_on_the_node_it_gets(tmp_path: Path) -> None:
+    """Node 0: a local job of 3 cores and the youngest best-effort job; node 1: two older
+    2-core best-effort jobs. A 2-core local job cannot fit on node 0 whatever dies there, so it
+    kills the younger job of node 1 and spares the youngest, which a pool of cores would kill."""
+    trace = tmp_path / "arrivals.txt"
+    trace.write_text("0 3 5000\n100 2 1000\n")
+    with clock.virtual(0.0) as time:
+        backend = SimBackend("c", {"cores": 8, "node_cores": 4, "trace": str(trace)})
+        time.advance_to(10.0)
+        older = backend.submit([replace(spec(key, 5000), resources="core=2") for key in ("1", "2")])
+        time.advance_to(20.0)
+        youngest = backend.submit([spec("3", 5000)])["3"]
+        time.advance_to(200.0)
+        states = {remote_id: job.state for remote_id, job in backend.poll([*older.values(), youngest]).items()}
+    assert states == {older["1"]: RemoteState.RUNNING, older["2"]: RemoteState.PREEMPTED, youngest: RemoteState.RUNNING}
+    assert backend.world.local_cores() == 5
+
+
+def test_a_reserve_class_waits_for_a_whole_sim_node(tmp_path: Path) -> None:
+    """Local users hold 2 of the 4 cores of each node until 2 h: the node-sized reservation
+    waits though 4 cores are free, then runs on the node that empties."""
+    trace = tmp_path / "scattered.txt"
+    trace.write_text("0 2 10\n1 2 7200\n2 2 10800\n")  # node 0 until 2 h, node 1 until 3 h
+    report = simulate(parse_scenario({
+        "seed": 1, "cycle_period": 30, "max_hours": 4,
+        "clusters": {"c1": {"cores": 8, "node_cores": 4, "trace": str(trace)}},
+        "config": {"classes": {"whole": {"policy": "reserve", "default": True}}},
+        "campaigns": [{"user": "a", "tasks": 2, "cores_per_task": 4, "submit_hours": 0.01,
+                       "duration": {"law": "constant", "seconds": 600}}]}), tmp_path)
+    assert report["finished"] and report["tasks"] == {"terminated": 2}
+    assert all(point["running"].get("a", 0) == 0 for point in report["timeline"] if point["hour"] < 2)
+    assert max(point["running"].get("a", 0) for point in report["timeline"]) == 4
+
+
+def test_one_node_of_every_core_is_the_pool_of_cores(tmp_path: Path) -> None:
+    """The node rules reduce to the pool's on a single node: the same run, draw for draw."""
+    cluster = {"cores": 8, "memory_gb": 16, "local_load": 0.4, "local_max_cores": 4}
+    scenario = {"seed": 2, "cycle_period": 60, "max_hours": 6, "clusters": {"c1": cluster},
+                "campaigns": [{"user": "a", "tasks": 60, "jdl": {"memory": "1G"},
+                               "duration": {"law": "lognormal", "median": 900, "sigma": 0.5}},
+                              {"user": "b", "tasks": 20, "type": "normal", "cores_per_task": 2,
+                               "duration": {"law": "lognormal", "median": 900, "sigma": 0.5}}]}
+    pool = simulate(parse_scenario(scenario), tmp_path)
+    node = simulate(parse_scenario({**scenario, "clusters": {"c1": {**cluster, "node_cores": 8}}}), tmp_path)
+    pool.pop("cycle_seconds"), node.pop("cycle_seconds")
+    assert pool["kills"]["cluster_preemptions"] > 0
+    assert node == pool
 
 
 def test_queueing_ahead_never_exceeds_a_users_allotment(tmp_path: Path) -> None:

@@ -12,9 +12,9 @@ fraction of the cores local users keep busy) or ``local_load_steps`` (``"HOURS:L
 step function), ``local_max_cores`` (widest local job; default a quarter of the cores),
 ``trace`` (local jobs replayed from a file, on top of that load; see
 :func:`~cigri.backends.sim.world.read_trace`),
-``task_seconds``, ``max_waiting``, ``node_cores`` (the cores of each of its nodes, reported so
-that a ``reserve`` class takes nodes of exactly that size; the world itself places jobs on
-cores, not nodes).
+``task_seconds``, ``max_waiting``, ``node_cores`` (the cores of each of its nodes: the world
+places jobs on nodes, see :class:`~cigri.backends.sim.world.NodeWorld`, and reports their size
+so that a ``reserve`` class takes nodes of exactly that size; unset: one pool of cores).
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ import random
 import re
 import zlib
 from collections import deque
+from functools import partial
 from pathlib import Path
 
 from cigri import clock
 from cigri.backends import Capacity, JobSpec, RemoteJob, RemoteState
-from cigri.backends.sim.world import Job, World, read_trace
+from cigri.backends.sim.world import Job, NodeWorld, World, read_trace
 from cigri.errors import ConfigError
 
 _STATES = {
@@ -51,8 +52,10 @@ class SimBackend:
             raise ConfigError(f"cluster {name}: cores: a sim cluster needs at least one core")
         seed = int(options.get("seed", 0))  # type: ignore[call-overload]
         trace = options.get("trace")
+        self.node_cores = int(options["node_cores"]) if "node_cores" in options else None  # type: ignore[call-overload]
+        world = World if self.node_cores is None else partial(NodeWorld, node_cores=self.node_cores)
         try:
-            self.world = World(
+            self.world = world(
                 name=name, cores=cores, memory_gb=float(options.get("memory_gb", 0)),  # type: ignore[arg-type]
                 start=clock.now(), rng=random.Random(seed * 1_000_003 + zlib.crc32(name.encode())),
                 local_load=load_steps(options),
@@ -61,10 +64,6 @@ class SimBackend:
         except ValueError as error:
             raise ConfigError(f"cluster {name}: {error}") from None
         self.task_seconds = float(options.get("task_seconds", 60))  # type: ignore[arg-type]
-        self.node_cores = int(options["node_cores"]) if "node_cores" in options else None  # type: ignore[call-overload]
-        if self.node_cores is not None and (self.node_cores < 1 or cores % self.node_cores):
-            raise ConfigError(f"cluster {name}: node_cores: {self.node_cores} does not divide the {cores} cores "
-                              "into nodes")
         self._keys: dict[str, str] = {}
         self._count = 0
 
@@ -117,8 +116,11 @@ class SimBackend:
         world = self._now()
         held = int(world.used()[1] * 1024)
         free = max(0, int(world.memory_gb * 1024) - held) if world.memory_gb else None
+        nodes = world.cores // self.node_cores if self.node_cores else 0
+        node_memory = int(world.memory_gb * 1024) // nodes if free is not None and nodes else None
         return Capacity(world.cores, max(0, world.free_cores()), len(world.queue) + len(world.best_effort_queue),
-                        free_memory_mb=free, allocated_memory_mb=held, node_cores=self.node_cores)
+                        free_memory_mb=free, allocated_memory_mb=held, node_cores=self.node_cores,
+                        node_memory_mb=node_memory)
 
     def output_tail(self, remote_id: str, stream: str, lines: int) -> str:
         return ""  # simulated jobs write nothing

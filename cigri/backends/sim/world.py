@@ -6,7 +6,9 @@ queue first-come first-served with cigri's normal jobs; cigri's best-effort jobs
 cores nobody else waits for, and the youngest are killed (``preempted``) as soon as a local job
 needs their cores, as OAR's best-effort jobs are. A job that outlives its walltime is killed
 (``timeout``). Every random draw comes from one generator seeded per cluster, so a run is
-reproducible.
+reproducible. :class:`World` places jobs on one pool of cores; :class:`NodeWorld`, for a
+cluster with ``node_cores``, on nodes, as OAR and Slurm do, so that free cores may be too
+scattered for a job.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class Job:
     submitted_at: float = 0.0
     started_at: float | None = None
     finished_at: float | None = None
+    nodes: tuple[int, ...] = ()  # where it runs, on a NodeWorld
 
 
 @dataclass
@@ -264,6 +267,114 @@ class World:
         job.state, job.finished_at = state, self.now
         if state == "timeout":
             job.exit_code = None
+
+
+@dataclass
+class Node:
+    """One node of a :class:`NodeWorld`: what its jobs leave free, and which jobs they are."""
+
+    index: int
+    free_cores: int
+    free_memory_gb: float  # math.inf when the cluster's memory is not limited
+    jobs: dict[str, Job] = field(default_factory=dict)
+
+
+@dataclass
+class NodeWorld(World):
+    """A simulated cluster cut into ``cores / node_cores`` alike nodes, memory split evenly.
+
+    A job of at most ``node_cores`` cores runs on one node, the one with the fewest free cores
+    that fits it (then the lowest index), so jobs pack and leave whole nodes free; a wider job
+    holds whole nodes, its cores rounded up to them, its memory spread evenly over them. Local
+    and normal jobs still start first come, first served, and best-effort jobs only when nobody
+    waits; a job that does not fit kills best-effort jobs only on the nodes it gets: on each
+    node the youngest until it fits there, and it takes the nodes that need the fewest victims,
+    then the least run time lost, then the fewest free cores, then the lowest index.
+    """
+
+    node_cores: int = field(kw_only=True)
+    nodes: list[Node] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.node_cores < 1 or self.cores % self.node_cores:
+            raise ValueError(f"node_cores: {self.node_cores} does not divide the {self.cores} cores into nodes")
+        count = self.cores // self.node_cores
+        memory = self.memory_gb / count if self.memory_gb else math.inf
+        self.nodes = [Node(index, self.node_cores, memory) for index in range(count)]
+        super().__post_init__()
+
+    def free_cores(self) -> int:
+        """Free cores summed over the nodes; a node whose memory is all held offers none."""
+        return sum(node.free_cores for node in self.nodes if node.free_memory_gb > 0)
+
+    def submit(self, job: Job) -> None:
+        """As :meth:`World.submit`; a job wider than a node holds whole nodes, so its cores are
+        rounded up to them."""
+        if job.cores > self.node_cores:
+            job.cores = self._span(job) * self.node_cores
+        super().submit(job)
+
+    def _span(self, job: Job) -> int:
+        """How many nodes ``job`` takes (a job of no cores still sits on one)."""
+        return max(1, -(-job.cores // self.node_cores))
+
+    def _share(self, job: Job) -> tuple[int, float]:
+        """The cores and memory ``job`` holds on each of its nodes."""
+        return min(job.cores, self.node_cores), job.memory_gb / self._span(job)
+
+    def _fits(self, job: Job) -> bool:
+        return self._place(job, evict=False)
+
+    def _make_room(self, job: Job) -> bool:
+        return self._place(job, evict=True)
+
+    def _place(self, job: Job, evict: bool) -> bool:
+        """Whether ``job`` can start now, and if so set ``job.nodes``; with ``evict``, after
+        killing the best-effort jobs the class docstring's rule picks."""
+        span, (cores, memory) = self._span(job), self._share(job)
+        offers = []
+        for node in self.nodes:
+            victims = self._victims(node, cores, memory, evict)
+            if victims is not None:
+                lost = sum(self.now - (victim.started_at or 0.0) for victim in victims)
+                offers.append((len(victims), lost, node.free_cores, node.index, victims))
+        if len(offers) < span:
+            return False
+        chosen = sorted(offers, key=lambda offer: offer[:4])[:span]
+        for victim in {victim.id: victim for *_, victims in chosen for victim in victims}.values():
+            self._end(victim, "preempted")  # once, even if it spans several chosen nodes
+        job.nodes = tuple(sorted(index for _, _, _, index, _ in chosen))
+        return True
+
+    def _victims(self, node: Node, cores: int, memory: float, evict: bool) -> list[Job] | None:
+        """The youngest best-effort jobs of ``node`` whose end leaves ``cores`` and ``memory``
+        free there (none if it has them); None if it cannot have them (without killing, or at all)."""
+        free_cores, free_memory = node.free_cores, node.free_memory_gb
+        if free_cores >= cores and free_memory >= memory:
+            return []
+        if not evict:
+            return None
+        victims = []
+        for victim in sorted((j for j in node.jobs.values() if j.best_effort),
+                             key=lambda j: (j.started_at or 0.0, j.id), reverse=True):
+            victims.append(victim)
+            freed_cores, freed_memory = self._share(victim)
+            free_cores, free_memory = free_cores + freed_cores, free_memory + freed_memory
+            if free_cores >= cores and free_memory >= memory:
+                return victims
+        return None
+
+    def _hold(self, job: Job, sign: int) -> None:
+        super()._hold(job, sign)
+        cores, memory = self._share(job)
+        for index in job.nodes:
+            node = self.nodes[index]
+            node.free_cores -= sign * cores
+            node.free_memory_gb -= sign * memory
+            if sign > 0:
+                node.jobs[job.id] = job
+            else:
+                del node.jobs[job.id]
 
 
 def read_trace(path: Path) -> deque[tuple[float, int, float]]:
