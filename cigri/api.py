@@ -8,12 +8,14 @@ import sqlite3
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cigri import bag
 from cigri import db as database
 from cigri import predictor
+from cigri.config import ClassConfig, Config, UserConfig
 from cigri.errors import InputError, NotFound, Refused
 from cigri.events import Severity, close, record
 from cigri.grid import Grid
@@ -21,10 +23,10 @@ from cigri.users import acting_user, is_admin, require_admin
 from cigri.jdl import iter_params, parse_jdl
 from cigri.jdl.params import describe, param_rows
 from cigri.jdl.parser import ParamSource, cluster_keys
-from cigri.states import CAMPAIGN_ACTIVE, JOB_ACTIVE, TASK_OPEN, CampaignState, KillReason, TaskState, sql_in
+from cigri.states import (CAMPAIGN_ACTIVE, JOB_ACTIVE, TASK_OPEN, CampaignState, JobState, KillReason, TaskState,
+                          sql_in)
 
 if TYPE_CHECKING:
-    from cigri.config import Config
     from cigri.metascheduler.fairshare import Allocation, Scenario
 
 INSERT_CHUNK = 10_000
@@ -665,3 +667,91 @@ def explain(scenario: Scenario, allocation: Allocation) -> dict[str, Any]:
         spec = specs[entry["name"]]
         entry.update(priority=spec.priority, weight=spec.weight, policy=str(spec.policy))
     return result
+
+
+# --- classes and users --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Load:
+    """One active campaign: its class as the metascheduler reads it, its tasks in the bag and
+    its held jobs (task jobs not marked for a kill; submitting ones count as waiting)."""
+
+    id: int
+    user: str
+    class_name: str
+    pending: int
+    waiting: int
+    running: int
+
+
+def _loads(grid: Grid) -> list[_Load]:
+    """Every active campaign's load, from the database only (no cluster is asked). A campaign
+    of a class no longer configured belongs to the default class, as in the metascheduler."""
+    configured, default = {c.name for c in grid.config.classes}, grid.config.default_class()
+    jobs: dict[tuple[int, bool], int] = defaultdict(int)
+    for campaign_id, running, count in grid.db.execute(
+            f"SELECT campaign_id, state = ?, count(*) FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} "
+            "AND kind = 'task' AND kill_reason IS NULL GROUP BY campaign_id, state = ?",
+            [JobState.RUNNING, JobState.RUNNING]):
+        jobs[(campaign_id, bool(running))] = count
+    campaigns = grid.db.execute(f"SELECT id, user, class FROM campaigns WHERE state IN {sql_in(CAMPAIGN_ACTIVE)} "
+                                "ORDER BY id").fetchall()
+    return [_Load(i, user, name if name in configured else default, bag.count(grid.db, i, (TaskState.PENDING,)),
+                  jobs[(i, False)], jobs[(i, True)]) for i, user, name in campaigns]
+
+
+def _in_order(config: Config) -> list[ClassConfig]:
+    """The classes in the metascheduler's evaluation order; without any, its implicit fair-share ``default``."""
+    return sorted(config.classes or (ClassConfig("default"),), key=lambda c: (c.priority, c.name))
+
+
+def _totals(loads: list[_Load]) -> dict[str, int]:
+    return {"pending": sum(load.pending for load in loads), "waiting": sum(load.waiting for load in loads),
+            "running": sum(load.running for load in loads)}
+
+
+def classes(grid: Grid) -> list[dict[str, Any]]:
+    """Every class as configured, in evaluation order, with what its active campaigns hold and
+    wait for now (``cigri classes``): read from the configuration and the database only, so it
+    answers while clusters are down."""
+    loads, default = _loads(grid), grid.config.default_class()
+    result = []
+    for klass in _in_order(grid.config):
+        members = [load for load in loads if load.class_name == klass.name]
+        result.append({"name": klass.name, "priority": klass.priority, "weight": klass.weight, "policy": klass.policy,
+                       "users": None if klass.users is None else list(klass.users),
+                       "clusters": None if klass.clusters is None else list(klass.clusters),
+                       "default": klass.name == default, "finalize": klass.finalize, "campaigns": len(members),
+                       "users_active": len({load.user for load in members}), **_totals(members)})
+    return result
+
+
+def _user_settings(user: UserConfig) -> dict[str, Any]:
+    return {"allotment": user.allotment, "allotment_memory_gb": user.allotment_memory_gb,
+            "affinity": dict(user.affinity)}
+
+
+def users(grid: Grid) -> dict[str, Any]:
+    """The ``[users]`` defaults, and every user configured or with an active campaign (by name)
+    with the effective allotment and affinity, the classes it may submit to, its load, and the
+    cores and memory its jobs hold in fixed_share and reserve classes: what the allotment caps,
+    each task costing what the metascheduler charges it (``cigri users``). No cluster is asked."""
+    from cigri.metascheduler.fairshare import Policy
+    from cigri.metascheduler.metascheduler import task_cost
+
+    config, loads = grid.config, _loads(grid)
+    ordered = _in_order(config)
+    capped_classes = {c.name for c in ordered if c.policy != Policy.FAIR_SHARE}
+    capped = [load for load in loads if load.class_name in capped_classes]
+    costs = {i: task_cost(values) for i, values in grid.campaign_properties([load.id for load in capped]).items()}
+    result = []
+    for name in sorted(set(config.users.named) | {load.user for load in loads}):
+        mine = [load for load in loads if load.user == name]
+        held = [(load.waiting + load.running, *costs[load.id]) for load in mine if load.id in costs]
+        memory_gb = sum((jobs * memory for jobs, _, memory in held), 0.0)
+        result.append({"name": name, "configured": name in config.users.named, **_user_settings(config.users.of(name)),
+                       "classes": [c.name for c in ordered if c.users is None or name in c.users],
+                       "campaigns": len(mine), **_totals(mine),
+                       "held_non_preemptable": {"cores": sum(jobs * cores for jobs, cores, _ in held),
+                                                "memory_gb": round(memory_gb, 3)}})
+    return {"default": _user_settings(config.users.default), "users": result}

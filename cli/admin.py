@@ -120,6 +120,68 @@ def _per_cluster(counts: dict[str, int]) -> str:
     return " ".join(f"{cluster}:{n}" for cluster, n in counts.items()) or "0"
 
 
+FINALIZE = {True: "yes", False: "no", None: "best-effort"}  # a class's finalize; None: only best-effort campaigns
+
+
+@app.command()
+@common.errors_to_exit
+def classes(as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
+    """List the classes in evaluation order: their configuration and their active campaigns, users,
+    pending tasks, waiting and running jobs (from the database: no cluster is asked)."""
+    result = api.classes(common.grid(overrides))
+    if as_json:
+        return common.print_json({"classes": result})
+    common.print_table(None, ["class", "priority", "weight", "policy", "users", "clusters", "default", "finalize",
+                              "campaigns", "active users", "pending", "waiting", "running"],
+                       [[c["name"], c["priority"], f"{c['weight']:g}", c["policy"], _names(c["users"], "everyone"),
+                         _names(c["clusters"], "all"), "yes" if c["default"] else "no", FINALIZE[c["finalize"]],
+                         c["campaigns"], c["users_active"], c["pending"], c["waiting"], c["running"]] for c in result])
+
+
+@app.command()
+@common.errors_to_exit
+def users(as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
+    """List the users configured or with active campaigns: allotment, affinity, classes, load, and
+    what their fixed_share and reserve jobs hold against the allotment (no cluster is asked)."""
+    result = api.users(common.grid(overrides))
+    if as_json:
+        return common.print_json(result)
+    common.print_table(None, ["user", "configured", "classes", "campaigns", "pending", "waiting", "running",
+                              "held/allotment", "affinity"],
+                       [[u["name"], "yes" if u["configured"] else "no", ",".join(u["classes"]), u["campaigns"],
+                         u["pending"], u["waiting"], u["running"], _held(u), _affinity(u["affinity"])]
+                        for u in result["users"]])
+    default = result["default"]
+    print(f"defaults: allotment {_limit(default['allotment'], 'cores')}, memory "
+          f"{_limit(default['allotment_memory_gb'], 'GB')}, affinity {_affinity(default['affinity']) or 'none'}")
+
+
+def _names(names: list[str] | None, everything: str) -> str:
+    return everything if names is None else ",".join(names)
+
+
+def _held(user: dict[str, Any]) -> str:
+    """What the user's fixed_share and reserve jobs hold against the allotment: ``12/64 cores``,
+    and the memory when it is capped or held."""
+    held = user["held_non_preemptable"]
+    parts = [_against(held["cores"], user["allotment"], "cores")]
+    if user["allotment_memory_gb"] is not None or held["memory_gb"]:
+        parts.append(_against(held["memory_gb"], user["allotment_memory_gb"], "GB"))
+    return ", ".join(parts)
+
+
+def _against(held: float, limit: float | None, unit: str) -> str:
+    return f"{held:g} {unit} (no limit)" if limit is None else f"{held:g}/{limit:g} {unit}"
+
+
+def _limit(value: float | None, unit: str) -> str:
+    return "no limit" if value is None else f"{value:g} {unit}"
+
+
+def _affinity(affinity: dict[str, float]) -> str:
+    return " ".join(f"{cluster}:{weight:g}" for cluster, weight in affinity.items())
+
+
 @app.command()
 @common.errors_to_exit
 def doctor(as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:

@@ -22,7 +22,7 @@ for cmd in "${!summary[@]}"; do
   if [ "$cmd" = cigri ]; then
     {
       echo "[SUBCOMMANDS]"
-      for sub in "cycle" "daemon" "doctor" "shares" "simulate" "db init" "db upgrade" "db path" "cluster list" "cluster add" \
+      for sub in "cycle" "daemon" "doctor" "shares" "classes" "users" "simulate" "db init" "db upgrade" "db path" "cluster list" "cluster add" \
                  "cluster test" "cluster remove" "cluster blacklist" "cluster unblacklist"; do
         echo ".SS \"cigri $sub\""
         echo ".nf"

@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from cigri import api, config, predictor
+from cigri.config import ClassConfig
 from cigri.cycle import run_cycle
 from cigri.cycle_context import gather
 from cigri.grid import open_grid
@@ -81,6 +83,27 @@ def test_a_clusters_held_jobs_are_counted_through_the_campaigns_index(grid) -> N
     plan = [row[3] for row in grid.db.conn.execute("EXPLAIN QUERY PLAN " + held[0])]
     assert any(line.startswith("SEARCH jobs USING INDEX jobs_by_campaign (campaign_id=? AND state=?)")
                for line in plan), plan
+
+
+@pytest.mark.parametrize("analysed", [False, True])
+def test_classes_and_users_search_every_table_they_read(unanalysed, analysed: bool) -> None:
+    """``cigri classes`` and ``cigri users`` read the active campaigns, their bags, held jobs and
+    (in a fixed_share class, for the cores held against the allotment) their settings. As cigri
+    runs, without statistics, each goes through an index; with statistics the planner may scan
+    a one-row table, never tasks or jobs."""
+    unanalysed.config = replace(unanalysed.config, classes=(ClassConfig("default", policy="fixed_share"),))
+    if analysed:
+        unanalysed.db.execute("ANALYZE")
+    seen: list[str] = []
+    unanalysed.db.conn.set_trace_callback(seen.append)
+    api.classes(unanalysed)
+    api.users(unanalysed)
+    unanalysed.db.conn.set_trace_callback(None)
+    assert_no_scan(unanalysed, seen)
+    assert any("FROM campaign_properties" in statement for statement in seen)
+    scans = [f"{line}    <- {statement[:90]}" for statement, line in planned(unanalysed, seen)
+             if line.startswith("SCAN")]
+    assert analysed or not scans, "\n".join(scans)
 
 
 def test_a_cycle_scans_nothing_that_accumulates(unanalysed) -> None:

@@ -85,7 +85,7 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
     rows = conn.execute("SELECT id, name, user, state, class, priority FROM campaigns WHERE state IN (?, ?) "
                         "ORDER BY id", [CampaignState.IN_TREATMENT, CampaignState.PAUSED]).fetchall()
     settings = grid.campaign_properties([r[0] for r in rows])
-    costs = {r[0]: _task_cost(settings[r[0]]) for r in rows}  # (cores, memory GB) per task
+    costs = {r[0]: task_cost(settings[r[0]]) for r in rows}  # (cores, memory GB) per task
     held: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))  # campaign -> cluster -> jobs
     queued: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))  # of which still in a queue
     held_cores: dict[int, int] = defaultdict(int)
@@ -166,7 +166,7 @@ def _memory_offer(capacity: Capacity, running_gb: float, queued_gb: float) -> fl
     return (capacity.free_memory_mb + counted) / 1024 + queued_gb
 
 
-def _task_cost(values: Mapping[int, Mapping[str, Any]]) -> tuple[int, float]:
+def task_cost(values: Mapping[int, Mapping[str, Any]]) -> tuple[int, float]:
     """``(cores, memory GB)`` one task asks for, the largest over its clusters. Cores: the
     product of the levels of its OAR ``resources`` (a request cigri cannot read counts as one
     core). Memory: the JDL's ``memory`` (per node, as Slurm's ``--mem``) times its nodes."""
