@@ -14,7 +14,6 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-import click
 import pytest
 import typer
 
@@ -29,11 +28,11 @@ COMMANDS = {"gridsub": gridsub.app, "gridstat": gridstat.app, "griddel": griddel
 GENERATED = {"--install-completion", "--show-completion", "--help", "--version"}
 
 
-def options(command: click.Command, prefix: str) -> list[tuple[str, str]]:
+def options(command: typer.core.TyperCommand | typer.core.TyperGroup, prefix: str) -> list[tuple[str, str]]:
     """(command path, option) for a command and all its sub-commands."""
     found = [(prefix, opt) for param in command.params for opt in param.opts
              if opt.startswith("--") and opt not in GENERATED]
-    if isinstance(command, click.Group):
+    if isinstance(command, typer.core.TyperGroup):
         for name, sub in command.commands.items():
             found += options(sub, f"{prefix} {name}")
     return found
@@ -46,7 +45,7 @@ def test_command_documented_in_readme_and_man(name: str) -> None:
     man = (ROOT / "man" / f"{name}.1").read_text()
     for path, option in options(command, name):
         assert option.replace("-", r"\-") in man or option in man, f"{path} {option} missing from man/{name}.1"
-    if isinstance(command, click.Group):
+    if isinstance(command, typer.core.TyperGroup):
         for sub in command.commands:
             assert re.search(rf"{name} {sub}\b", README), f"{name} {sub} missing from README"
 
