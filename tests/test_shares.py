@@ -219,6 +219,28 @@ def test_gather_reads_capacity_holdings_classes_users_and_limits(make_grid: Call
         ("alice", 16, {"b": 2.0}), ("bob", 16, {})]
 
 
+def test_jobs_on_a_cluster_left_out_still_count_against_the_allotment(make_grid: Callable[[str], Grid],
+                                                                     tmp_path: Path) -> None:
+    """b is unreachable or blacklisted this cycle: alice's fixed-share jobs there still run, so
+    the allocation may start only what is left of her allotment on a; fair-share jobs there
+    take nothing from it."""
+    grid = make_grid(TWO_CLUSTERS + '[classes.fixed]\npolicy = "fixed_share"\nusers = ["alice"]\n'
+                     '[classes.shared]\ndefault = true\n[users]\nallotment = 6\n')
+    ids = grid.cluster_ids()
+    fixed = _submit(grid, tmp_path, "alice", 20, resources="core=2", clusters={"a": {}, "b": {}},
+                    **{"class": "fixed"})
+    shared = _submit(grid, tmp_path, "alice", 20, clusters={"a": {}, "b": {}})
+    grid.db.conn.executemany("INSERT INTO jobs(campaign_id, cluster_id, kind, state, created_at) "
+                             "VALUES (?, ?, 'task', 'running', 0)", [(fixed, ids["b"]), (shared, ids["b"])])
+    scenario = gather(grid, {ids["a"]: Capacity(16, 16)}, now()).scenario
+    assert [(u.name, u.allotment_cores) for u in scenario.users] == [("alice", 4)]  # 6 less 2 cores on b
+    campaigns = {c.id: c for c in allocate(grid.config, scenario).campaigns}
+    assert campaigns[fixed].start == {"a": 2} and campaigns[fixed].reason.endswith("capped by allotment")
+    assert [(u.name, u.allotment_cores) for u in gather(grid, {ids["a"]: Capacity(16, 16),
+                                                             ids["b"]: Capacity(16, 14)}, now()).scenario.users] == [
+        ("alice", 6)]  # b answers again: its job is seen where it runs
+
+
 def test_gather_reads_memory_per_task_and_per_cluster(make_grid: Callable[[str], Grid], tmp_path: Path) -> None:
     grid = make_grid(TWO_CLUSTERS)
     ids = grid.cluster_ids()
