@@ -685,9 +685,8 @@ class _Load:
 
 
 def _loads(grid: Grid) -> list[_Load]:
-    """Every active campaign's load, from the database only (no cluster is asked). A campaign
-    of a class no longer configured belongs to the default class, as in the metascheduler."""
-    configured, default = {c.name for c in grid.config.classes}, grid.config.default_class()
+    """Every active campaign's load, from the database only (no cluster is asked), in the class
+    it is scheduled in (:meth:`Config.class_of`)."""
     jobs: dict[tuple[int, bool], int] = defaultdict(int)
     for campaign_id, running, count in grid.db.execute(
             f"SELECT campaign_id, state = ?, count(*) FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} "
@@ -696,7 +695,7 @@ def _loads(grid: Grid) -> list[_Load]:
         jobs[(campaign_id, bool(running))] = count
     campaigns = grid.db.execute(f"SELECT id, user, class FROM campaigns WHERE state IN {sql_in(CAMPAIGN_ACTIVE)} "
                                 "ORDER BY id").fetchall()
-    return [_Load(i, user, name if name in configured else default, bag.count(grid.db, i, (TaskState.PENDING,)),
+    return [_Load(i, user, grid.config.class_of(name).name, bag.count(grid.db, i, (TaskState.PENDING,)),
                   jobs[(i, False)], jobs[(i, True)]) for i, user, name in campaigns]
 
 
@@ -736,13 +735,11 @@ def users(grid: Grid) -> dict[str, Any]:
     with the effective allotment and affinity, the classes it may submit to, its load, and the
     cores and memory its jobs hold in fixed_share and reserve classes: what the allotment caps,
     each task costing what the metascheduler charges it (``cigri users``). No cluster is asked."""
-    from cigri.metascheduler.fairshare import Policy
     from cigri.metascheduler.metascheduler import task_cost
 
     config, loads = grid.config, _loads(grid)
     ordered = _in_order(config)
-    capped_classes = {c.name for c in ordered if c.policy != Policy.FAIR_SHARE}
-    capped = [load for load in loads if load.class_name in capped_classes]
+    capped = [load for load in loads if config.class_of(load.class_name).counts_allotment]
     costs = {i: task_cost(values) for i, values in grid.campaign_properties([load.id for load in capped]).items()}
     result = []
     for name in sorted(set(config.users.named) | {load.user for load in loads}):

@@ -120,6 +120,11 @@ class ClassConfig:
     default: bool = False
     finalize: bool | None = None  # replicate tail stragglers; None: only best-effort campaigns
 
+    @property
+    def counts_allotment(self) -> bool:
+        """Its jobs are never preempted, so they count against their user's allotment."""
+        return self.policy != "fair_share"
+
 
 @dataclass(frozen=True)
 class UserConfig:
@@ -182,6 +187,12 @@ class Config:
     def default_class(self) -> str:
         marked = [c.name for c in self.classes if c.default] or [c.name for c in self.classes if c.name == "default"]
         return marked[0] if marked else "default"
+
+    def class_of(self, name: str | None) -> ClassConfig:
+        """The class a campaign of class ``name`` is scheduled in: that class while it is
+        configured, else the default one (without any class, the implicit fair-share ``default``)."""
+        by_name = {c.name: c for c in self.classes}
+        return by_name.get(name or "") or by_name.get(self.default_class()) or ClassConfig("default")
 
     def class_users(self) -> dict[str, frozenset[str] | None] | None:
         """Each class and its allowed users (None: everyone); None when no class is configured."""

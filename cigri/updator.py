@@ -114,13 +114,13 @@ def record_counts(ctx: CycleContext) -> None:
     with database.write(ctx.grid.db) as conn:
         if retention:
             conn.execute("DELETE FROM counts WHERE at < ?", [now - retention])
-        for cluster_id, capacity in ctx.capacities.items():
-            waiting, running = conn.execute(
-                "SELECT count(*) FILTER (WHERE state != 'running'), count(*) FILTER (WHERE state = 'running') "
-                f"FROM jobs WHERE cluster_id = ? AND state IN {sql_in(JOB_ACTIVE)}", [cluster_id]).fetchone()
-            conn.execute("INSERT INTO counts(at, cluster_id, waiting, running, total_slots, free_slots) "
+        jobs = {cluster_id: (waiting, running) for cluster_id, waiting, running in conn.execute(
+            "SELECT cluster_id, count(*) FILTER (WHERE state != 'running'), count(*) FILTER (WHERE state = 'running') "
+            f"FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} GROUP BY cluster_id")}
+        conn.executemany("INSERT INTO counts(at, cluster_id, waiting, running, total_slots, free_slots) "
                          "VALUES (?, ?, ?, ?, ?, ?)",
-                         [now, cluster_id, waiting, running, capacity.total_slots, capacity.free_slots])
+                         [(now, cluster_id, *jobs.get(cluster_id, (0, 0)), capacity.total_slots, capacity.free_slots)
+                          for cluster_id, capacity in ctx.capacities.items()])
 
 
 def finish_campaigns(ctx: CycleContext) -> list[int]:

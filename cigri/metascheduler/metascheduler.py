@@ -89,17 +89,25 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
     held: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))  # campaign -> cluster -> jobs
     queued: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))  # of which still in a queue
     held_cores: dict[int, int] = defaultdict(int)
-    elsewhere: dict[int, int] = defaultdict(int)  # campaign -> jobs on clusters left out this cycle
+    # per user, the cores and memory that jobs in fixed_share and reserve classes hold on the
+    # clusters left out of this cycle (unreachable or blacklisted: their jobs still run)
+    elsewhere: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    owner = {r[0]: (r[2], config.class_of(r[4]).counts_allotment) for r in rows}
     running_memory: dict[int, float] = defaultdict(float)  # GB, per cluster
     queued_memory: dict[int, float] = defaultdict(float)
     for campaign_id, cluster_id, running, count in conn.execute(
             f"SELECT campaign_id, cluster_id, state = ?, count(*) FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} "
             "AND kind = 'task' AND kill_reason IS NULL GROUP BY campaign_id, cluster_id, state = ?",
             [JobState.RUNNING, JobState.RUNNING]):
-        if cluster_id not in capacities and campaign_id in costs:
-            elsewhere[campaign_id] += count
-        elif campaign_id in costs:
-            cores, memory = costs[campaign_id]
+        if campaign_id not in costs:
+            continue
+        cores, memory = costs[campaign_id]
+        if cluster_id not in capacities:
+            user, counts_allotment = owner[campaign_id]
+            if counts_allotment:
+                elsewhere[user][0] += count * cores
+                elsewhere[user][1] += count * memory
+        else:
             held[campaign_id][cluster_id] += count
             if not running:
                 queued[campaign_id][cluster_id] += count
@@ -148,31 +156,20 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
             users=None if c.users is None else frozenset(c.users),
             clusters=None if c.clusters is None else tuple(n for n in c.clusters if n in known),
             default=c.name == config.default_class()) for c in config.classes),
-        users=tuple(_user(config, name, known, _held_elsewhere(config, rows, costs, elsewhere, name))
-                    for name in sorted({c.user for c in campaigns})))
+        users=tuple(_user(config, name, known, elsewhere[name]) for name in sorted({c.user for c in campaigns})))
     return Gathered(scenario, {name: cid for cid, name in cluster_names.items()}, {r[0]: r[1] for r in rows})
 
 
-def _user(config: Config, name: str, clusters: set[str], held_elsewhere: tuple[int, float]) -> fairshare.UserSpec:
+def _user(config: Config, name: str, clusters: set[str], held_elsewhere: list[float]) -> fairshare.UserSpec:
     """The user as the allocation sees it: its allotment less what its non-preemptable jobs hold
-    on the clusters left out of this cycle, which the allocation does not see."""
+    on the clusters left out of this cycle, which the allocation does not see. Unseen, they
+    would let it start that much again elsewhere, and such jobs are never preempted to give it
+    back."""
     user, (cores, memory) = config.users.of(name), held_elsewhere
     return fairshare.UserSpec(
-        name, allotment_cores=None if user.allotment is None else max(0, user.allotment - cores),
+        name, allotment_cores=None if user.allotment is None else max(0, user.allotment - int(cores)),
         allotment_memory_gb=None if user.allotment_memory_gb is None else max(0.0, user.allotment_memory_gb - memory),
         affinity={k: v for k, v in user.affinity.items() if k in clusters})
-
-
-def _held_elsewhere(config: Config, rows: list[Any], costs: Mapping[int, tuple[int, float]],
-                    elsewhere: Mapping[int, int], user: str) -> tuple[int, float]:
-    """``(cores, memory GB)`` the user's jobs in fixed_share and reserve classes hold on the
-    clusters left out of this cycle (unreachable or blacklisted: their jobs still run). Unseen,
-    they would let the allocation start that much again elsewhere, beyond the allotment, and
-    such jobs are never preempted to give it back."""
-    policies = {c.name: c.policy for c in config.classes}
-    capped = [r[0] for r in rows if r[2] == user and elsewhere.get(r[0])
-              and policies.get(r[4] if r[4] in policies else config.default_class()) not in (None, "fair_share")]
-    return (sum(elsewhere[i] * costs[i][0] for i in capped), sum(elsewhere[i] * costs[i][1] for i in capped))
 
 
 def _memory_offer(capacity: Capacity, running_gb: float, queued_gb: float) -> float | None:
