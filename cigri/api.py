@@ -624,9 +624,10 @@ def shares(grid: Grid) -> dict[str, Any]:
     from cigri.metascheduler import allocate, gather
 
     capacities, unreachable = {}, []
-    for cluster_id, name, blacklisted in grid.db.execute("SELECT id, name, blacklisted FROM clusters ORDER BY name"):
+    for cluster_id, name, blacklisted, reason in grid.db.execute(
+            "SELECT id, name, blacklisted, blacklist_reason FROM clusters ORDER BY name"):
         if blacklisted:
-            unreachable.append({"name": name, "error": "blacklisted"})
+            unreachable.append({"name": name, "error": f"blacklisted: {reason}" if reason else "blacklisted"})
             continue
         try:
             capacities[cluster_id] = grid.backend(cluster_id).capacity()

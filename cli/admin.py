@@ -98,12 +98,14 @@ def shares(scenario: Optional[Path] = typer.Option(None, "--scenario", metavar="
                          _percent(c["fair_share"]["dominant"]), c["reason"]] for c in result["campaigns"]])
     common.print_table("clusters", ["cluster", "cores", "running", "target", "start", "preempt", "running cores",
                                     "target cores", "memory GB", "target memory GB"],
-                       [[c["name"], c["cores"], c["running"], c["target"], c["start"], c["preempt"],
+                       [[c["name"] + (" (left out)" if c["left_out"] else ""), c["cores"], c["running"], c["target"], c["start"], c["preempt"],
                          c["running_cores"], c["target_cores"], c["memory_gb"],
                          None if c["memory_gb"] is None else round(c["target_memory_gb"], 1)]
                         for c in result["clusters"]])
     print(f"preemption: at most {result['preempt_cap']} job(s) this cycle "
           f"({100 * result['preempt_fraction']:.0f}% of running)")
+    for cluster in result.get("clusters_left_out", ()):
+        print(f"left out of this cycle: {cluster['name']} ({cluster['error']}); cigri's jobs there keep their place")
 
 
 def _group_row(group: dict[str, Any]) -> list[Any]:

@@ -70,7 +70,7 @@ def test_issue_scenario_round_trips_to_one_json_value() -> None:
     assert campaign["demand"] == 72 and campaign["reason"] == "at fair share"
     assert output["clusters"] == [{"name": "c1", "cores": 64, "memory_gb": 256.0, "running": 32,
                                    "running_cores": 32, "running_memory_gb": 32.0, "target": 64, "target_cores": 64,
-                                   "target_memory_gb": 64.0, "start": 32, "preempt": 0}]
+                                   "target_memory_gb": 64.0, "start": 32, "preempt": 0, "left_out": False}]
     group = {"campaigns": 1, "demand": 72, "running": 32, "target": 64, "start": 32, "preempt": 0, "held": 0.5,
              "fair_share": {"jobs": 64, "dominant": 1.0}}
     assert output["classes"] == [{"name": "default", **group}] and output["users"] == [{"name": "alice", **group}]
@@ -537,7 +537,8 @@ MEMORY = st.none() | st.integers(0, 96).map(float)
 def scenarios(draw: st.DrawFn) -> Scenario:
     """Small random grids whose running jobs fit (strategies are built once: drawing is the cost)."""
     clusters = tuple(ClusterSpec(NAMES[i], draw(st.integers(0, 40)), draw(MEMORY),
-                                 draw(st.sampled_from([None, 1, 2, 4]))) for i in range(draw(st.integers(1, 3))))
+                                 draw(st.sampled_from([None, 1, 2, 4])), left_out=draw(st.integers(0, 3)) == 0)
+                     for i in range(draw(st.integers(1, 3))))
     names = {c.name for c in clusters}
 
     def on_grid(value: Any) -> Any:
@@ -581,7 +582,7 @@ def scenarios(draw: st.DrawFn) -> Scenario:
 def usable(scenario: Scenario, campaign: CampaignSpec) -> list[ClusterSpec]:
     klass = scenario.class_of(campaign)
     return [c for c in scenario.clusters
-            if (campaign.clusters is None or c.name in campaign.clusters)
+            if not c.left_out and (campaign.clusters is None or c.name in campaign.clusters)
             and (klass.clusters is None or c.name in klass.clusters)
             and (klass.policy is not Policy.RESERVE or c.node_cores in (None, campaign.cores_per_task))]
 
@@ -651,15 +652,16 @@ def test_work_conserving_no_campaign_with_demand_fits_in_what_is_left(scenario: 
 def test_no_campaign_exceeds_demand_max_jobs_or_allotment(scenario: Scenario) -> None:
     result = shares(scenario)
     non_preemptable: dict[str, list[float]] = {}
+    left_out = {k.name for k in scenario.clusters if k.left_out}
     for c in scenario.campaigns:
         s = result[c.id]
-        kept = sum(c.running.values()) if scenario.class_of(c).policy is not Policy.FAIR_SHARE or c.test_mode \
-            or not c.best_effort else 0
-        assert total(s.target) <= max(c.demand, kept) and s.demand == c.demand
+        pinned = scenario.class_of(c).policy is not Policy.FAIR_SHARE or c.test_mode or not c.best_effort
+        kept = {name: n for name, n in c.running.items() if pinned or name in left_out}  # never moved
+        assert total(s.target) <= max(c.demand, total(kept)) and s.demand == c.demand
         if c.max_jobs is not None:
-            assert total(s.target) <= max(c.max_jobs, kept)
+            assert total(s.target) <= max(c.max_jobs, total(kept))
         for name, n in c.max_jobs_per_cluster.items():
-            assert s.target.get(name, 0) <= max(n, c.running.get(name, 0) if kept else 0)
+            assert s.target.get(name, 0) <= max(n, kept.get(name, 0))
         if c.test_mode:
             assert all(n <= max(1, c.running.get(name, 0)) for name, n in s.target.items())
         if scenario.class_of(c).policy is not Policy.FAIR_SHARE:
@@ -693,6 +695,16 @@ def test_preemption_is_bounded_and_only_hits_fair_share_jobs(scenario: Scenario,
             assert scenario.class_of(c).policy is Policy.FAIR_SHARE and c.best_effort and not c.test_mode
         assert all(n > 0 for n in s.start.values())
         assert total(s.start) <= c.pending + total(s.preempt)  # a kill can move a task to another cluster
+
+
+@PROPERTIES
+@given(scenarios(), st.sampled_from([0.1, 1.0]))
+def test_nothing_moves_on_a_left_out_cluster(scenario: Scenario, fraction: float) -> None:
+    """Its jobs keep their place (target = running) and nothing starts or is killed there."""
+    for c, s in zip(sorted(scenario.campaigns, key=lambda c: c.id), allocate(scenario, fraction).campaigns):
+        for cluster in (k.name for k in scenario.clusters if k.left_out):
+            assert s.target.get(cluster, 0) == c.running.get(cluster, 0)
+            assert cluster not in s.start and cluster not in s.preempt and cluster not in s.clusters
 
 
 @PROPERTIES

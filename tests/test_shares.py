@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from harness import Cigri
+from harness import Cigri, wait_for
 
 from cigri import api, config
 from cigri.backends import Capacity
@@ -233,12 +233,37 @@ def test_jobs_on_a_cluster_left_out_still_count_against_the_allotment(make_grid:
     grid.db.conn.executemany("INSERT INTO jobs(campaign_id, cluster_id, kind, state, created_at) "
                              "VALUES (?, ?, 'task', 'running', 0)", [(fixed, ids["b"]), (shared, ids["b"])])
     scenario = gather(grid, {ids["a"]: Capacity(16, 16)}, now()).scenario
-    assert [(u.name, u.allotment_cores) for u in scenario.users] == [("alice", 4)]  # 6 less 2 cores on b
+    assert [(c.name, c.cores, c.left_out) for c in scenario.clusters] == [("a", 16, False), ("b", 3, True)]
     campaigns = {c.id: c for c in allocate(grid.config, scenario).campaigns}
     assert campaigns[fixed].start == {"a": 2} and campaigns[fixed].reason.endswith("capped by allotment")
-    assert [(u.name, u.allotment_cores) for u in gather(grid, {ids["a"]: Capacity(16, 16),
-                                                             ids["b"]: Capacity(16, 14)}, now()).scenario.users] == [
-        ("alice", 6)]  # b answers again: its job is seen where it runs
+    assert campaigns[fixed].target == {"a": 2, "b": 1} and campaigns[shared].target["b"] == 1
+    assert [(c.name, c.left_out) for c in gather(grid, {ids["a"]: Capacity(16, 16), ids["b"]: Capacity(16, 14)},
+                                                 now()).scenario.clusters] == [("a", False), ("b", False)]
+
+
+def test_jobs_on_a_cluster_left_out_count_in_the_fair_share(make_grid: Callable[[str], Grid], tmp_path: Path) -> None:
+    """alice holds 12 jobs on b, which does not answer this cycle: on a, bob gets what makes
+    the two equal over the grid (alice 12 + 4, bob 16), not half of a; nothing starts or is
+    killed on b, even where alice is above her share there."""
+    grid = make_grid(TWO_CLUSTERS + "[metascheduler]\npreempt_fraction = 1.0\npreempt_threshold = 1.0\n")
+    ids = grid.cluster_ids()
+    alice = _submit(grid, tmp_path, "alice", 60, clusters={"a": {}, "b": {}})
+    bob = _submit(grid, tmp_path, "bob", 60, clusters={"a": {}, "b": {}})
+    grid.db.conn.executemany("INSERT INTO jobs(campaign_id, cluster_id, kind, state, created_at) "
+                             "VALUES (?, ?, 'task', 'running', 0)", [(alice, ids["b"])] * 12)
+    allocation = allocate(grid.config, gather(grid, {ids["a"]: Capacity(20, 20)}, now()).scenario)
+    campaigns = {c.id: c for c in allocation.campaigns}
+    assert (campaigns[alice].target, campaigns[alice].start, campaigns[alice].preempt) == ({"a": 4, "b": 12},
+                                                                                          {"a": 4}, {})
+    assert (campaigns[bob].target, campaigns[bob].start) == ({"a": 16}, {"a": 16})
+    assert [(c.name, c.cores, c.start, c.preempt, c.left_out) for c in allocation.clusters] == [
+        ("a", 20, 20, 0, False), ("b", 12, 0, 0, True)]
+    # bob now holds 16 on a: alice (16) is not above her share, and nothing is killed on b to
+    # give bob the 12 cores she would lose there
+    grid.db.conn.executemany("INSERT INTO jobs(campaign_id, cluster_id, kind, state, created_at) "
+                             "VALUES (?, ?, 'task', 'running', 0)", [(bob, ids["a"])] * 16 + [(alice, ids["a"])] * 4)
+    allocation = allocate(grid.config, gather(grid, {ids["a"]: Capacity(20, 0)}, now()).scenario)
+    assert all(not c.preempt and not c.start for c in allocation.campaigns)
 
 
 def test_gather_reads_memory_per_task_and_per_cluster(make_grid: Callable[[str], Grid], tmp_path: Path) -> None:
@@ -370,9 +395,56 @@ def test_shares_of_a_scenario_file_without_a_database(cigri: Cigri) -> None:
     # each user's fair share on its dominant resource: A's 3 tasks hold 12 GB of 18, B's 2 hold 6 cores of 9
     assert [line.split()[-2:] for line in table.splitlines() if line.split()[:1] in (["a"], ["b"])] == [
         ["0.0%", "66.7%"], ["0.0%", "66.7%"]]
+    # a cluster left out of the cycle: campaign 1's 20 jobs there keep their place and count in
+    # its share of the 84 cores, so campaign 2 gets 42 of c1's 64
+    path.write_text(json.dumps({"clusters": [{"name": "c1", "cores": 64}, {"name": "c2", "cores": 20, "left_out": True}],
+                                "campaigns": [{"id": 1, "user": "a", "pending": 50, "running": {"c2": 20}},
+                                              {"id": 2, "user": "b", "pending": 50}]}))
+    result = cigri.json("cigri", "shares", "--scenario", str(path))
+    assert [(c["id"], c["target"], c["start"], c["clusters"]) for c in result["campaigns"]] == [
+        (1, {"c1": 22, "c2": 20}, {"c1": 22}, ["c1"]), (2, {"c1": 42}, {"c1": 42}, ["c1"])]
+    assert [(c["name"], c["left_out"]) for c in result["clusters"]] == [("c1", False), ("c2", True)]
+    table = cigri.run("cigri", "shares", "--scenario", str(path)).stdout
+    assert [line.split()[:4] for line in table.splitlines() if line.startswith("c2 ")] == [["c2", "(left", "out)", "20"]]
     path.write_text(json.dumps({**scenario, "clusters": [{"name": "c1", "cores": -1}]}))
     bad = cigri.run("cigri", "shares", "--scenario", str(path), "--json", expect=2)
     assert bad.stdout == "" and bad.stderr.strip() == f"cigri: {path}: clusters[0].cores: -1 is less than the minimum of 0"
+
+
+def test_shares_of_a_live_grid_with_a_blacklisted_cluster(cigri: Cigri) -> None:
+    """Through the real commands: the first campaign's 2 jobs run on b when an admin blacklists
+    b. They keep their place in its share, so of a's 4 cores the first gets 1 and the second 3
+    (3 each over the 6 cores), nothing starts or is killed on b, and ``cigri shares`` says b
+    is left out."""
+    cigri.config.write_text('[clusters.a]\nbackend = "local"\nslots = 4\nmax_waiting = 0\n'
+                            '[clusters.b]\nbackend = "local"\nslots = 2\nmax_waiting = 0\n')
+    sleeper = cigri.script("sleeper.sh", "sleep 60\n")
+    params = [str(i) for i in range(8)]
+    cigri.run("cigri", "cluster", "blacklist", "a")
+    first = cigri.submit(cigri.jdl("first", exec_file=str(sleeper), params=params, clusters={"a": {}, "b": {}}))
+    campaigns = [first]
+    try:
+        wait_for(lambda: (cigri.cycle(), cigri.stat(first)["tasks"]["running"] == 2)[1], 30, "2 jobs on b")
+        cigri.run("cigri", "cluster", "unblacklist", "a")
+        cigri.run("cigri", "cluster", "blacklist", "b")
+        campaigns.append(second := cigri.submit(cigri.jdl("second", exec_file=str(sleeper), params=params,
+                                                          clusters={"a": {}})))
+        result = cigri.json("cigri", "shares")
+        by_id = {c["id"]: c for c in result["campaigns"]}
+        assert (by_id[first]["running"], by_id[first]["target"], by_id[first]["start"]) == (
+            {"b": 2}, {"a": 1, "b": 2}, {"a": 1})
+        assert (by_id[second]["target"], by_id[second]["start"]) == ({"a": 3}, {"a": 3})
+        assert [(c["name"], c["cores"], c["start"], c["preempt"], c["left_out"]) for c in result["clusters"]] == [
+            ("a", 4, 4, 0, False), ("b", 2, 0, 0, True)]
+        assert result["clusters_left_out"] == [{"name": "b", "error": "blacklisted: blacklisted by an admin"}]
+        table = cigri.run("cigri", "shares").stdout
+        assert "left out of this cycle: b (blacklisted: blacklisted by an admin); cigri's jobs there keep their place" in table
+        assert [line.split()[:3] for line in table.splitlines() if line.startswith("b ")] == [["b", "(left", "out)"]]
+    finally:
+        cigri.run("cigri", "cluster", "unblacklist", "b")
+        for campaign in campaigns:
+            cigri.run("griddel", str(campaign))
+        cigri.cycle()
 
 
 # --- real cycles on the local pool --------------------------------------------------------

@@ -16,7 +16,9 @@ Scenario (JSON, read by :func:`scenario_from_json`; unknown keys are errors)::
 - ``clusters`` (required): ``name``, ``cores`` (what cigri may use there, its running jobs
   included), ``memory_gb`` (absent or null: memory is not limited there, and memory only
   counts in shares when every cluster declares it), ``node_cores`` / ``node_memory_gb``
-  (optional size of one node, used by ``reserve`` classes). A cluster may have 0 cores.
+  (optional size of one node, used by ``reserve`` classes), ``left_out`` (true: cigri cannot
+  reach it this cycle; the jobs campaigns hold there keep their place and count in every share
+  and allotment, and nothing starts or is killed there). A cluster may have 0 cores.
 - ``classes`` (optional; absent: one fair-share class named ``default``): ``name``,
   ``priority`` (order of evaluation: lower numbers are served first; default 0), ``weight``
   (> 0, default 1), ``policy`` = ``fair_share`` (preemptable) | ``fixed_share`` (never
@@ -55,7 +57,7 @@ wait for these to end", "above share by E: no one below share is starved (preemp
 each summing its campaigns' ``campaigns``, ``demand``, ``running``, ``target``, ``start`` and
 ``preempt`` jobs, with ``held`` (dominant share of the grid its running jobs use) and
 ``fair_share`` at target; ``clusters`` (capacity, jobs running, at target, started and killed
-there, the cores and memory they use now and at target), ``preempt_fraction`` and
+there, the cores and memory they use now and at target, ``left_out``), ``preempt_fraction`` and
 ``preempt_cap``. Per-cluster maps omit zeros.
 
 How the targets are found (DUCC's how-much, Armada's cost and placement, DRF):
@@ -65,7 +67,7 @@ How the targets are found (DUCC's how-much, Armada's cost and placement, DRF):
    cannot use more of one resource leaves it to the others (Manta's min-of-shares would idle it).
 2. Running jobs of non-preemptable campaigns (fixed_share, reserve, test mode, paused, normal
    jobs: only best-effort jobs of fair-share classes are preempted) stay where they
-   are. Running fair-share jobs are evicted in thought and re-placed first on their own
+   are, and so does every job on a left-out cluster. Running fair-share jobs are evicted in thought and re-placed first on their own
    cluster (Armada), so nothing moves unless fairness asks for it.
 3. Test-mode campaigns come first, one job per usable cluster (CiGri 2009; their jobs count
    in their user's and class's shares). Then classes by
@@ -146,6 +148,7 @@ class ClusterSpec:
     memory_gb: float | None = None  # None: memory is not limited there
     node_cores: int | None = None  # one node's size: a reserve job must ask for exactly this
     node_memory_gb: float | None = None
+    left_out: bool = False  # unreachable or blacklisted this cycle: its jobs count, nothing moves there
 
 
 @dataclass(frozen=True)
@@ -313,6 +316,7 @@ class ClusterUse:
     target_memory_gb: float
     start: int
     preempt: int
+    left_out: bool
 
 
 @dataclass(frozen=True)
@@ -349,8 +353,10 @@ def allocate(scenario: Scenario, preempt_fraction: float = 0.10, *, attrition_se
     plan = _Plan(scenario)
     none = {k.id: [0] * plan.size for k in plan.campaigns}
     running = {k.id: plan.counts(k.spec.running) for k in plan.campaigns}
-    ideal = _Fill(plan, pinned={k.id: none[k.id] if k.preemptable else running[k.id] for k in plan.campaigns},
-                  evicted={k.id: running[k.id] if k.preemptable else none[k.id] for k in plan.campaigns},
+    frozen = {k.id: [n if plan.left_out[c] else 0 for c, n in enumerate(running[k.id])] for k in plan.campaigns}
+    movable = {k.id: [r - f for r, f in zip(running[k.id], frozen[k.id])] for k in plan.campaigns}
+    ideal = _Fill(plan, pinned={k.id: frozen[k.id] if k.preemptable else running[k.id] for k in plan.campaigns},
+                  evicted={k.id: movable[k.id] if k.preemptable else none[k.id] for k in plan.campaigns},
                   cluster_caps={k.id: k.cluster_caps for k in plan.campaigns},
                   total_caps={k.id: k.total_cap for k in plan.campaigns})
     ideal.run()
@@ -388,7 +394,7 @@ def allocate(scenario: Scenario, preempt_fraction: float = 0.10, *, attrition_se
         running=sum(running[k.id][i] for k in plan.campaigns), running_cores=round(held[i][0]),
         running_memory_gb=held[i][1], target=sum(target[k.id][i] for k in plan.campaigns),
         target_cores=round(ideal.used[i][0]), target_memory_gb=ideal.used[i][1],
-        start=sum(started[k.id][i] for k in plan.campaigns), preempt=killed_on[i])
+        start=sum(started[k.id][i] for k in plan.campaigns), preempt=killed_on[i], left_out=c.left_out)
         for i, c in enumerate(scenario.clusters))
     classes = [c.name for c in sorted(scenario.classes, key=lambda c: (c.priority, c.name))] or [_IMPLICIT_CLASS.name]
     users = sorted({k.user for k in plan.campaigns})
@@ -447,8 +453,8 @@ class _Campaign:
         self.allotment: Vector = (_INF if user.allotment_cores is None else float(user.allotment_cores),
                                   _INF if user.allotment_memory_gb is None else user.allotment_memory_gb)
         names = spec.clusters if spec.clusters is not None else [c.name for c in scenario.clusters]
-        self.clusters = [plan.index[n] for n in names
-                         if (self.klass.clusters is None or n in self.klass.clusters) and self._fits_reserve(plan, n)]
+        self.clusters = [plan.index[n] for n in names if not plan.left_out[plan.index[n]]
+                         and (self.klass.clusters is None or n in self.klass.clusters) and self._fits_reserve(plan, n)]
         self.affinity = [spec.affinity.get(c.name, user.affinity.get(c.name, 0.0)) for c in scenario.clusters]
         self.claim = [user.affinity.get(c.name, 0.0) for c in scenario.clusters]  # what may move a running job
         self.throughput = [spec.throughput.get(c.name, 0.0) for c in scenario.clusters]
@@ -480,6 +486,7 @@ class _Plan:
         self.scenario = scenario
         self.size = len(scenario.clusters)
         self.index = {c.name: i for i, c in enumerate(scenario.clusters)}
+        self.left_out = [c.left_out for c in scenario.clusters]
         self.capacity: list[Vector] = [(float(c.cores), _INF if c.memory_gb is None else c.memory_gb)
                                        for c in scenario.clusters]
         memory = [c.memory_gb for c in scenario.clusters]
@@ -808,7 +815,8 @@ _SCHEMA = _record(
     clusters={"type": "array", "items": _record(
         ["name", "cores"], name={"type": "string", "minLength": 1}, cores=_COUNT,
         memory_gb={**_GB, "type": ["number", "null"]},
-        node_cores={"type": ["integer", "null"], "minimum": 1}, node_memory_gb={**_GB, "type": ["number", "null"]})},
+        node_cores={"type": ["integer", "null"], "minimum": 1}, node_memory_gb={**_GB, "type": ["number", "null"]},
+        left_out={"type": "boolean"})},
     classes={"type": "array", "items": _record(
         ["name"], name={"type": "string", "minLength": 1}, priority={"type": "integer"},
         weight={"type": "number", "exclusiveMinimum": 0}, policy={"enum": [p.value for p in Policy]},
@@ -839,7 +847,8 @@ def scenario_from_json(data: Any) -> Scenario:
     return Scenario(
         clusters=tuple(ClusterSpec(
             name=c["name"], cores=c["cores"], memory_gb=_float(c.get("memory_gb")), node_cores=c.get("node_cores"),
-            node_memory_gb=_float(c.get("node_memory_gb"))) for c in data["clusters"]),
+            node_memory_gb=_float(c.get("node_memory_gb")), left_out=c.get("left_out", False))
+            for c in data["clusters"]),
         classes=tuple(ClassSpec(
             name=c["name"], priority=c.get("priority", 0), weight=float(c.get("weight", 1)),
             policy=Policy(c.get("policy", Policy.FAIR_SHARE)),
@@ -894,7 +903,7 @@ def allocation_to_json(allocation: Allocation) -> dict[str, Any]:
             "name": c.name, "cores": c.cores, "memory_gb": c.memory_gb, "running": c.running,
             "running_cores": c.running_cores, "running_memory_gb": round(c.running_memory_gb, 6),
             "target": c.target, "target_cores": c.target_cores, "target_memory_gb": round(c.target_memory_gb, 6),
-            "start": c.start, "preempt": c.preempt,
+            "start": c.start, "preempt": c.preempt, "left_out": c.left_out,
         } for c in allocation.clusters],
         "preempt_fraction": allocation.preempt_fraction,
         "preempt_cap": allocation.preempt_cap,

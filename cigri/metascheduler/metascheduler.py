@@ -78,7 +78,10 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
     cluster offers cigri its free slots plus the cores its held jobs take or wait for there:
     counted in the same units as the holdings, or a full cluster's queued jobs would not fit
     the cluster they wait on, the fill would place them elsewhere and kill running jobs there.
-    Memory likewise, where the cluster says (see :func:`_memory_offer`).
+    Memory likewise, where the cluster says (see :func:`_memory_offer`). A cluster left out of
+    this cycle (unreachable or blacklisted) where cigri holds jobs is in the scenario as
+    ``left_out``, offering exactly what they hold: they still run, so they count in their
+    campaigns' shares and their users' allotments, and nothing starts or is killed there.
     """
     conn, config = grid.db.conn, grid.config
     cluster_names = {cid: name for cid, name in conn.execute("SELECT id, name FROM clusters")}
@@ -89,10 +92,6 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
     held: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))  # campaign -> cluster -> jobs
     queued: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))  # of which still in a queue
     held_cores: dict[int, int] = defaultdict(int)
-    # per user, the cores and memory that jobs in fixed_share and reserve classes hold on the
-    # clusters left out of this cycle (unreachable or blacklisted: their jobs still run)
-    elsewhere: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
-    owner = {r[0]: (r[2], config.class_of(r[4]).counts_allotment) for r in rows}
     running_memory: dict[int, float] = defaultdict(float)  # GB, per cluster
     queued_memory: dict[int, float] = defaultdict(float)
     for campaign_id, cluster_id, running, count in conn.execute(
@@ -102,21 +101,18 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
         if campaign_id not in costs:
             continue
         cores, memory = costs[campaign_id]
-        if cluster_id not in capacities:
-            user, counts_allotment = owner[campaign_id]
-            if counts_allotment:
-                elsewhere[user][0] += count * cores
-                elsewhere[user][1] += count * memory
-        else:
-            held[campaign_id][cluster_id] += count
-            if not running:
-                queued[campaign_id][cluster_id] += count
-            held_cores[cluster_id] += count * cores
-            (running_memory if running else queued_memory)[cluster_id] += count * memory
+        held[campaign_id][cluster_id] += count
+        if not running:
+            queued[campaign_id][cluster_id] += count
+        held_cores[cluster_id] += count * cores
+        (running_memory if running else queued_memory)[cluster_id] += count * memory
+    left_out = sorted(cid for cid in held_cores if cid not in capacities)
     clusters = tuple(fairshare.ClusterSpec(
         cluster_names[cid], cap.free_slots + held_cores[cid], _memory_offer(cap, running_memory[cid], queued_memory[cid]),
         cap.node_cores, None if cap.node_memory_mb is None else cap.node_memory_mb / 1024)
-        for cid, cap in sorted(capacities.items()))
+        for cid, cap in sorted(capacities.items())) + tuple(fairshare.ClusterSpec(
+            cluster_names[cid], held_cores[cid], running_memory[cid] + queued_memory[cid], left_out=True)
+        for cid in left_out)
     limit = max(1, sum(c.cores for c in clusters))
     night = windows.is_night(config.metascheduler, now)
     ready = _ready_clusters(conn, settings)
@@ -156,20 +152,14 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
             users=None if c.users is None else frozenset(c.users),
             clusters=None if c.clusters is None else tuple(n for n in c.clusters if n in known),
             default=c.name == config.default_class()) for c in config.classes),
-        users=tuple(_user(config, name, known, elsewhere[name]) for name in sorted({c.user for c in campaigns})))
+        users=tuple(_user(config, name, known) for name in sorted({c.user for c in campaigns})))
     return Gathered(scenario, {name: cid for cid, name in cluster_names.items()}, {r[0]: r[1] for r in rows})
 
 
-def _user(config: Config, name: str, clusters: set[str], held_elsewhere: list[float]) -> fairshare.UserSpec:
-    """The user as the allocation sees it: its allotment less what its non-preemptable jobs hold
-    on the clusters left out of this cycle, which the allocation does not see. Unseen, they
-    would let it start that much again elsewhere, and such jobs are never preempted to give it
-    back."""
-    user, (cores, memory) = config.users.of(name), held_elsewhere
-    return fairshare.UserSpec(
-        name, allotment_cores=None if user.allotment is None else max(0, user.allotment - int(cores)),
-        allotment_memory_gb=None if user.allotment_memory_gb is None else max(0.0, user.allotment_memory_gb - memory),
-        affinity={k: v for k, v in user.affinity.items() if k in clusters})
+def _user(config: Config, name: str, clusters: set[str]) -> fairshare.UserSpec:
+    user = config.users.of(name)
+    return fairshare.UserSpec(name, allotment_cores=user.allotment, allotment_memory_gb=user.allotment_memory_gb,
+                              affinity={k: v for k, v in user.affinity.items() if k in clusters})
 
 
 def _memory_offer(capacity: Capacity, running_gb: float, queued_gb: float) -> float | None:
@@ -284,7 +274,7 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
         for name, count in share.start.items():
             take(share.id, name, count)
     contested = {use.name for use in allocation.clusters if use.preempt}
-    for cluster in gathered.scenario.clusters:
+    for cluster in (c for c in gathered.scenario.clusters if not c.left_out):
         cluster_id = gathered.cluster_ids[cluster.name]
         depth = int(ctx.cluster_options(cluster_id).get("max_waiting", DEFAULT_MAX_WAITING))
         budget = depth - sum(n for (_, k), n in waiting.items() if k == cluster_id)
