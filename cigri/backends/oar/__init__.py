@@ -59,6 +59,9 @@ class _OverSSH:
         return result.stdout
 
     def submit(self, batch: Batch, keys: list[str]) -> dict[str, str]:
+        """Any exit of oarsub but 0 is its verdict on the batch: oarsub waits for OAR's database
+        until it answers (``OAR::IO::connect`` retries without end), so an outage there is a hang,
+        which the SSH timeout turns into the cluster's failure, never a refusal."""
         argv, script = commands.submit(batch, self.user)
         result = self.ssh.run(argv, script)
         if result.status not in (0, commands.TRY_AGAIN):

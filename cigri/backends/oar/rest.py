@@ -94,7 +94,8 @@ def submit(batch: Batch) -> dict[str, Any]:
 def parse_submitted(answer: Any, keys: list[str]) -> dict[str, str]:
     """The jobs' ids, or oarsub's refusal: oarapi answers 400 for some of oarsub's exit statuses
     and 500 for the others, admission rules' refusals (254) among them; any other 500 is the
-    API's own failure."""
+    API's own failure. No oarsub exit is transient: oarsub retries OAR's database until it
+    answers, so an outage there is a hang, which the HTTP timeout reports as the cluster's."""
     if isinstance(answer, dict) and "cmd_output" not in answer and answer.get("message"):
         message = str(answer["message"])
         if answer.get("code") == 500 and not message.startswith("Oarsub command exited"):
