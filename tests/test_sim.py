@@ -14,6 +14,7 @@ import pytest
 from cigri import clock
 from cigri.backends import Capacity, JobSpec, RemoteState
 from cigri.backends.sim import SimBackend
+from cigri.backends.sim.world import read_trace
 from cigri.errors import ConfigError, InputError
 from cigri.simulate import (
     CampaignPlan,
@@ -71,6 +72,38 @@ def test_a_trace_drives_the_local_load(tmp_path: Path) -> None:
         assert backend.capacity().free_slots == 0
         time.advance_to(200.0)
         assert backend.capacity().free_slots == 4
+
+
+SWF = """; Version: 2.2
+; Computer: a test cluster
+; MaxProcs: 8
+    1      0   5   100    2  -1 -1    2  200 -1 1 1 1 -1 1 -1 -1 -1
+    2     10   0    -1   -1  -1 -1    4  200 -1 0 1 1 -1 1 -1 -1 -1
+    3     20   0   300   -1  -1 -1    8  600 -1 1 2 1 -1 1 -1 -1 -1
+    4     30   0     0    1  -1 -1    1   60 -1 5 2 1 -1 1 -1 -1 -1
+    5   40.5   0 150.5    4  -1 -1    4  200 -1 1 3 1 -1 1 -1 -1 -1
+"""
+
+
+def test_a_standard_workload_format_log_replays_the_jobs_that_ran(tmp_path: Path) -> None:
+    """A Parallel Workloads Archive log: submit time, run time and allocated processors (the
+    requested ones where the log has none); jobs that never ran are left out."""
+    log = tmp_path / "cluster.swf"
+    log.write_text(SWF)
+    assert list(read_trace(log)) == [(0.0, 2, 100.0), (20.0, 8, 300.0), (40.5, 4, 150.5)]
+    with clock.virtual(0.0) as time:
+        backend = SimBackend("c", {"cores": 8, "trace": str(log)})
+        time.advance_to(25.0)  # job 1 holds 2 cores, job 3 waits for all 8
+        assert (backend.capacity().free_slots, backend.capacity().queued_jobs) == (6, 1)
+        time.advance_to(150.0)  # job 1 ended at 100 and job 3 started; job 5 waits (first come, first served)
+        assert (backend.capacity().free_slots, backend.capacity().queued_jobs) == (0, 1)
+        time.advance_to(450.0)  # job 3 ended at 400, job 5 runs on 4 cores until 550.5
+        assert backend.capacity().free_slots == 4
+        time.advance_to(600.0)
+        assert backend.capacity().free_slots == 8
+    log.write_text(SWF.replace("    3     20   0   300", "    3     20   0   five"))
+    with pytest.raises(ValueError, match=r"cluster.swf:6: expected the 18 numbers of a Standard Workload Format job"):
+        read_trace(log)
 
 
 def test_a_trace_adds_its_jobs_to_the_poisson_load(tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ The world lives in memory: it is meant for ``cigri simulate`` and tests, not for
 Cluster keys: ``cores``, ``memory_gb`` (0: memory not limited), ``seed``, ``local_load`` (mean
 fraction of the cores local users keep busy) or ``local_load_steps`` (``"HOURS:LOAD,..."``, a
 step function), ``local_max_cores`` (widest local job; default a quarter of the cores),
-``trace`` (local jobs replayed from a file, on top of that load; see
-:func:`~cigri.backends.sim.world.read_trace`),
+``trace`` (local jobs replayed from a file, on top of that load: cigri's own lines or a
+Standard Workload Format log; see :func:`~cigri.backends.sim.world.read_trace`),
 ``task_seconds``, ``max_waiting``, ``node_cores`` (the cores of each of its nodes: the world
 places jobs on nodes, see :class:`~cigri.backends.sim.world.NodeWorld`, and reports their size
 so that a ``reserve`` class takes nodes of exactly that size; unset: one pool of cores).

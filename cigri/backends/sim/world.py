@@ -378,13 +378,23 @@ class NodeWorld(World):
 
 
 def read_trace(path: Path) -> deque[tuple[float, int, float]]:
-    """A local-load trace: one job per line, ``submit_seconds cores duration_seconds``
-    (spaces or commas; ``#`` starts a comment), submit times relative to the start."""
-    rows = []
+    """A local-load trace, submit times relative to the start. A ``.swf`` file is a log in the
+    Parallel Workloads Archive's Standard Workload Format: each job that ran replays its submit
+    time (field 2), run time (4) and allocated processors (5; the requested ones, 8, where the
+    log has none); ``;`` starts a header comment, and jobs that never ran (run time -1 or 0, or
+    no processor count) are left out. Any other file has one job per line, ``submit_seconds
+    cores duration_seconds`` (spaces or commas; ``#`` starts a comment)."""
     try:
         lines = path.read_text().splitlines()
     except OSError as error:
         raise ValueError(f"trace {path}: {error.strerror}") from None
+    rows = _swf_rows(path, lines) if path.suffix.lower() == ".swf" else _plain_rows(path, lines)
+    rows.sort()
+    return deque(rows)
+
+
+def _plain_rows(path: Path, lines: list[str]) -> list[tuple[float, int, float]]:
+    rows = []
     for number, line in enumerate(lines, 1):
         words = line.split("#", 1)[0].replace(",", " ").split()
         if not words:
@@ -394,5 +404,24 @@ def read_trace(path: Path) -> deque[tuple[float, int, float]]:
         except (ValueError, IndexError):
             raise ValueError(f"trace {path}:{number}: expected 'submit_seconds cores duration_seconds'") from None
         rows.append((submit, cores, duration))
-    rows.sort()
-    return deque(rows)
+    return rows
+
+
+def _swf_rows(path: Path, lines: list[str]) -> list[tuple[float, int, float]]:
+    rows = []
+    for number, line in enumerate(lines, 1):
+        words = line.split()
+        if not words or words[0].startswith(";"):
+            continue
+        try:
+            if len(words) != 18:
+                raise ValueError
+            submit, run = float(words[1]), float(words[3])
+            allocated, requested = int(float(words[4])), int(float(words[7]))
+        except ValueError:
+            raise ValueError(f"trace {path}:{number}: expected the 18 numbers of a Standard Workload Format "
+                             "job") from None
+        cores = allocated if allocated > 0 else requested
+        if run > 0 and cores > 0:
+            rows.append((submit, cores, run))
+    return rows
