@@ -397,15 +397,16 @@ def test_shares_of_a_scenario_file_without_a_database(cigri: Cigri) -> None:
         ["0.0%", "66.7%"], ["0.0%", "66.7%"]]
     # a cluster left out of the cycle: campaign 1's 20 jobs there keep their place and count in
     # its share of the 84 cores, so campaign 2 gets 42 of c1's 64
-    path.write_text(json.dumps({"clusters": [{"name": "c1", "cores": 64}, {"name": "c2", "cores": 20, "left_out": True}],
-                                "campaigns": [{"id": 1, "user": "a", "pending": 50, "running": {"c2": 20}},
-                                              {"id": 2, "user": "b", "pending": 50}]}))
+    path.write_text(json.dumps({
+        "clusters": [{"name": "c1", "cores": 64}, {"name": "c2", "cores": 20, "left_out": True}],
+        "campaigns": [{"id": 1, "user": "a", "pending": 50, "running": {"c2": 20}}, {"id": 2, "user": "b", "pending": 50}]}))
     result = cigri.json("cigri", "shares", "--scenario", str(path))
     assert [(c["id"], c["target"], c["start"], c["clusters"]) for c in result["campaigns"]] == [
         (1, {"c1": 22, "c2": 20}, {"c1": 22}, ["c1"]), (2, {"c1": 42}, {"c1": 42}, ["c1"])]
     assert [(c["name"], c["left_out"]) for c in result["clusters"]] == [("c1", False), ("c2", True)]
     table = cigri.run("cigri", "shares", "--scenario", str(path)).stdout
-    assert [line.split()[:4] for line in table.splitlines() if line.startswith("c2 ")] == [["c2", "(left", "out)", "20"]]
+    assert [line.split()[:4] for line in table.splitlines() if line.startswith("c2 ")] == [
+        ["c2", "(left", "out)", "20"]]
     path.write_text(json.dumps({**scenario, "clusters": [{"name": "c1", "cores": -1}]}))
     bad = cigri.run("cigri", "shares", "--scenario", str(path), "--json", expect=2)
     assert bad.stdout == "" and bad.stderr.strip() == f"cigri: {path}: clusters[0].cores: -1 is less than the minimum of 0"

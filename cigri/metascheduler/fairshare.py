@@ -66,9 +66,9 @@ How the targets are found (DUCC's how-much, Armada's cost and placement, DRF):
    dominant resource (the larger fraction of the grid's cores or memory), so a campaign that
    cannot use more of one resource leaves it to the others (Manta's min-of-shares would idle it).
 2. Running jobs of non-preemptable campaigns (fixed_share, reserve, test mode, paused, normal
-   jobs: only best-effort jobs of fair-share classes are preempted) stay where they
-   are, and so does every job on a left-out cluster. Running fair-share jobs are evicted in thought and re-placed first on their own
-   cluster (Armada), so nothing moves unless fairness asks for it.
+   jobs: only best-effort jobs of fair-share classes are preempted) stay where they are, and
+   so does every job on a left-out cluster. Running fair-share jobs are evicted in thought and
+   re-placed first on their own cluster (Armada), so nothing moves unless fairness asks for it.
 3. Test-mode campaigns come first, one job per usable cluster (CiGri 2009; their jobs count
    in their user's and class's shares). Then classes by
    priority: in each priority level, non-preemptable campaigns are filled in turn (campaign
