@@ -98,8 +98,8 @@ def shares(scenario: Optional[Path] = typer.Option(None, "--scenario", metavar="
                          _percent(c["fair_share"]["dominant"]), c["reason"]] for c in result["campaigns"]])
     common.print_table("clusters", ["cluster", "cores", "running", "target", "start", "preempt", "running cores",
                                     "target cores", "memory GB", "target memory GB"],
-                       [[c["name"] + (" (left out)" if c["left_out"] else ""), c["cores"], c["running"], c["target"], c["start"], c["preempt"],
-                         c["running_cores"], c["target_cores"], c["memory_gb"],
+                       [[c["name"] + (" (left out)" if c["left_out"] else ""), c["cores"], c["running"],
+                         c["target"], c["start"], c["preempt"], c["running_cores"], c["target_cores"], c["memory_gb"],
                          None if c["memory_gb"] is None else round(c["target_memory_gb"], 1)]
                         for c in result["clusters"]])
     print(f"preemption: at most {result['preempt_cap']} job(s) this cycle "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -146,6 +147,26 @@ def test_bad_sim_options_name_the_key(tmp_path: Path) -> None:
         (tmp_path / "t").write_text("1 2\n")
         with pytest.raises(ConfigError, match="t:1"):
             SimBackend("c", {"cores": 1, "trace": str(tmp_path / "t")})
+
+
+@pytest.mark.parametrize("name, text, message", [
+    ("t.txt", "0 2 10\nnan 2 10\n", "t.txt:2: expected 'submit_seconds cores duration_seconds'"),
+    ("t.txt", "0 -4 10\n", "t.txt:1: expected"),
+    ("t.txt", "0 2 -10\n", "t.txt:1: expected"),
+    ("t.swf", "1 inf 0 10 2 -1 -1 2 -1 -1 1 1 1 -1 1 -1 -1 -1\n", "t.swf:1: expected the 18 numbers"),
+    ("t.swf", "1 0 0 -5 2 -1 -1 2 -1 -1 1 1 1 -1 1 -1 -1 -1\n", "t.swf:1: expected the 18 numbers"),
+])
+def test_a_trace_line_out_of_range_is_named(tmp_path: Path, name: str, text: str, message: str) -> None:
+    """A job that would never replay (nan), or hold negative cores or time, is bad input."""
+    (tmp_path / name).write_text(text)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        read_trace(tmp_path / name)
+
+
+def test_a_binary_trace_is_named(tmp_path: Path) -> None:
+    (tmp_path / "t.swf").write_bytes(b"\xd0\xff\x00")
+    with clock.virtual(0.0), pytest.raises(ConfigError, match=r"cluster c: trace .*t\.swf: not a text file"):
+        SimBackend("c", {"cores": 1, "trace": str(tmp_path / "t.swf")})
 
 
 def test_weighted_max_min_redistributes_what_the_capped_cannot_use() -> None:

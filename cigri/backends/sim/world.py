@@ -383,11 +383,14 @@ def read_trace(path: Path) -> deque[tuple[float, int, float]]:
     time (field 2), run time (4) and allocated processors (5; the requested ones, 8, where the
     log has none); ``;`` starts a header comment, and jobs that never ran (run time -1 or 0, or
     no processor count) are left out. Any other file has one job per line, ``submit_seconds
-    cores duration_seconds`` (spaces or commas; ``#`` starts a comment)."""
+    cores duration_seconds`` (spaces or commas; ``#`` starts a comment). Times are finite and
+    not negative; a line that breaks the format is named."""
     try:
         lines = path.read_text().splitlines()
     except OSError as error:
         raise ValueError(f"trace {path}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"trace {path}: not a text file") from None
     rows = _swf_rows(path, lines) if path.suffix.lower() == ".swf" else _plain_rows(path, lines)
     rows.sort()
     return deque(rows)
@@ -399,11 +402,11 @@ def _plain_rows(path: Path, lines: list[str]) -> list[tuple[float, int, float]]:
         words = line.split("#", 1)[0].replace(",", " ").split()
         if not words:
             continue
-        try:
-            submit, cores, duration = float(words[0]), int(words[1]), float(words[2])
-        except (ValueError, IndexError):
-            raise ValueError(f"trace {path}:{number}: expected 'submit_seconds cores duration_seconds'") from None
-        rows.append((submit, cores, duration))
+        row = _numbers(words, (0, 1, 2)) if len(words) >= 3 else None
+        if row is None or row[1] < 1 or not row[1].is_integer() or row[2] < 0:
+            raise ValueError(f"trace {path}:{number}: expected 'submit_seconds cores duration_seconds' "
+                             "(times >= 0, cores >= 1)")
+        rows.append((row[0], int(row[1]), row[2]))
     return rows
 
 
@@ -413,15 +416,24 @@ def _swf_rows(path: Path, lines: list[str]) -> list[tuple[float, int, float]]:
         words = line.split()
         if not words or words[0].startswith(";"):
             continue
-        try:
-            if len(words) != 18:
-                raise ValueError
-            submit, run = float(words[1]), float(words[3])
-            allocated, requested = int(float(words[4])), int(float(words[7]))
-        except ValueError:
-            raise ValueError(f"trace {path}:{number}: expected the 18 numbers of a Standard Workload Format "
-                             "job") from None
-        cores = allocated if allocated > 0 else requested
+        fields = _numbers(words, (1, 3, 4, 7)) if len(words) == 18 else None
+        if fields is None or (fields[1] < 0 and fields[1] != -1):
+            raise ValueError(f"trace {path}:{number}: expected the 18 numbers of a Standard Workload Format job "
+                             "(submit time >= 0, run time >= 0 or -1)")
+        submit, run, allocated, requested = fields
+        cores = int(allocated if allocated > 0 else requested)
         if run > 0 and cores > 0:
             rows.append((submit, cores, run))
     return rows
+
+
+def _numbers(words: list[str], indexes: tuple[int, ...]) -> tuple[float, ...] | None:
+    """The words at ``indexes`` as finite numbers, the first one (a submit time) not negative;
+    None if one is not."""
+    try:
+        values = tuple(float(words[i]) for i in indexes)
+    except ValueError:
+        return None
+    if not all(math.isfinite(v) for v in values) or values[0] < 0:
+        return None
+    return values
