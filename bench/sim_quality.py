@@ -13,7 +13,10 @@ against FIFO, with the tasks listed in the order drawn, then longest first by es
 log-normal factor of sigma 0.5: the tail left once the bag is empty is the run time of the tasks
 started last, which only the user can know; ``list_schedule`` is what a dispatcher without
 cycle, latency or kills reaches in the same order, the best one that knows no run time in
-advance, and ``cigri_vs_list`` cigri's makespan against it), the predictor's ETA error (MAPE
+advance, and ``cigri_vs_list`` cigri's makespan against it), the ramp-up of one campaign on an
+idle cluster (anchors M5 and the experiment behind it: equal tasks of 10 cycles, >= 95 % of
+the bound for 10 P tasks, >= 80 % for P, the cluster full within 2 cycles; then 1,000 cores,
+and tasks of Gricad's median 63 s), the predictor's ETA error (MAPE
 <= 20 % on a stationary campaign), Jain's index
 of users' and classes' shares against the weighted max-min (>= 0.98), work conservation
 (core-time left idle while tasks were pending), convergence (seconds until carol, arriving at
@@ -63,6 +66,16 @@ TENFOLD_SEEDS = (11, 12, 13)  # every campaign >= 10x the 96 cores: the goal's o
 TENFOLD_ORDERS = {  # the same tasks, as the user lists them
     "drawn": "drawn",  # in no order of run time: cigri cannot know which tasks are long
     "estimated": {"longest_first": 0.5},  # longest first by estimates off by a factor e^N(0, 0.5)
+}
+RAMP = {  # anchors M5 (the M2 report's experiment): an idle cluster, equal tasks of length T = 10 cycles
+    "seed": 1, "cycle_period": 30, "clusters": {"c1": {"cores": 100}},
+    "campaigns": [{"user": "u", "tasks": 100, "duration": {"law": "constant", "seconds": 300}}],
+}
+RAMPS = {  # (cores, tasks, duration law): ~P and 10 P tasks, then a Gricad-sized cluster
+    "P": (100, 100, RAMP["campaigns"][0]["duration"]),
+    "10P": (100, 1000, RAMP["campaigns"][0]["duration"]),
+    "10P, 1,000 cores": (1000, 10000, RAMP["campaigns"][0]["duration"]),
+    "20P, 1,000 cores, Gricad's median task": (1000, 20000, {"law": "lognormal", "median": 63, "sigma": 0.5}),
 }
 STEADY = {  # a stationary campaign, for the predictor's ETA (goal: MAPE <= 20 % once 10 % is done)
     "seed": 3, "cycle_period": 30,
@@ -170,6 +183,17 @@ def step_response(data: dict[str, Any], seeds: int, step_hour: float) -> dict[st
             "first_cycles": [round(v, 1) for v in after[:8]], "max_wait_s": longest, "flood_kills": flood_kills}
 
 
+def ramp(cores: int, tasks: int, duration: dict[str, Any], **runner: Any) -> dict[str, Any]:
+    """One campaign on an idle cluster: bound / makespan, cigri's makespan against the list
+    schedule, and the seconds until cigri holds every core (goal: within 2 cycles)."""
+    data = {**RAMP, "clusters": {"c1": {"cores": cores}},
+            "campaigns": [{**RAMP["campaigns"][0], "tasks": tasks, "duration": duration}]}
+    report = simulate(parse_scenario(with_config(data, **runner)))
+    full = next((point["hour"] * 3600 for point in report["timeline"] if point["busy"] >= cores), None)
+    return {"bound_ratio": report["bound_ratio"], "vs_list": report["list_schedule_ratio"],
+            "full_after_s": None if full is None else round(full)}
+
+
 def tenfold_ratios(order: Any) -> dict[str, list[float]]:
     """Bound / makespan of the tenfold scenario, tasks listed in ``order``, per policy and seed,
     and of the list schedule of cigri's runs: the reference for a dispatcher that knows no run
@@ -217,11 +241,13 @@ def main() -> None:
         step = {name: step_response(data, args.seeds, 1.0)
                 for name, data in (("cigri", stepped), ("cigri_tap", with_config(stepped, job_ratio="cigri_tap")))}
     tenfold = {order: tenfold_ratios(how) for order, how in TENFOLD_ORDERS.items()}
+    ramps = {case: {"cigri": ramp(*shape), "cigri_tap": ramp(*shape, job_ratio="cigri_tap")}
+             for case, shape in RAMPS.items()}
     steady = {name: simulate(parse_scenario(data))["eta_mape"]
               for name, data in (("cigri", STEADY), ("cigri_tap", with_config(STEADY, job_ratio="cigri_tap")))}
     if args.json:
-        print(json.dumps({"shares": rows, "tenfold_bound_ratio": tenfold, "step": step, "flood": flood,
-                          "steady_eta_mape": steady}))
+        print(json.dumps({"shares": rows, "tenfold_bound_ratio": tenfold, "ramp": ramps, "step": step,
+                          "flood": flood, "steady_eta_mape": steady}))
         return
     keys = [k for k in next(iter(rows.values())) if k != "kills"]
     print(f"{'policy':<10} " + " ".join(f"{k:>18}" for k in keys))
@@ -235,6 +261,11 @@ def main() -> None:
     for order, row in tenfold.items():
         print(f"bound / makespan, every campaign >= 10x the cores, seeds {TENFOLD_SEEDS}, tasks {order} "
               f"({json.dumps(TENFOLD_ORDERS[order])}; goal >= 0.95): {json.dumps(row)}")
+    for case, row in ramps.items():
+        cores, tasks, duration = RAMPS[case]
+        print(f"ramp, {case} ({tasks} tasks {json.dumps(duration)} on {cores} idle cores; goal: bound / makespan "
+              f">= 0.95 for 10P, >= 0.8 for P, full by the second cycle, at {RAMP['cycle_period']} s): "
+              f"{json.dumps(row)}")
     print(f"ETA MAPE on a stationary campaign (goal <= 0.2): {json.dumps(steady)}")
     for name, row in step.items():
         print(f"step (half of 256 cores taken at 1 h; goal: settled <= 5 cycles, overshoot <= 0.2), {name}: "

@@ -28,6 +28,7 @@ class CycleContext:
     capacities: dict[int, Capacity] = field(default_factory=dict)  # usable clusters only
     options: dict[int, dict[str, Any]] = field(default_factory=dict)
     failed: set[int] = field(default_factory=set)  # clusters with a failed call this cycle
+    drains: dict[tuple[int, int], int] = field(default_factory=dict)  # (campaign, cluster): jobs ending within a period
 
     def cluster_options(self, cluster_id: int) -> dict[str, Any]:
         return self.options.get(cluster_id, {})

@@ -99,11 +99,12 @@ def slow_start(o: Observation, limits: TapLimits) -> int:
 
 
 def cigri_tap(o: Observation, limits: TapLimits) -> int:
-    """CiGri v3's tap, for comparison: ×factor while none of the campaign's jobs waits, ÷factor
-    (not below the initial rate) while any does, free slots or not."""
+    """CiGri v3's tap, for comparison: ×factor while none of the campaign's jobs waits, up to the
+    maximum (v3's ``RUNNER_TAP_INCREASE_MAX``, whatever the cluster's size), ÷factor (not below
+    the initial rate) while any does, free slots or not."""
     if o.waiting > 0:
         return max(limits.initial, int(o.rate / limits.factor))
-    return max(o.rate + 1, int(o.rate * limits.factor)) if o.pending else o.rate
+    return min(limits.maximum, max(o.rate + 1, int(o.rate * limits.factor))) if o.pending else o.rate
 
 
 JOB_RATIO: dict[str, Callable[[Observation, TapLimits], int]] = {
@@ -116,15 +117,20 @@ assert tuple(JOB_RATIO) == JOB_RATIOS
 
 
 def next_rate(algorithm: str, o: Observation, limits: TapLimits) -> int:
-    """The tap for the next cycle: between 1 (a cluster is always probed) and the maximum.
+    """The tap for the next cycle: at least 1 (a cluster is always probed).
 
     Never below the measured drain while tasks are pending, plus a margin: the free slots seen
     at a cycle's start say nothing of the slots that short tasks free during the cycle, and a
     queue that the cluster empties within one cycle period floods nobody (it is the throughput
     floor). Jobs end at random, so a cycle sees about drain +- sqrt(drain) of them end (Poisson):
-    a queue of the mean alone leaves slots idle in half the cycles."""
+    a queue of the mean alone leaves slots idle in half the cycles.
+
+    The maximum bounds the jobs beyond what the cluster takes within a cycle (its free slots and
+    that floor), not the tap itself: a fixed ceiling of 100 took ten cycles to fill an idle
+    1,000-core cluster and then kept 63-second tasks on a fifth of it."""
     floor = o.drain + math.ceil(math.sqrt(o.drain)) if o.pending else 0
-    return max(1, min(limits.maximum, max(floor, JOB_RATIO[algorithm](o, limits))))
+    ceiling = o.free + floor + limits.maximum
+    return max(1, min(ceiling, max(floor, JOB_RATIO[algorithm](o, limits))))
 
 
 # --- stress, penalties and flood (pure) ---------------------------------------------------
@@ -388,7 +394,7 @@ def predict(ctx: CycleContext) -> int:
     waiting = _waiting_jobs(db, list(ctx.capacities))
     pending = {c for c in campaign_ids if bag.count(db, c, (TaskState.PENDING,), limit=1)}
     period = ctx.grid.config.settings.cycle_period
-    drain = drains(db, campaign_ids, now, period)
+    drain = ctx.drains = drains(db, campaign_ids, now, period)
     flagged = 0
     with database.write(db) as conn:
         hot = _judge_stress(ctx, conn)
@@ -406,7 +412,7 @@ def predict(ctx: CycleContext) -> int:
             if pair.cluster_id in hot:
                 rates[key], state = 0, CLOSED
             elif _shunned(pair, lowest, penalties):  # only jobs that start at once: no idle core for a penalty
-                rates[key], state = min(limits.maximum, ctx.capacities[pair.cluster_id].free_slots), CLOSED
+                rates[key], state = ctx.capacities[pair.cluster_id].free_slots, CLOSED
             elif state == CLOSED:  # new, or reopening after stress or a penalty: start again
                 rates[key], state = limits.initial, OPEN
             else:

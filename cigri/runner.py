@@ -1,5 +1,7 @@
-"""The runner: send the jobs the schedulers created, at most one submit call per campaign and
-cluster per cycle (one batch; the others wait for the next cycles).
+"""The runner: send the jobs the schedulers created, one submit call (one array) per batch of
+at most ``api_chunk_size`` remote jobs, every batch in the cycle that formed it. How many jobs
+a cycle creates is the taps' and the allocation's business; CiGri v3's one array per cycle on
+top of them held an idle 1,000-core cluster to 100 new jobs a cycle.
 
 Jobs are created in ``submitting`` before any remote call, keyed by cigri's job id; their batch
 and their temporal group (:mod:`cigri.grouping`) are fixed in the database before the call too.
@@ -36,7 +38,8 @@ DEFAULT_CHUNK = 100  # CiGri's array size; api_chunk_size per cluster
 
 
 def run(ctx: CycleContext) -> int:
-    """Submit one batch per campaign and usable cluster; return how many jobs were sent."""
+    """Submit every batch to its cluster, none to a cluster left out of this cycle (a failed call
+    leaves it out at once); return how many jobs were sent."""
     _form_batches(ctx)
     rows = list(ctx.grid.db.query(
         "SELECT j.id, j.campaign_id, j.cluster_id, j.kind, j.batch, j.run_group, t.name AS task, t.param, c.user "
@@ -46,13 +49,11 @@ def run(ctx: CycleContext) -> int:
     settings = ctx.grid.campaign_properties(sorted({r["campaign_id"] for r in rows}))
     night = windows.is_night(ctx.grid.config.metascheduler, database.now())  # semi-best-effort runs normal by night
     sent = 0
-    done: set[tuple[int, int]] = set()
     for (cluster_id, _), group in groupby(rows, key=lambda r: (r["cluster_id"], r["batch"])):
         jobs = list(group)
         campaign_id = jobs[0]["campaign_id"]
-        if cluster_id not in ctx.capacities or (campaign_id, cluster_id) in done:
+        if cluster_id not in ctx.capacities:
             continue
-        done.add((campaign_id, cluster_id))
         values = settings[campaign_id][cluster_id]
         group_walltime = grouping.group_walltime(max(Counter(j["run_group"] for j in jobs).values()),
                                                  values["walltime"],

@@ -247,6 +247,7 @@ class Sample:
     ideal_class: dict[str, float]
     harvestable: int  # cores not used by local users
     waiting: int  # cigri jobs queued on the clusters (the clusters' count, not cigri's view)
+    busy: int  # cores running cigri jobs (the clusters' count: cigri's view misses jobs it has not polled yet)
     pending: int  # tasks in the bags (counted up to the harvestable cores)
 
 
@@ -376,10 +377,11 @@ def _sample(grid: Grid, run: Run, worlds: dict[int, SimBackend], now: float) -> 
     # counted on the clusters: cigri's own view lags a poll (a job it just sent, which the
     # cluster started at once, still reads waiting until the next cycle's updator)
     queued = sum(1 for b in worlds.values() for job in (*b.world.queue, *b.world.best_effort_queue) if job.key)
+    busy = sum(b.world.used()[0] - b.world.local_cores() for b in worlds.values())
     pending = sum(bag.count(grid.db, cid, (TaskState.PENDING,), limit=harvestable + 1) for cid in campaigns)
     previous = run.samples[-1].at * 3600 + START if run.samples else START
     return Sample((now - START) / 3600, now - previous, dict(running), dict(ideal), dict(by_class), dict(ideal_class),
-                  harvestable, queued, pending)
+                  harvestable, queued, busy, pending)
 
 
 def _predictions(grid: Grid, now: float) -> list[tuple[int, float, float]]:
@@ -526,7 +528,7 @@ def _report(grid: Grid, run: Run) -> dict[str, Any]:
             "jain_classes": _round(jain(class_actual, class_ideal)),
         },
         "timeline": [{"hour": round(s.at, 4), "running": s.running, "ideal": {k: round(v, 2) for k, v in s.ideal.items()},
-                      "harvestable": s.harvestable, "waiting": s.waiting, "pending": s.pending}
+                      "harvestable": s.harvestable, "waiting": s.waiting, "busy": s.busy, "pending": s.pending}
                      for s in run.samples],
         "cycle_seconds": _spread(run.cycle_seconds),
     }

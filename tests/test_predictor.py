@@ -70,8 +70,17 @@ def test_the_tap_never_falls_below_what_the_cluster_drains_in_a_cycle(algorithm:
     take 6 (the ends of random run times): the queue holds 36 + 6."""
     congested = Observation(10, waiting=30, free=0, pending=True, drain=36)
     assert next_rate(algorithm, congested, LIMITS) == 42
-    assert next_rate(algorithm, Observation(10, waiting=30, free=0, pending=True, drain=500), LIMITS) == LIMITS.maximum
+    assert next_rate(algorithm, Observation(10, waiting=30, free=0, pending=True, drain=500), LIMITS) == 523
     assert next_rate(algorithm, Observation(10, waiting=30, free=0, pending=False, drain=36), LIMITS) < 36
+
+
+def test_the_maximum_bounds_only_the_jobs_beyond_what_the_cluster_takes_within_a_cycle() -> None:
+    """An idle 1,000-core cluster: the probe's 3 jobs wait, 997 slots are free; the next cycle
+    fills them. A fixed ceiling of ``tap_max`` sent 100 a cycle: ten cycles to fill it."""
+    assert next_rate("two_way_adaptive", Observation(3, waiting=3, free=997, pending=True), LIMITS) == 997
+    doubled = Observation(600, waiting=0, free=50, pending=True, drain=20)
+    assert next_rate("adaptive_down_exponential_up", doubled, LIMITS) == 50 + 25 + LIMITS.maximum
+    assert next_rate("cigri_tap", Observation(94, waiting=0, free=997, pending=True), LIMITS) == LIMITS.maximum
 
 
 @pytest.mark.parametrize("algorithm", predictor.JOB_RATIO)

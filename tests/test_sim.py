@@ -425,6 +425,20 @@ def test_one_node_of_every_core_is_the_pool_of_cores(tmp_path: Path) -> None:
     assert node == pool
 
 
+def test_an_idle_thousand_core_cluster_is_full_at_the_second_cycle_and_stays_busy_with_short_tasks() -> None:
+    """anchors M5: a full cluster within 2 cycles of a campaign's start. The first cycle probes
+    with ``tap_initial`` jobs, the second fills the rest, and 1-minute tasks (Gricad's median)
+    keep it busy. A tap of at most ``tap_max`` jobs and one array of ``api_chunk_size`` per cycle
+    took ten cycles to fill it (CiGri v3's ramp) and then kept a fifth of it busy (0.21 of the
+    bound); a queue ahead of ``max_waiting`` jobs alone left the cores those tasks free between
+    two cycles idle (0.69)."""
+    report = simulate(parse_scenario({
+        "seed": 1, "cycle_period": 30, "clusters": {"c1": {"cores": 1000}},
+        "campaigns": [{"user": "u", "tasks": 20000, "duration": {"law": "constant", "seconds": 63}}]}))
+    assert [point["busy"] for point in report["timeline"][:2]] == [3, 1000]
+    assert report["bound_ratio"] >= 0.9
+
+
 def test_queueing_ahead_never_exceeds_a_users_allotment(tmp_path: Path) -> None:
     """A fixed-share campaign holds at most its user's allotment, even where the cluster keeps
     jobs queued ahead: a queued job starts on a free core and nothing takes it back."""

@@ -242,10 +242,10 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
     """Take each campaign's started jobs from its bag, then queue some ahead on the clusters.
 
     No more of a campaign's jobs ever wait on a cluster than its tap. Beyond the free cores,
-    each cluster takes up to ``max_waiting`` queued cigri jobs (CiGri's queue depth: a slot
-    freed between two cycles finds a job ready), handed out to the fair-share campaigns in
+    each cluster takes up to its queue depth of cigri jobs (:func:`_queue_depth`: a slot freed
+    between two cycles finds a job ready), handed out to the fair-share campaigns in
     proportion to their targets there: a campaign holds at most its target plus its slice of
-    ``max_waiting``, so one whose tap is full does not hand its slice to the others. A cluster that offers cigri nothing
+    the depth, so one whose tap is full does not hand its slice to the others. A cluster that offers cigri nothing
     now splits its queue equally among the campaigns that may use it. On a cluster where this
     cycle preempts, nobody queues beyond its target: those jobs would be the next cycle's kills
     (a campaign's queued job there started on a freed core and was killed again, every cycle).
@@ -276,7 +276,7 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
     contested = {use.name for use in allocation.clusters if use.preempt}
     for cluster in (c for c in gathered.scenario.clusters if not c.left_out):
         cluster_id = gathered.cluster_ids[cluster.name]
-        depth = int(ctx.cluster_options(cluster_id).get("max_waiting", DEFAULT_MAX_WAITING))
+        depth = _queue_depth(ctx, cluster_id)
         budget = depth - sum(n for (_, k), n in waiting.items() if k == cluster_id)
         targets = _queue_weights(allocation, cluster.name)
         total = sum(targets.values())
@@ -299,6 +299,17 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
     for (campaign_id, name), taken in started.items():
         log.info("campaign %s: %s new job(s) on %s", campaign_id, taken, name)
     return started
+
+
+def _queue_depth(ctx: CycleContext, cluster_id: int) -> int:
+    """How many cigri jobs may queue on a cluster beyond its free slots: the admin's
+    ``max_waiting``, else :data:`DEFAULT_MAX_WAITING` plus the jobs expected to end there within
+    a cycle period (a queue the cluster empties within a cycle floods nobody; without it, the
+    cores 1-minute tasks free between two cycles of a 1,000-core cluster sat idle)."""
+    options = ctx.cluster_options(cluster_id)
+    if "max_waiting" in options:
+        return int(options["max_waiting"])
+    return DEFAULT_MAX_WAITING + sum(n for (_, k), n in ctx.drains.items() if k == cluster_id)
 
 
 def _weighted_split(budget: int, ahead: dict[int, int], targets: dict[int, int], room: dict[int, int]) -> dict[int, int]:
