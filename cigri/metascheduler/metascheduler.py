@@ -245,10 +245,11 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
     each cluster takes up to its queue depth of cigri jobs (:func:`_queue_depth`: a slot freed
     between two cycles finds a job ready), handed out to the fair-share campaigns in
     proportion to their targets there: a campaign holds at most its target plus its slice of
-    the depth, so one whose tap is full does not hand its slice to the others. A cluster that offers cigri nothing
-    now splits its queue equally among the campaigns that may use it. On a cluster where this
-    cycle preempts, nobody queues beyond its target: those jobs would be the next cycle's kills
-    (a campaign's queued job there started on a freed core and was killed again, every cycle).
+    the depth, so one whose tap is full does not hand its slice to the others. A cluster that
+    offers cigri nothing now splits its queue equally among the campaigns that may use it. On a
+    cluster where this cycle preempts, nobody queues beyond its target: those jobs would be the
+    next cycle's kills (a campaign's queued job there started on a freed core and was killed
+    again, every cycle).
     """
     taps = {(c, k): rate for c, k, rate in conn.execute(
         "SELECT t.campaign_id, t.cluster_id, t.rate FROM campaigns c JOIN taps t ON t.campaign_id = c.id "
