@@ -37,6 +37,10 @@ def main() -> None:
     parser.add_argument("--median", type=float, default=600, help="median task run time, seconds (default 600)")
     parser.add_argument("--json", action="store_true", help="one JSON value")
     args = parser.parse_args()
+    if args.cores < 1:
+        parser.error("--cores: must be at least 1")
+    if args.median <= 0 or args.hours <= 0:
+        parser.error("--median and --hours: must be positive")
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
         started = time.perf_counter()

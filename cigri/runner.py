@@ -58,7 +58,7 @@ def run(ctx: CycleContext) -> int:
         group_walltime = grouping.group_walltime(max(Counter(j["run_group"] for j in jobs).values()),
                                                  values["walltime"],
                                                  grouping.target_seconds(values, ctx.cluster_options(cluster_id)))
-        specs = [job_spec(job, values, group_walltime, night) for job in jobs]
+        specs = batch_specs(jobs, values, group_walltime, night)
         try:
             remote_ids = ctx.grid.backend(cluster_id).submit(specs)
         except SubmissionRefused as error:
@@ -129,9 +129,21 @@ def _group_size(ctx: CycleContext, campaign_id: int, cluster_id: int, values: di
                                capacity.free_slots if capacity else 1)
 
 
-def job_spec(job: dict[str, Any], settings: dict[str, Any], group_walltime: int = 0, night: bool = False) -> JobSpec:
-    """Translate one job row and its campaign's settings on that cluster into a JobSpec
-    (``group_walltime``: the walltime of the remote job when the job is grouped)."""
+def batch_specs(jobs: list[dict[str, Any]], settings: dict[str, Any], group_walltime: int = 0,
+                night: bool = False) -> list[JobSpec]:
+    """Translate the job rows of one batch and their campaign's settings on that cluster into
+    JobSpecs (``group_walltime``: the walltime of the remote job when a job is grouped). What
+    the whole batch shares is worked out once."""
+    shared = {
+        "resources": settings["resources"], "properties": settings.get("properties", ""),
+        "project": settings.get("project", ""), "job_types": oar_job_types(settings.get("cluster_job_type", "")),
+        "best_effort": windows.job_type(settings.get("type"), night) == windows.BEST_EFFORT
+        and not settings.get("test_mode"),
+    }
+    return [_job_spec(job, settings, group_walltime, shared) for job in jobs]
+
+
+def _job_spec(job: dict[str, Any], settings: dict[str, Any], group_walltime: int, shared: dict[str, Any]) -> JobSpec:
     kind = job["kind"]
     walltime = settings["walltime"] if kind == "task" else settings.get(f"{kind}_walltime", settings["walltime"])
     directory = settings["exec_directory"]
@@ -154,11 +166,8 @@ def job_spec(job: dict[str, Any], settings: dict[str, Any], group_walltime: int 
         "CIGRI_WALLTIME_SECONDS": str(walltime),
     }
     return JobSpec(
-        key=str(job["id"]), batch=job["batch"], name=f"cigri.{job['campaign_id']}.{job['id']}", argv=argv, directory=directory,
-        walltime_seconds=walltime, resources=settings["resources"], environment=environment,
-        properties=settings.get("properties", ""), project=settings.get("project", ""),
-        job_types=oar_job_types(settings.get("cluster_job_type", "")),
-        best_effort=windows.job_type(settings.get("type"), night) == windows.BEST_EFFORT and not settings.get("test_mode"),
+        key=str(job["id"]), batch=job["batch"], name=f"cigri.{job['campaign_id']}.{job['id']}", argv=argv,
+        directory=directory, walltime_seconds=walltime, environment=environment,
         group=str(job["run_group"] or ""), group_walltime_seconds=group_walltime if job["run_group"] else 0,
-        memory_mb=int(settings.get("memory", 0)) if kind == "task" else 0,
+        memory_mb=int(settings.get("memory", 0)) if kind == "task" else 0, **shared,
     )

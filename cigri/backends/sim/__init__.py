@@ -116,8 +116,7 @@ class SimBackend:
         world = self._now()
         held = int(world.used()[1] * 1024)
         free = max(0, int(world.memory_gb * 1024) - held) if world.memory_gb else None
-        nodes = world.cores // self.node_cores if self.node_cores else 0
-        node_memory = int(world.memory_gb * 1024) // nodes if free is not None and nodes else None
+        node_memory = int(world.node_memory_gb * 1024) if isinstance(world, NodeWorld) and free is not None else None
         return Capacity(world.cores, max(0, world.free_cores()), len(world.queue) + len(world.best_effort_queue),
                         free_memory_mb=free, allocated_memory_mb=held, node_cores=self.node_cores,
                         node_memory_mb=node_memory)

@@ -293,14 +293,15 @@ class NodeWorld(World):
     """
 
     node_cores: int = field(kw_only=True)
+    node_memory_gb: float = field(init=False)  # math.inf when the cluster's memory is not limited
     nodes: list[Node] = field(init=False)
 
     def __post_init__(self) -> None:
         if self.node_cores < 1 or self.cores % self.node_cores:
             raise ValueError(f"node_cores: {self.node_cores} does not divide the {self.cores} cores into nodes")
         count = self.cores // self.node_cores
-        memory = self.memory_gb / count if self.memory_gb else math.inf
-        self.nodes = [Node(index, self.node_cores, memory) for index in range(count)]
+        self.node_memory_gb = self.memory_gb / count if self.memory_gb else math.inf
+        self.nodes = [Node(index, self.node_cores, self.node_memory_gb) for index in range(count)]
         super().__post_init__()
 
     def free_cores(self) -> int:
