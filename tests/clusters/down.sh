@@ -4,8 +4,9 @@
 # /etc/oar/oar.conf, and remove the state in DIR (KEEP_STATE=1 keeps it, e.g.
 # for the logs).  Idempotent: a second run, or a run on an absent DIR, does nothing.
 # Jobs still queued or running are cancelled first so that the batch systems
-# kill their own processes.  Left in place: Debian packages, users gridtest and
-# slurmrest, /run/sshd.
+# kill their own processes.  slurm-b's slurmdbd and MariaDB stop after the
+# slurmctlds (pending accounting records flushed).  Left in place: Debian
+# packages, users gridtest and slurmrest, /run/sshd.
 # usage: down.sh DIR     (as root)
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -50,7 +51,8 @@ for C in slurm-a slurm-b; do
   if [ -n "$(SLURM_CONF=$conf timeout 10 squeue -h -t PD,R,CG,S -o %i 2>/dev/null)" ]; then
     log "slurm $C: cancelling remaining jobs"
     # by partition, not by id: 22.05 rejects an array task's own job id
-    for part in main besteffort; do SLURM_CONF=$conf timeout 10 scancel -p "$part" 2>/dev/null || true; done
+    parts=$(SLURM_CONF=$conf timeout 10 sinfo -h -o %R 2>/dev/null | sort -u)
+    for part in ${parts:-main besteffort}; do SLURM_CONF=$conf timeout 10 scancel -p "$part" 2>/dev/null || true; done
   fi
 done
 if alive "$(pid_of oar-almighty)"; then
@@ -97,6 +99,9 @@ restore_oar_conf
 # 4. Slurm: slurmd, then slurmctld (~1-3 s), munged last
 stop slurm-a-slurmd 0 15 & stop slurm-b-slurmd 0 15 & wait
 stop slurm-a-slurmctld 0 15 & stop slurm-b-slurmctld 0 15 & wait
+# slurm-b's accounting: slurmdbd (needs munged, writes to MariaDB), then MariaDB
+stop slurmdbd 0 15
+stop mariadb 0 30
 stop munged 0 5
 # 5. anything up.sh recorded that is not handled above
 for f in "$DIR"/pids/*.pid; do [ -e "$f" ] && stop "$(basename "$f" .pid)" 1 5; done
@@ -112,8 +117,8 @@ rm -f "$DIR/.up-complete"
 if [ "${KEEP_STATE:-0}" = 1 ]; then
   log "stopped; state and logs kept in $DIR"
 else
-  rm -rf "$DIR/pids" "$DIR/munge" "$DIR/slurm" "$DIR/ssh" "$DIR/oar" "$DIR/exec" \
-         "$DIR/cigri.toml" "$DIR/env.sh" "$DIR/summary.txt" "$DIR/venv" "$DIR/.cigri-clusters"
+  rm -rf "$DIR/pids" "$DIR/munge" "$DIR/slurm" "$DIR/ssh" "$DIR/oar" "$DIR/exec" "$DIR/mariadb" \
+         "$DIR/cigri.toml" "$DIR/capped.toml" "$DIR/env.sh" "$DIR/summary.txt" "$DIR/venv" "$DIR/.cigri-clusters"
   rmdir "$DIR" 2>/dev/null || log "left $DIR in place (it holds files up.sh did not make)"
   log "stopped and removed $DIR"
 fi

@@ -7,7 +7,10 @@ For each [clusters.*] entry: ssh -> submit a `true` job with sbatch/oarsub and
 see it finish; rest -> submit through the API and poll it to its end; plus the
 advertised capacity (8 CPUs/cores). Besteffort: on every Slurm ssh entry a
 `main` job must preempt (cancel) `besteffort` jobs filling the node; on OAR
-(ssh) a normal job must kill a besteffort job. The last line is
+(ssh) a normal job must kill a besteffort job. DIR/capped.toml (slurm-b's
+partition `capped`, partition QOS with MaxSubmitJobsPerUser, the number in its
+comment): with the cap's worth of jobs queued there, one more is refused over
+SSH and over REST, and a `main` job is still accepted. The last line is
 `N passed, M failed`; the exit code is 1 when anything failed.
 """
 from __future__ import annotations
@@ -144,12 +147,68 @@ def slurm_rest(name: str, e: dict, exec_dir: str) -> None:
             if not check(f"{name}: POST job/submit ({part})", jid, f"job {jid}" if jid else f"{r.status_code} {r.text[:300]}"):
                 continue
 
-            def done():
+            def done(jid=jid):
                 jobs = s.get(f"{base}/job/{jid}").json().get("jobs") or [{}]
                 st = jobs[0].get("job_state")
                 return st if st in ("COMPLETED", "FAILED", "CANCELLED", "PREEMPTED") else None
             st = wait_for(done, 30)
             check(f"{name}: job {jid} ({part}) COMPLETED", st == "COMPLETED", str(st))
+
+
+def slurm_capped(d: Path, only: set[str]) -> None:
+    """Partition capped (DIR/capped.toml): CAP jobs fill the cap, one more is refused."""
+    f = d / "capped.toml"
+    if not f.exists():
+        return
+    text = f.read_text()
+    entries = tomllib.loads(text).get("clusters", {})
+    ssh_name = next((n for n, e in entries.items() if e.get("transport") == "ssh"), None)
+    rest_name = next((n for n, e in entries.items() if e.get("transport") == "rest"), None)
+    if ssh_name is None or (only and not only & set(entries)):
+        return
+    print(f"--- {ssh_name}, {rest_name} (capped.toml)", flush=True)
+    m = re.search(r"MaxSubmitJobsPerUser = (\d+)", text)
+    if not check(f"{ssh_name}: capped.toml states the cap", m, text.splitlines()[1] if text.count("\n") > 1 else text):
+        return
+    cap, e, part = int(m.group(1)), entries[ssh_name], entries[ssh_name]["partition"]
+    exec_dir = str(d / "exec")
+    try:
+        r = Remote(e)
+    except Exception as ex:  # noqa: BLE001
+        check(f"{ssh_name}: ssh login", False, repr(ex))
+        return
+    arr = ""
+    try:
+        # jobs of ours already queued in the partition count toward the cap too
+        queued = len(r.run(f"squeue -h -r -u {e['user']} -p {part} -t PD,R,CG,S -o %i")[1].split())
+        if queued < cap:
+            rc, out, err = r.run(f"sbatch --parsable -p {part} --array=0-{cap - queued - 1} -D {exec_dir} "
+                                 "-o /dev/null --wrap 'sleep 120'")
+            arr = out.strip()
+            if not check(f"{ssh_name}: {cap - queued} jobs fill the cap of {cap}", rc == 0 and arr.isdigit(),
+                         (out or err).strip()):
+                return
+        rc, out, err = r.run(f"sbatch --parsable -p {part} -D {exec_dir} -o /dev/null --wrap true")
+        check(f"{ssh_name}: job {cap + 1} refused by sbatch", rc != 0 and "QOSMaxSubmitJobPerUserLimit" in err,
+              f"rc {rc}: " + " | ".join((out + err).strip().splitlines()))
+        rc, out, err = r.run(f"sbatch --parsable -p main -D {exec_dir} -o /dev/null --wrap true")
+        check(f"{ssh_name}: partition main is not capped", rc == 0 and out.strip().isdigit(), (out or err).strip())
+        if rest_name:
+            er = entries[rest_name]
+            token = Path(er["token_file"]).read_text().strip()
+            job = {"script": "#!/bin/sh\ntrue\n",
+                   "job": {"name": "smoke-capped", "partition": er["partition"], "current_working_directory": exec_dir,
+                           "standard_output": "/dev/null", "environment": {"PATH": "/usr/bin:/bin"}}}
+            resp = httpx.post(er["base_url"].rstrip("/") + "/slurm/v0.0.38/job/submit", json=job, timeout=10,
+                              headers={"X-SLURM-USER-NAME": er["user"], "X-SLURM-USER-TOKEN": token})
+            errs = [x.get("error_code") for x in resp.json().get("errors", [])] if resp.text.startswith("{") else []
+            # slurmrestd 22.05: HTTP 500, errors[0].error_code 2050 (ESLURM_ACCOUNTING_POLICY)
+            check(f"{rest_name}: job {cap + 1} refused by POST job/submit", resp.status_code >= 400 and 2050 in errs,
+                  f"{resp.status_code} {errs}")
+    finally:
+        if arr:
+            r.run(f"scancel {arr}")
+        r.close()
 
 
 # ---------------------------------------------------------------- OAR
@@ -252,6 +311,10 @@ def main(argv: list[str]) -> int:
                 check(f"{name}: known backend/transport", False, str(kind))
         except Exception as ex:  # noqa: BLE001 - a crash is one failed check, not the end
             check(f"{name}: no exception", False, repr(ex))
+    try:
+        slurm_capped(d, only)
+    except Exception as ex:  # noqa: BLE001
+        check("capped: no exception", False, repr(ex))
     passed = sum(ok for _, ok in RESULTS)
     failed = len(RESULTS) - passed
     print(f"{passed} passed, {failed} failed")

@@ -7,13 +7,22 @@
 #     PriorityTier; a `main` job cancels the besteffort jobs it needs the CPUs of);
 #     slurm-a allocates cores only (CR_Core), slurm-b cores and memory
 #     (CR_Core_Memory, 500 MB per CPU unless a job asks), as sites do either;
+#   - accounting on slurm-b only (slurm-a has none): a private MariaDB and one
+#     slurmdbd, so sacct works there; account `grid` holds root and gridtest;
+#     AccountingStorageEnforce=associations,limits,qos; a third partition
+#     `capped` on slurm-b whose partition QOS `capped` has MaxSubmitJobsPerUser=6
+#     (a 7th queued or running job of a user in that partition is refused at
+#     submission; main and besteffort are not capped) and MaxWall=00:10:00 with
+#     DenyOnLimit (a longer job is refused at submission too);
 #   - one sshd per cluster front-end (slurm-a, slurm-b, oar) for user gridtest,
 #     with a generated client key and a known_hosts; the Slurm ones set
 #     SLURM_CONF (sshd SetEnv) so a plain `sbatch` hits that cluster;
 #   - OAR 2.5.9: private PostgreSQL, server (Almighty), node, 8 core resources,
 #     REST API in a private apache2;
 #   - DIR/exec (mode 1777) where jobs can write;
-#   - DIR/cigri.toml (one [clusters.*] entry per backend x transport) and
+#   - DIR/cigri.toml (one [clusters.*] entry per backend x transport),
+#     DIR/capped.toml (slurm-b's partition `capped` over ssh and REST; kept out
+#     of cigri.toml, which the conformance suite runs against in full) and
 #     DIR/env.sh (variables for humans).
 # Missing Debian packages are installed first (no system daemon is started).
 #
@@ -24,6 +33,8 @@
 #
 # Ports (environment overrides): CIGRI_CLUSTERS_SLURM_PORT=16810 (slurm-a:
 # slurmctld +0, slurmd +1, slurmrestd +2; slurm-b: +10, +11, +12),
+# CIGRI_CLUSTERS_SLURMDBD_PORT=slurm port +20 (16830),
+# CIGRI_CLUSTERS_MARIADB_PORT=13306 (slurm-b's accounting database),
 # CIGRI_CLUSTERS_SSH_PORT=2222 (slurm-a; slurm-b +1, oar +2),
 # CIGRI_CLUSTERS_OAR_PG_PORT=15432, CIGRI_CLUSTERS_OAR_API_PORT=6668.
 # OAR also uses 6666 (Almighty) and 6667 (node sshd), fixed by the package, and
@@ -40,12 +51,20 @@ SLURM_PORT=${CIGRI_CLUSTERS_SLURM_PORT:-16810}
 SSH_PORT=${CIGRI_CLUSTERS_SSH_PORT:-2222}
 PG_PORT=${CIGRI_CLUSTERS_OAR_PG_PORT:-15432}
 API_PORT=${CIGRI_CLUSTERS_OAR_API_PORT:-6668}
+DBD_PORT=${CIGRI_CLUSTERS_SLURMDBD_PORT:-$((SLURM_PORT + 20))}
+MARIADB_PORT=${CIGRI_CLUSTERS_MARIADB_PORT:-13306}
 CPUS=8
 SLURM_CLUSTERS="slurm-a slurm-b"
 select_parameters() { case $1 in slurm-a) echo "CR_Core" ;; *) echo "CR_Core_Memory
 DefMemPerCPU=500" ;; esac; }
 TOKEN_LIFESPAN=$((30 * 86400))
-PKGS="iproute2 munge slurmctld slurmd slurm-client slurmrestd slurm-wlm-jwt-plugin
+ACCT_CLUSTER=slurm-b     # the one cluster with slurmdbd accounting
+ACCT_ACCOUNT=grid        # account holding root and the test user there
+# MaxSubmitJobsPerUser of QOS `capped`, the partition QOS of slurm-b's partition
+# `capped`: the integration tests rely on this number (a 7th job is refused)
+CAPPED_MAX_SUBMIT=6
+CAPPED_MAX_WALL=00:10:00  # and its MaxWall, with DenyOnLimit: a longer job is refused at submission
+PKGS="iproute2 munge slurmctld slurmd slurm-client slurmrestd slurm-wlm-jwt-plugin slurmdbd mariadb-server
       openssh-server openssh-client curl
       postgresql oar-server oar-server-pgsql oar-node oar-user oar-user-pgsql oar-restful-api
       apache2 apache2-utils libyaml-perl libyaml-syck-perl libxml-dumper-perl"
@@ -60,6 +79,7 @@ ssh_port() { case $1 in slurm-a) echo "$SSH_PORT" ;; slurm-b) echo $((SSH_PORT +
 all_ports() {
   local c
   for c in $SLURM_CLUSTERS; do echo "$(slurm_port "$c" 0) $(slurm_port "$c" 1) $(slurm_port "$c" 2) $(ssh_port "$c")"; done
+  echo "$DBD_PORT $MARIADB_PORT"
   echo "$(ssh_port oar) $PG_PORT $API_PORT 6666 6667"
 }
 
@@ -129,6 +149,81 @@ cp "$DIR/munge/munged.pid" "$DIR/pids/munged.pid"
 munge -S "$MSOCK" -n | unmunge -S "$MSOCK" >/dev/null || die "munge does not work"
 log "munged up"
 
+# ------------------------------------------------------------- accounting (slurm-b)
+# start_accounting: private MariaDB (state in DIR/mariadb, 127.0.0.1 only) + one
+# slurmdbd; slurmdbd has no -f: it reads slurmdbd.conf next to $SLURM_CONF (here
+# slurm-b's), 0600 owned by SlurmUser (root). Called in the Slurm loop right
+# before slurm-b's slurmctld, so that slurm-a starts meanwhile.
+start_accounting() {
+  DB=$DIR/mariadb
+  DBD_DIR=$DIR/slurm/$ACCT_CLUSTER
+  mkdir -p "$DB" "$DBD_DIR/log"
+  chmod 755 "$DBD_DIR" "$DBD_DIR/log"
+  chown mysql:mysql "$DB"; chmod 700 "$DB"
+  mariadb-install-db --no-defaults --user=mysql --datadir="$DB/data" --auth-root-authentication-method=socket \
+    --skip-test-db >"$DB/install.log" 2>&1 || { cat "$DB/install.log" >&2; die "mariadb-install-db failed"; }
+  # started as root with --user=mysql (not through runuser) so that $! is mariadbd itself
+  setsid /usr/sbin/mariadbd --no-defaults --user=mysql --datadir="$DB/data" \
+    --socket="$DB/mysqld.sock" --pid-file="$DB/mysqld.pid" --port="$MARIADB_PORT" --bind-address=127.0.0.1 \
+    --log-error="$DB/error.log" --skip-log-bin --innodb-flush-log-at-trx-commit=0 \
+    --innodb-buffer-pool-size=64M </dev/null >/dev/null 2>&1 &
+  echo $! > "$DIR/pids/mariadb.pid"
+  sql() { mariadb --no-defaults -S "$DB/mysqld.sock" -u root -e "$1"; }
+  for _ in $(seq 1 300); do sql 'select 1' >/dev/null 2>&1 && break; sleep 0.1; done
+  sql 'select 1' >/dev/null || { cat "$DB/error.log" >&2; die "mariadb does not answer on $DB/mysqld.sock"; }
+  DBPW=$(randpw)
+  sql "CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '$DBPW';
+       CREATE USER 'slurm'@'localhost' IDENTIFIED BY '$DBPW';
+       GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';
+       GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';"
+  log "mariadb up on 127.0.0.1:$MARIADB_PORT"
+  (umask 077; cat > "$DBD_DIR/slurmdbd.conf" <<EOF
+# generated by tests/clusters/up.sh -- slurmdbd of $ACCT_CLUSTER on 127.0.0.1
+AuthType=auth/munge
+AuthInfo=socket=$MSOCK
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort=$DBD_PORT
+SlurmUser=root
+DebugLevel=info
+LogFile=$DBD_DIR/log/slurmdbd.log
+PidFile=$DBD_DIR/slurmdbd.pid
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$MARIADB_PORT
+StorageUser=slurm
+StoragePass=$DBPW
+StorageLoc=slurm_acct_db
+EOF
+  )
+  SLURM_CONF=$DBD_DIR/slurm.conf /usr/sbin/slurmdbd
+  wait_file "$DBD_DIR/slurmdbd.pid" 30 || die "slurmdbd wrote no pid file; see $DBD_DIR/log/slurmdbd.log"
+  cp "$DBD_DIR/slurmdbd.pid" "$DIR/pids/slurmdbd.pid"
+  wait_tcp "$DBD_PORT" 30 || { cat "$DBD_DIR/log/slurmdbd.log" >&2; die "slurmdbd not listening on $DBD_PORT"; }
+  log "slurmdbd up on 127.0.0.1:$DBD_PORT"
+}
+
+# slurm.conf lines for the cluster with accounting; the munge socket for
+# slurmctld/sacctmgr -> slurmdbd comes from AccountingStoragePass, not AuthInfo
+accounting() {
+  if [ "$1" = "$ACCT_CLUSTER" ]; then
+    cat <<EOF
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=localhost
+AccountingStoragePort=$DBD_PORT
+AccountingStoragePass=$MSOCK
+AccountingStorageEnforce=associations,limits,qos
+EOF
+  else
+    echo "AccountingStorageType=accounting_storage/none"
+  fi
+}
+# partition QOS capped: every job of partition `capped` is under it, no --qos needed
+capped_partition() {
+  [ "$1" = "$ACCT_CLUSTER" ] || return 0
+  echo "PartitionName=capped Nodes=ALL Default=NO PriorityTier=10 QOS=capped MaxTime=INFINITE State=UP OverSubscribe=NO"
+}
+
 # ------------------------------------------------------------- Slurm clusters
 for C in $SLURM_CLUSTERS; do
   D=$DIR/slurm/$C
@@ -163,7 +258,7 @@ SlurmdDebug=info
 # no cgroups (containers, sandbox kernels)
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
-AccountingStorageType=accounting_storage/none
+$(accounting "$C")
 JobAcctGatherType=jobacct_gather/none
 # one line per finished job even without slurmdbd
 JobCompType=jobcomp/filetxt
@@ -192,17 +287,30 @@ PreemptMode=CANCEL
 NodeName=$C-n1 NodeAddr=127.0.0.1 NodeHostname=localhost CPUs=$CPUS RealMemory=8000 State=UNKNOWN
 PartitionName=main Nodes=ALL Default=YES PriorityTier=10 MaxTime=INFINITE State=UP OverSubscribe=NO
 PartitionName=besteffort Nodes=ALL Default=NO PriorityTier=1 PreemptMode=CANCEL MaxTime=INFINITE State=UP OverSubscribe=NO
+$(capped_partition "$C")
 EOF
   chmod 644 "$D/slurm.conf"
+  if [ "$C" = "$ACCT_CLUSTER" ]; then
+    start_accounting
+    # before slurmctld starts: cluster, QOS (a partition QOS must exist), account, users
+    sam() { SLURM_CONF=$D/slurm.conf sacctmgr -i "$@" >>"$D/log/sacctmgr.log" 2>&1 || { cat "$D/log/sacctmgr.log" >&2; die "sacctmgr $*"; }; }
+    sam add cluster "$C"
+    # DenyOnLimit: a job over MaxWall is refused at submission (else it would pend forever)
+    sam add qos capped MaxSubmitJobsPerUser=$CAPPED_MAX_SUBMIT MaxWall=$CAPPED_MAX_WALL Flags=DenyOnLimit
+    sam add account "$ACCT_ACCOUNT" Cluster="$C" Description="cigri tests" Organization=cigri
+    sam add user root,"$TUSER" Account="$ACCT_ACCOUNT" DefaultAccount="$ACCT_ACCOUNT" Cluster="$C"
+    log "slurm $C: accounting: cluster, account $ACCT_ACCOUNT (root, $TUSER), QOS capped (MaxSubmitJobsPerUser=$CAPPED_MAX_SUBMIT, MaxWall=$CAPPED_MAX_WALL)"
+  fi
   SLURM_CONF=$D/slurm.conf /usr/sbin/slurmctld -f "$D/slurm.conf"
   SLURM_CONF=$D/slurm.conf /usr/sbin/slurmd -f "$D/slurm.conf" -N "$C-n1"
-done
-for C in $SLURM_CLUSTERS; do
-  D=$DIR/slurm/$C
+  # recorded at once: a later failure (slurm-b's accounting) must stop these too
   wait_file "$D/slurmctld.pid" 30 || die "slurm $C: slurmctld wrote no pid file; see $D/log"
   wait_file "$D/slurmd.pid" 30 || die "slurm $C: slurmd wrote no pid file; see $D/log"
   cp "$D/slurmctld.pid" "$DIR/pids/$C-slurmctld.pid"
   cp "$D/slurmd.pid" "$DIR/pids/$C-slurmd.pid"
+done
+for C in $SLURM_CLUSTERS; do
+  D=$DIR/slurm/$C
   st=""
   for _ in $(seq 1 600); do
     st=$(SLURM_CONF=$D/slurm.conf sinfo -h -N -p main -o %T 2>/dev/null | head -1 || true)
@@ -551,6 +659,10 @@ export CIGRI_TEST_EXEC_DIR=$DIR/exec
 # Slurm: \`SLURM_CONF=\$SLURM_A_CONF sinfo\` (as root; munge socket $MSOCK)
 export SLURM_A_CONF=$DIR/slurm/slurm-a/slurm.conf
 export SLURM_B_CONF=$DIR/slurm/slurm-b/slurm.conf
+# slurm-b only: accounting (sacct, sacctmgr) through slurmdbd 127.0.0.1:$DBD_PORT, MariaDB 127.0.0.1:$MARIADB_PORT;
+# its partition capped is limited to $CAPPED_MAX_SUBMIT jobs per user (QOS capped); cigri entries in CIGRI_CAPPED_CONFIG
+export CIGRI_CAPPED_CONFIG=$DIR/capped.toml
+export SLURM_CAPPED_MAX_SUBMIT=$CAPPED_MAX_SUBMIT
 export SLURM_A_REST_URL=http://127.0.0.1:$(slurm_port slurm-a 2)
 export SLURM_B_REST_URL=http://127.0.0.1:$(slurm_port slurm-b 2)
 # JWT files (send X-SLURM-USER-NAME: $TUSER and X-SLURM-USER-TOKEN: \$(cat file));
@@ -571,14 +683,41 @@ export OAR_API_PASSWORD_FILE=$O/oar_api_password
 export OAR_PG_PORT=$PG_PORT
 export OAR_LOG=$O/oar.log
 EOF
-chmod 644 "$DIR/cigri.toml" "$DIR/env.sh"
+cat > "$DIR/capped.toml" <<EOF
+# cigri clusters on slurm-b's partition "capped" (generated by tests/clusters/up.sh)
+# cap: MaxSubmitJobsPerUser = $CAPPED_MAX_SUBMIT through partition QOS capped (a further job of $TUSER
+# in this partition is refused at submission; array tasks count one each)
+# Not part of cigri.toml on purpose: the conformance suite runs against every cluster there.
+
+[clusters.slurm-b-capped-ssh]
+backend = "slurm"
+transport = "ssh"
+host = "127.0.0.1"
+port = $(ssh_port slurm-b)
+user = "$TUSER"
+key_file = "$S/id_ed25519"
+known_hosts = "$S/known_hosts"
+partition = "capped"
+
+[clusters.slurm-b-capped-rest]
+backend = "slurm"
+transport = "rest"
+base_url = "http://127.0.0.1:$(slurm_port slurm-b 2)"
+user = "$TUSER"
+token_file = "$DIR/slurm/slurm-b/jwt"
+partition = "capped"
+EOF
+chmod 644 "$DIR/cigri.toml" "$DIR/env.sh" "$DIR/capped.toml"
 
 {
   echo "test clusters up in $(elapsed)s (packages ${T_PKG}s); state in $DIR"
   echo "  config: $DIR/cigri.toml   env: source $DIR/env.sh   exec dir: $DIR/exec"
   for C in $SLURM_CLUSTERS; do
-    echo "  $C: slurmctld 127.0.0.1:$(slurm_port "$C" 0)  slurmd :$(slurm_port "$C" 1)  slurmrestd http://127.0.0.1:$(slurm_port "$C" 2)  ssh :$(ssh_port "$C")  ($CPUS CPUs, partitions main + besteffort)"
+    if [ "$C" = "$ACCT_CLUSTER" ]; then parts="main + besteffort + capped"; else parts="main + besteffort"; fi
+    echo "  $C: slurmctld 127.0.0.1:$(slurm_port "$C" 0)  slurmd :$(slurm_port "$C" 1)  slurmrestd http://127.0.0.1:$(slurm_port "$C" 2)  ssh :$(ssh_port "$C")  ($CPUS CPUs, partitions $parts)"
   done
+  echo "  accounting: $ACCT_CLUSTER only: slurmdbd 127.0.0.1:$DBD_PORT  MariaDB 127.0.0.1:$MARIADB_PORT  (sacct; account $ACCT_ACCOUNT: root, $TUSER)"
+  echo "  capped: $ACCT_CLUSTER partition capped, MaxSubmitJobsPerUser=$CAPPED_MAX_SUBMIT (partition QOS capped); cigri entries in $DIR/capped.toml"
   echo "  oar: REST $API/oarapi-priv  ssh :$(ssh_port oar)  postgres :$PG_PORT  Almighty :6666  node sshd :6667  ($CPUS cores)"
   echo "  ssh: ssh -F $S/ssh_config slurm-a|slurm-b|oar    stop: $HERE/down.sh $DIR"
 } > "$DIR/summary.txt"
