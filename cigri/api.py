@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cigri import bag
+from cigri import bag, cluster_caps
 from cigri import db as database
 from cigri import predictor
 from cigri.config import ClassConfig, Config, UserConfig
@@ -489,15 +489,17 @@ def subscriptions(grid: Grid, *, user: str, all_users: bool = False) -> list[dic
 
 
 def clusters(grid: Grid) -> list[dict[str, Any]]:
-    """Every cluster with its capacity (asked live) and cigri's own use of it."""
+    """Every cluster with its capacity (asked live), cigri's own use of it and the most jobs it
+    takes from cigri (``max_jobs``, or the submit limit learned; None: no cap)."""
     result = []
     used = dict(grid.db.execute(
         f"SELECT cluster_id, count(*) FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} GROUP BY cluster_id"))
+    caps = cluster_caps.caps(grid.db.conn, database.now())
     for row in grid.db.query("SELECT * FROM clusters ORDER BY name"):
         entry: dict[str, Any] = {"name": row["name"], "backend": row["backend"], "source": row["source"],
                                  "blacklisted": bool(row["blacklisted"]),
                                  "blacklist_reason": row["blacklist_reason"],
-                                 "used_by_cigri": used.get(row["id"], 0)}
+                                 "used_by_cigri": used.get(row["id"], 0), "max_jobs": caps.get(row["id"])}
         try:
             capacity = grid.backend(row["id"]).capacity()
             entry.update(total_slots=capacity.total_slots, free_slots=capacity.free_slots,

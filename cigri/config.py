@@ -156,18 +156,18 @@ class ClusterConfig:
 _REMOTE_KEYS: dict[str, type] = {
     "transport": str, "host": str, "port": int, "user": str, "key_file": str, "known_hosts": str,
     "base_url": str, "timeout": float, "min_interval": float,
-    "api_chunk_size": int, "max_waiting": int, "properties": str, "project": str,
+    "api_chunk_size": int, "max_waiting": int, "max_jobs": int, "properties": str, "project": str,
     "job_ratio": str, "remote_waiting_timeout": float, "stress_factor": float, "group_seconds": int,
 }
 CLUSTER_KEYS: dict[str, dict[str, type]] = {
-    "local": {"slots": int, "max_waiting": int, "job_ratio": str, "remote_waiting_timeout": float,
-              "stress_factor": float},
+    "local": {"slots": int, "max_waiting": int, "max_jobs": int, "job_ratio": str,
+              "remote_waiting_timeout": float, "stress_factor": float},
     "slurm": {**_REMOTE_KEYS, "token_file": str, "partition": str, "best_effort_partition": str,
               "best_effort_qos": str},
     "oar": {**_REMOTE_KEYS, "password_file": str, "kill_grace": float},
     "sim": {"cores": int, "memory_gb": float, "seed": int, "local_load": float, "local_load_steps": str,
-            "local_max_cores": int, "trace": str, "task_seconds": float, "max_waiting": int, "node_cores": int,
-            "job_ratio": str, "remote_waiting_timeout": float, "stress_factor": float},
+            "local_max_cores": int, "trace": str, "task_seconds": float, "max_waiting": int, "max_jobs": int,
+            "submit_limit": int, "node_cores": int, "job_ratio": str, "remote_waiting_timeout": float, "stress_factor": float},
 }
 MAX_KILL_GRACE = 60.0  # seconds between SIGTERM and the kill where cigri gives the grace (OAR)
 TRANSPORT_NEEDS = {"ssh": ("host", "user"), "rest": ("base_url",)}

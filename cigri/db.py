@@ -403,3 +403,13 @@ def m011_counts_per_cluster_only(db: Database) -> None:
     CREATE INDEX counts_by_at ON counts(at);
     CREATE INDEX counts_by_cluster ON counts(cluster_id, at);
     """)
+
+
+@migrations()
+def m012_submit_limits(db: Database) -> None:
+    """The number of jobs a cluster's submit limit let cigri hold there, learned from its last
+    refusal, and when (see :mod:`cigri.cluster_caps`)."""
+    db.executescript("""
+    ALTER TABLE clusters ADD COLUMN submit_limit INTEGER;  -- NULL: never refused for its limit
+    ALTER TABLE clusters ADD COLUMN submit_limit_at REAL;
+    """)

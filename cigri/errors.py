@@ -49,6 +49,19 @@ class ClusterBadAnswer(BackendError):
     code = "CLUSTER_BAD_ANSWER"
 
 
+class SubmitLimitReached(BackendError):
+    """The cluster takes no more jobs from cigri's account for now: a site's cap on the jobs one
+    account may have queued or running (Slurm's ``MaxSubmitJobs``). The same jobs are welcome
+    once some of cigri's end there, so nothing fails (:mod:`cigri.runner`). ``maybe_job``: the
+    cluster's words also cover a job it can never run (slurmrestd's one error for both)."""
+
+    code = "SUBMIT_LIMIT"
+
+    def __init__(self, message: str, *, maybe_job: bool = False) -> None:
+        super().__init__(message)
+        self.maybe_job = maybe_job
+
+
 class SubmissionRefused(BackendError):
     """The cluster cannot run the jobs as described (resources it cannot express, a refused
     partition...): resending the same batch will fail again until the campaign changes."""

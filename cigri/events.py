@@ -68,6 +68,10 @@ CATALOGUE: dict[str, Code] = {
     "SUBMISSION_ERROR": Code("cluster", MEDIUM, True, "the call failed: jobs stay `submitting`, re-sent next "
                                                       "cycle, counts toward `blacklist_after`; the cluster refused "
                                                       "the jobs as described: they and their tasks fail"),
+    "SUBMIT_LIMIT": Code("cluster", LOW, False, "the cluster took no more jobs from cigri's account (a site's "
+                                                "submit limit): the jobs that did not fit go back to the head "
+                                                "of the bag, nothing fails; cigri holds at most what it held "
+                                                "there for an hour (`max_jobs` sets it for good)"),
     "CLUSTER_UNREACHABLE": Code("cluster", MEDIUM, True, "cluster skipped this cycle; counts toward "
                                                          "`blacklist_after`; closed when it answers again"),
     "CLUSTER_TIMEOUT": Code("cluster", MEDIUM, True, "as CLUSTER_UNREACHABLE"),

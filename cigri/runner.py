@@ -12,26 +12,33 @@ A cluster that refuses a batch outright (:class:`~cigri.errors.SubmissionRefused
 than it has, an unknown partition...) would refuse it forever: its jobs fail at once with one
 ``SUBMISSION_ERROR`` event carrying the cluster's words, instead of waiting silently. Any other
 failure (unreachable, timeout) leaves them ``submitting``, to be re-sent next cycle.
+
+A cluster that refuses a batch for its submit limit (:class:`~cigri.errors.SubmitLimitReached`)
+takes the same jobs later: the batch is halved until what fits is sent (a few calls, once an
+hour at most: :mod:`cigri.cluster_caps` remembers the limit), and the jobs that do not fit go
+back to the head of the bag, nothing failed and no attempt counted. Where the cluster's words
+also cover a job it can never run (slurmrestd), one job refused while the cluster holds none of
+the campaign's is such a job: it fails as any refusal.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
+from collections import Counter, deque
 from itertools import groupby
 from typing import Any
 
+from cigri import bag, cluster_caps, grouping
 from cigri import db as database
-from cigri import grouping
 from cigri.backends import JobSpec
 from cigri.cycle_context import CycleContext
-from cigri.errors import SubmissionRefused
-from cigri.events import open_event
+from cigri.errors import SubmissionRefused, SubmitLimitReached
+from cigri.events import open_event, record
 from cigri.jdl import split_param
 from cigri.jdl.parser import home_of, oar_job_types
 from cigri.jdl.walltime import format_walltime
 from cigri.metascheduler import windows
-from cigri.states import JobState, TaskState
+from cigri.states import JOB_ACTIVE, JobState, TaskState, sql_in
 
 log = logging.getLogger("cigri.runner")
 DEFAULT_CHUNK = 100  # CiGri's array size; api_chunk_size per cluster
@@ -48,11 +55,16 @@ def run(ctx: CycleContext) -> int:
         [JobState.SUBMITTING]))
     settings = ctx.grid.campaign_properties(sorted({r["campaign_id"] for r in rows}))
     night = windows.is_night(ctx.grid.config.metascheduler, database.now())  # semi-best-effort runs normal by night
+    batches = deque(list(group) for _, group in groupby(rows, key=lambda r: (r["cluster_id"], r["batch"])))
+    at_limit: dict[int, SubmitLimitReached] = {}  # clusters that took no more this cycle, and their words
     sent = 0
-    for (cluster_id, _), group in groupby(rows, key=lambda r: (r["cluster_id"], r["batch"])):
-        jobs = list(group)
-        campaign_id = jobs[0]["campaign_id"]
+    while batches:
+        jobs = batches.popleft()
+        campaign_id, cluster_id = jobs[0]["campaign_id"], jobs[0]["cluster_id"]
         if cluster_id not in ctx.capacities:
+            continue
+        if cluster_id in at_limit:
+            _withdraw(ctx, jobs)
             continue
         values = settings[campaign_id][cluster_id]
         group_walltime = grouping.group_walltime(max(Counter(j["run_group"] for j in jobs).values()),
@@ -61,6 +73,16 @@ def run(ctx: CycleContext) -> int:
         specs = batch_specs(jobs, values, group_walltime, night)
         try:
             remote_ids = ctx.grid.backend(cluster_id).submit(specs)
+        except SubmitLimitReached as error:
+            halves = _halve(ctx, jobs)
+            if halves:  # the first half may fit; whatever fits of the second is tried after it
+                batches.extendleft(reversed(halves))
+            elif error.maybe_job and not _holds(ctx, campaign_id, cluster_id):
+                _refused(ctx, campaign_id, cluster_id, [job["id"] for job in jobs], error)
+            else:
+                at_limit[cluster_id] = error
+                _withdraw(ctx, jobs)
+            continue
         except SubmissionRefused as error:
             _refused(ctx, campaign_id, cluster_id, [job["id"] for job in jobs], error)
             continue
@@ -74,7 +96,63 @@ def run(ctx: CycleContext) -> int:
                 [(JobState.WAITING, remote_ids[spec.key], now, int(spec.key), JobState.SUBMITTING)
                  for spec in specs])
         sent += len(specs)
+    for cluster_id, words in at_limit.items():
+        _learn_limit(ctx, cluster_id, words)
     return sent
+
+
+def _halve(ctx: CycleContext, jobs: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Split a batch the cluster refused for its submit limit in two at a remote job's boundary
+    (a group stays whole), the second half its own batch from now on, so that a re-sent half is
+    the same half; [] when the batch is a single remote job."""
+    starts = [i for i, job in enumerate(jobs) if job["run_group"] is None or job["run_group"] == job["id"]]
+    if len(starts) < 2:
+        return []
+    cut = starts[len(starts) // 2]
+    first, second = jobs[:cut], jobs[cut:]
+    key = str(second[0]["id"])
+    with database.write(ctx.grid.db) as conn:
+        conn.executemany("UPDATE jobs SET batch = ? WHERE id = ? AND state = ?",
+                         [(key, job["id"], JobState.SUBMITTING) for job in second])
+    for job in second:
+        job["batch"] = key
+    return [first, second]
+
+
+def _holds(ctx: CycleContext, campaign_id: int, cluster_id: int) -> bool:
+    """Whether the cluster took some of the campaign's jobs: words that cover both a submit limit
+    and a job the cluster can never run then mean the limit, as the same job was accepted."""
+    return ctx.grid.db.execute("SELECT 1 FROM jobs WHERE campaign_id = ? AND cluster_id = ? AND state IN (?, ?) "
+                               "LIMIT 1", [campaign_id, cluster_id, JobState.WAITING, JobState.RUNNING]).fetchone() \
+        is not None
+
+
+def _withdraw(ctx: CycleContext, jobs: list[dict[str, Any]]) -> None:
+    """The cluster is at its submit limit: these jobs never reached it. They are forgotten and
+    their tasks go back to the head of the bag, their attempt not counted (a task another copy
+    still runs, a replica's, stays as it is)."""
+    job_ids = [job["id"] for job in jobs]
+    marks = ",".join("?" * len(job_ids))
+    with database.write(ctx.grid.db) as conn:
+        task_ids = [r[0] for r in conn.execute(
+            f"SELECT task_id FROM jobs WHERE id IN ({marks}) AND state = ? AND task_id IS NOT NULL",
+            [*job_ids, JobState.SUBMITTING])]
+        conn.execute(f"DELETE FROM jobs WHERE id IN ({marks}) AND state = ?", [*job_ids, JobState.SUBMITTING])
+        conn.executemany(
+            f"UPDATE tasks SET state = ?, priority = ?, attempts = attempts - 1 WHERE id = ? AND state IN (?, ?) "
+            f"AND NOT EXISTS (SELECT 1 FROM jobs WHERE task_id = tasks.id AND state IN {sql_in(JOB_ACTIVE)})",
+            [(TaskState.PENDING, bag.PRIORITY_HEAD, t, TaskState.WAITING, TaskState.RUNNING) for t in task_ids])
+
+
+def _learn_limit(ctx: CycleContext, cluster_id: int, error: SubmitLimitReached) -> None:
+    """Remember how many jobs the cluster let cigri hold, and say so once per cycle."""
+    with database.write(ctx.grid.db) as conn:
+        limit = cluster_caps.learn(conn, cluster_id, database.now())
+        record(conn, "SUBMIT_LIMIT", f"the cluster took no more jobs with {limit} of cigri's held there: cigri "
+                                     f"holds at most {limit} there for {cluster_caps.LEARNED_SECONDS / 3600:g} h "
+                                     f"(`max_jobs` sets it for good); it said: {error}",
+               cluster_id=cluster_id)
+    log.info("cluster %s: submit limit reached at %s job(s): %s", cluster_id, limit, error)
 
 
 def _refused(ctx: CycleContext, campaign_id: int, cluster_id: int, job_ids: list[int], error: Exception) -> None:

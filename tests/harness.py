@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from cigri.backends.local.pool import running_pids
 
@@ -40,6 +44,36 @@ def _proc_file(pid: int, name: str) -> bytes:
             return f.read()
     except OSError:
         return b""
+
+
+def clusters_dir() -> Path:
+    """Where ``tests/clusters/up.sh`` left the real clusters' files (``CIGRI_TEST_CLUSTERS``, the
+    directory or its cigri.toml); without them the test is skipped, or fails with ``CI=true``."""
+    named = os.environ.get("CIGRI_TEST_CLUSTERS", "/tmp/cigri-clusters")
+    path = Path(named)
+    path = path.parent if path.suffix == ".toml" else path
+    if not (path / "cigri.toml").is_file():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but no test clusters in {path}: run tests/clusters/up.sh")
+        pytest.skip(f"no test clusters in {path} (tests/clusters/up.sh)")
+    return path
+
+
+def marker_exec_dir(prefix: str, after: str = "") -> Path:
+    """A fresh directory the real clusters' jobs and the tests both see, holding ``task.sh``: it
+    leaves ``marker.TASK.…`` for each run of task TASK (its first argument), then runs ``after``."""
+    exec_dir = clusters_dir() / "exec" / f"{prefix}-{secrets.token_hex(3)}"
+    exec_dir.mkdir()
+    exec_dir.chmod(0o1777)
+    program = exec_dir / "task.sh"
+    program.write_text(f'#!/bin/sh\n: > "marker.$1.$(hostname).$$.$(date +%s%N)"\n{after}')
+    program.chmod(0o755)
+    return exec_dir
+
+
+def runs_per_task(exec_dir: Path) -> Counter[str]:
+    """How many times each task ran, from :func:`marker_exec_dir`'s markers."""
+    return Counter(path.name.split(".")[1] for path in exec_dir.glob("marker.*"))
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, what: str, step: float = 0.05) -> None:

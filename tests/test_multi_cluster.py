@@ -10,8 +10,6 @@ the JDL's ``cluster_job_type``.
 from __future__ import annotations
 
 import json
-import os
-import secrets
 import sqlite3
 import time
 import tomllib
@@ -25,22 +23,11 @@ from cigri import config as configuration
 from cigri.cycle import run_cycle
 from cigri.grid import open_grid
 
-from harness import Cigri
+from harness import Cigri, clusters_dir, marker_exec_dir, runs_per_task
 
 CLUSTERS = ("slurm-a-ssh", "slurm-b-ssh", "oar-rest")
 TASKS = 48
 pytestmark = pytest.mark.slow
-
-
-def clusters_dir() -> Path:
-    named = os.environ.get("CIGRI_TEST_CLUSTERS", "/tmp/cigri-clusters")
-    path = Path(named)
-    path = path.parent if path.suffix == ".toml" else path
-    if not (path / "cigri.toml").is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but no test clusters in {path}: run tests/clusters/up.sh")
-        pytest.skip(f"no test clusters in {path} (tests/clusters/up.sh)")
-    return path
 
 
 @pytest.fixture
@@ -57,13 +44,7 @@ def grid_setup(cigri: Cigri) -> tuple[Cigri, Path]:
         waiting = 40 if name == "slurm-a-ssh" else 0
         lines += [f"{key} = {json.dumps(value)}" for key, value in {**clusters[name], "max_waiting": waiting}.items()]
     cigri.config.write_text("\n".join(lines) + "\n")
-    exec_dir = where / "exec" / f"multi-{secrets.token_hex(3)}"
-    exec_dir.mkdir()
-    exec_dir.chmod(0o1777)
-    program = exec_dir / "task.sh"
-    program.write_text('#!/bin/sh\n: > "marker.$1.$(hostname).$$.$(date +%s%N)"\n')
-    program.chmod(0o755)
-    return cigri, exec_dir
+    return cigri, marker_exec_dir("multi")
 
 
 def submit(cigri: Cigri, exec_dir: Path) -> int:
@@ -72,10 +53,6 @@ def submit(cigri: Cigri, exec_dir: Path) -> int:
                     clusters={"slurm-b-ssh": {}, "oar-rest": {"cluster_job_type": ["idempotent"]},
                               "slurm-a-ssh": {"temporal_grouping": True}})
     return cigri.submit(jdl)
-
-
-def run_once_each(exec_dir: Path) -> Counter[str]:
-    return Counter(path.name.split(".")[1] for path in exec_dir.glob("marker.*"))
 
 
 def test_one_campaign_over_two_slurm_clusters_and_oar(grid_setup: tuple[Cigri, Path]) -> None:
@@ -90,7 +67,7 @@ def test_one_campaign_over_two_slurm_clusters_and_oar(grid_setup: tuple[Cigri, P
         cigri.cycle()
         time.sleep(0.5)
     assert stat["tasks"]["terminated"] == TASKS and stat["progress"] == 100
-    assert run_once_each(exec_dir) == Counter({f"t{i:03d}": 1 for i in range(TASKS)})
+    assert runs_per_task(exec_dir) == Counter({f"t{i:03d}": 1 for i in range(TASKS)})
     per_cluster = {c["cluster"]: c["jobs"] for c in stat["clusters"]}
     assert set(per_cluster) == set(CLUSTERS) and all(jobs.get("terminated", 0) > 0 for jobs in per_cluster.values()), \
         per_cluster
@@ -135,4 +112,4 @@ def test_each_cycle_stays_within_its_remote_call_budget(grid_setup: tuple[Cigri,
         grid.close()
     assert all(calls["poll"] <= 1 and calls["submit"] <= 1 for cycle in budgets for calls in cycle.values()), budgets
     assert sum(cycle[name]["submit"] for cycle in budgets for name in CLUSTERS) >= 3  # every cluster got work
-    assert run_once_each(exec_dir) == Counter({f"t{i:03d}": 1 for i in range(TASKS)})
+    assert runs_per_task(exec_dir) == Counter({f"t{i:03d}": 1 for i in range(TASKS)})

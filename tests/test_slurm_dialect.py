@@ -14,7 +14,7 @@ from cigri.backends import Capacity, JobSpec, RemoteJob, RemoteState
 from cigri.backends.slurm import commands, rest
 from cigri.backends.slurm.batch import Shape, array_task_ids, build, constraint, job_script, shape
 from cigri.backends.slurm.states import STATES, exit_code, translate
-from cigri.errors import ClusterBadAnswer, SubmissionRefused
+from cigri.errors import ClusterBadAnswer, SubmissionRefused, SubmitLimitReached
 
 RECORDED = Path(__file__).parent / "recorded"
 HOSTILE = ("; touch pwned-semicolon", "$(touch pwned-subst)", "`touch pwned-backtick`", "it's \"quoted\"",
@@ -340,6 +340,15 @@ def test_rest_submit_payload_and_answer() -> None:
         rest.parse_submit({"errors": [{"error": "Invalid partition name specified", "error_number": 2000}]})
     with pytest.raises(ClusterBadAnswer):
         rest.parse_submit({"errors": []})
+
+
+def test_rest_accounting_policy_may_be_a_submit_limit_or_a_job_over_a_limit() -> None:
+    """slurmrestd's answer (HTTP 500) to a submission beyond a partition QOS's
+    MaxSubmitJobsPerUser, recorded on the test clusters: error 2050 and sbatch's generic words,
+    which also cover a job over a size or time limit. The runner tells them apart."""
+    with pytest.raises(SubmitLimitReached, match=r"job submit limit") as refused:
+        rest.parse_submit(recorded("slurmrestd-submit-limit.json"))
+    assert refused.value.maybe_job
 
 
 def test_rest_capacity_counts_usable_nodes_of_the_partition() -> None:

@@ -15,10 +15,10 @@ import re
 import sqlite3
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from cigri import bag
+from cigri import bag, cluster_caps
 from cigri import db as database
 from cigri import predictor
 from cigri.backends import Capacity
@@ -43,6 +43,7 @@ class Gathered:
     scenario: fairshare.Scenario
     cluster_ids: Mapping[str, int]
     names: Mapping[int, str]  # campaign names, for ``cigri shares``
+    room: Mapping[int, int]  # capped clusters: how many more jobs each takes (cigri.cluster_caps)
 
 
 def schedule(ctx: CycleContext) -> dict[tuple[int, str], int]:
@@ -56,8 +57,9 @@ def schedule(ctx: CycleContext) -> dict[tuple[int, str], int]:
             for cluster, count in share.preempt.items():
                 marked = _preempt(conn, share.id, gathered.cluster_ids[cluster], count)
                 log.info("campaign %s: preempting %s job(s) on %s (%s)", share.id, marked, cluster, share.reason)
-        started = _start(conn, ctx, gathered, allocation)
-        finalize.replicate(conn, ctx.capacities, ctx.grid.campaign_properties(list(gathered.names)),
+        room = dict(gathered.room)
+        started = _start(conn, ctx, gathered, allocation, room)
+        finalize.replicate(conn, _within(ctx.capacities, room), ctx.grid.campaign_properties(list(gathered.names)),
                            {c.name: c.finalize for c in config.classes}, config.metascheduler.replica_delay)
     return started
 
@@ -81,9 +83,12 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
     Memory likewise, where the cluster says (see :func:`_memory_offer`). A cluster left out of
     this cycle (unreachable or blacklisted) where cigri holds jobs is in the scenario as
     ``left_out``, offering exactly what they hold: they still run, so they count in their
-    campaigns' shares and their users' allotments, and nothing starts or is killed there.
+    campaigns' shares and their users' allotments, and nothing starts or is killed there. A
+    capped cluster offers no more free slots than its room (:mod:`cigri.cluster_caps`).
     """
     conn, config = grid.db.conn, grid.config
+    room = cluster_caps.room(conn, now)
+    offered = _within(capacities, room)
     cluster_names = {cid: name for cid, name in conn.execute("SELECT id, name FROM clusters")}
     rows = conn.execute("SELECT id, name, user, state, class, priority FROM campaigns WHERE state IN (?, ?) "
                         "ORDER BY id", [CampaignState.IN_TREATMENT, CampaignState.PAUSED]).fetchall()
@@ -110,7 +115,7 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
     clusters = tuple(fairshare.ClusterSpec(
         cluster_names[cid], cap.free_slots + held_cores[cid], _memory_offer(cap, running_memory[cid], queued_memory[cid]),
         cap.node_cores, None if cap.node_memory_mb is None else cap.node_memory_mb / 1024)
-        for cid, cap in sorted(capacities.items())) + tuple(fairshare.ClusterSpec(
+        for cid, cap in sorted(offered.items())) + tuple(fairshare.ClusterSpec(
             cluster_names[cid], held_cores[cid], running_memory[cid] + queued_memory[cid], left_out=True)
         for cid in left_out)
     limit = max(1, sum(c.cores for c in clusters))
@@ -153,7 +158,13 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
             clusters=None if c.clusters is None else tuple(n for n in c.clusters if n in known),
             default=c.name == config.default_class()) for c in config.classes),
         users=tuple(_user(config, name, known) for name in sorted({c.user for c in campaigns})))
-    return Gathered(scenario, {name: cid for cid, name in cluster_names.items()}, {r[0]: r[1] for r in rows})
+    return Gathered(scenario, {name: cid for cid, name in cluster_names.items()}, {r[0]: r[1] for r in rows}, room)
+
+
+def _within(capacities: Mapping[int, Capacity], room: Mapping[int, int]) -> dict[int, Capacity]:
+    """The capacities with no more free slots than each capped cluster's room for new jobs."""
+    return {cid: replace(cap, free_slots=min(cap.free_slots, room[cid])) if cid in room else cap
+            for cid, cap in capacities.items()}
 
 
 def _user(config: Config, name: str, clusters: set[str]) -> fairshare.UserSpec:
@@ -238,7 +249,7 @@ def _preempt(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, count:
 
 
 def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
-           allocation: fairshare.Allocation) -> dict[tuple[int, str], int]:
+           allocation: fairshare.Allocation, cluster_room: dict[int, int]) -> dict[tuple[int, str], int]:
     """Take each campaign's started jobs from its bag, then queue some ahead on the clusters.
 
     No more of a campaign's jobs ever wait on a cluster than its tap. Beyond the free cores,
@@ -249,7 +260,7 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
     offers cigri nothing now splits its queue equally among the campaigns that may use it. On a
     cluster where this cycle preempts, nobody queues beyond its target: those jobs would be the
     next cycle's kills (a campaign's queued job there started on a freed core and was killed
-    again, every cycle).
+    again, every cycle). No job is created beyond a capped cluster's room, which this spends.
     """
     taps = {(c, k): rate for c, k, rate in conn.execute(
         "SELECT t.campaign_id, t.cluster_id, t.rate FROM campaigns c JOIN taps t ON t.campaign_id = c.id "
@@ -264,9 +275,11 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
 
     def take(campaign_id: int, cluster: str, count: int) -> int:
         key = (campaign_id, gathered.cluster_ids[cluster])
-        count = min(count, taps.get(key, tap_initial) - waiting.get(key, 0))
+        count = min(count, taps.get(key, tap_initial) - waiting.get(key, 0), cluster_room.get(key[1], count))
         taken = workqueue.take_tasks(conn, campaign_id, key[1], count) if count > 0 else 0
         waiting[key] = waiting.get(key, 0) + taken
+        if key[1] in cluster_room:
+            cluster_room[key[1]] -= taken
         if taken:
             started[(campaign_id, cluster)] = started.get((campaign_id, cluster), 0) + taken
         return taken

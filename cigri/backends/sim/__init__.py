@@ -14,7 +14,10 @@ step function), ``local_max_cores`` (widest local job; default a quarter of the 
 Standard Workload Format log; see :func:`~cigri.backends.sim.world.read_trace`),
 ``task_seconds``, ``max_waiting``, ``node_cores`` (the cores of each of its nodes: the world
 places jobs on nodes, see :class:`~cigri.backends.sim.world.NodeWorld`, and reports their size
-so that a ``reserve`` class takes nodes of exactly that size; unset: one pool of cores).
+so that a ``reserve`` class takes nodes of exactly that size; unset: one pool of cores),
+``submit_limit`` (the jobs cigri's account may have queued or running, as Slurm's
+``MaxSubmitJobs``: a batch that would go beyond is refused whole, as Slurm refuses an array;
+0: no limit).
 """
 
 from __future__ import annotations
@@ -24,12 +27,13 @@ import re
 import zlib
 from collections import deque
 from functools import partial
+from itertools import chain
 from pathlib import Path
 
 from cigri import clock
 from cigri.backends import Capacity, JobSpec, RemoteJob, RemoteState
 from cigri.backends.sim.world import Job, NodeWorld, World, read_trace
-from cigri.errors import ConfigError
+from cigri.errors import ConfigError, SubmitLimitReached
 
 _STATES = {
     "queued": RemoteState.QUEUED,
@@ -64,6 +68,7 @@ class SimBackend:
         except ValueError as error:
             raise ConfigError(f"cluster {name}: {error}") from None
         self.task_seconds = float(options.get("task_seconds", 60))  # type: ignore[arg-type]
+        self.submit_limit = int(options.get("submit_limit", 0))  # type: ignore[call-overload]
         self._keys: dict[str, str] = {}
         self._count = 0
 
@@ -73,6 +78,9 @@ class SimBackend:
 
     def submit(self, specs: list[JobSpec]) -> dict[str, str]:
         world = self._now()
+        new = sum(spec.key not in self._keys for spec in specs)
+        if self.submit_limit and new and _held(world) + new > self.submit_limit:
+            raise SubmitLimitReached(f"{self.name}: QOSMaxSubmitJobPerUserLimit (submit_limit {self.submit_limit})")
         for spec in specs:
             if spec.key in self._keys:  # a re-sent batch: adopt, never start twice
                 continue
@@ -144,3 +152,8 @@ def load_steps(options: dict[str, object]) -> list[tuple[float, float]]:
         if not 0 <= load <= 1:
             raise ValueError(f"local_load: expected a fraction between 0 and 1, got {load}")
     return sorted(steps)
+
+
+def _held(world: World) -> int:
+    """cigri's jobs queued or running on the world (local users' jobs have no key)."""
+    return sum(1 for job in chain(world.queue, world.best_effort_queue, world.running.values()) if job.key)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from cigri.backends import Capacity, RemoteJob, RemoteState, node_size
 from cigri.backends.slurm.batch import Batch
 from cigri.backends.slurm.states import translate
-from cigri.errors import ClusterBadAnswer
+from cigri.errors import BackendError, ClusterBadAnswer, SubmissionRefused, SubmitLimitReached
 
 # $1 = array name; the rest are sbatch's flags; the job script comes on stdin.
 # An array of that name already there (an interrupted earlier submission) is adopted.
@@ -34,6 +34,19 @@ echo "$id"
 """
 # sbatch's words when slurmctld did not answer: worth another try, unlike a refusal
 TRANSIENT = ("Unable to contact slurm controller", "Socket timed out", "Zero Bytes were transmitted")
+# the reasons slurmctld gives when the account has as many jobs as a limit lets it submit (an
+# array counts each of its tasks); sbatch prints the reason on its own line before "Job violates
+# accounting/QOS policy", which also covers limits a job can never meet (QOSMaxWallDurationPerJobLimit)
+SUBMIT_LIMITS = ("MaxSubmitJob", "GrpSubmitJob")
+
+
+def submit_error(stderr: str) -> type[BackendError]:
+    """What a failed submission means: try again next cycle, wait for jobs to end, or never."""
+    if any(words in stderr for words in TRANSIENT):
+        return BackendError
+    if any(reason in stderr for reason in SUBMIT_LIMITS):
+        return SubmitLimitReached
+    return SubmissionRefused
 
 # $@ = the remote ids wanted. squeue knows every job younger than MinJobAge; the ids it has
 # forgotten are asked to sacct, which only answers where accounting is configured.

@@ -15,13 +15,16 @@ from typing import Any
 from cigri.backends import Capacity, RemoteJob, RemoteState, node_size
 from cigri.backends.slurm.batch import Batch
 from cigri.backends.slurm.states import translate
-from cigri.errors import ClusterBadAnswer, SubmissionRefused
+from cigri.errors import ClusterBadAnswer, SubmissionRefused, SubmitLimitReached
 
 API = "/slurm/v0.0.38"
 JOBS = f"{API}/jobs"
 SUBMIT = f"{API}/job/submit"
 NODES = f"{API}/nodes"
 JOB_PREFIX = "cigri."
+# ESLURM_ACCOUNTING_POLICY: a submit limit reached, or a job over a size or time limit; unlike
+# sbatch, slurmrestd 22.05 does not say which (HTTP 500, "Job violates accounting/QOS policy")
+ACCOUNTING_POLICY = 2050
 # the job starts with this environment only; the script exports each job's own variables
 ENVIRONMENT = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
 _USABLE = {"idle", "mixed", "allocated", "completing"}
@@ -74,8 +77,10 @@ def find_array(answer: Any, name: str, user: str) -> str | None:
 def parse_submit(answer: Any) -> str:
     errors = answer.get("errors") if isinstance(answer, dict) else None
     if errors:
-        raise SubmissionRefused("slurmrestd refused the array: " +
-                                "; ".join(str(e.get("description") or e.get("error")) for e in errors))
+        words = "slurmrestd refused the array: " + "; ".join(str(e.get("description") or e.get("error")) for e in errors)
+        if any(e.get("error_code") == ACCOUNTING_POLICY for e in errors):
+            raise SubmitLimitReached(words, maybe_job=True)
+        raise SubmissionRefused(words)
     if not isinstance(answer, dict) or not isinstance(answer.get("job_id"), int):
         raise ClusterBadAnswer(f"slurmrestd: no job id in {str(answer)[:200]!r}")
     return str(answer["job_id"])
