@@ -145,13 +145,13 @@ def _withdraw(ctx: CycleContext, jobs: list[dict[str, Any]]) -> None:
 
 
 def _learn_limit(ctx: CycleContext, cluster_id: int, error: SubmitLimitReached) -> None:
-    """Remember how many jobs the cluster let cigri hold, and say so once per cycle."""
+    """Remember how many jobs the cluster let cigri hold, and say so (one event per limit)."""
     with database.write(ctx.grid.db) as conn:
         limit = cluster_caps.learn(conn, cluster_id, database.now())
-        record(conn, "SUBMIT_LIMIT", f"the cluster took no more jobs with {limit} of cigri's held there: cigri "
-                                     f"holds at most {limit} there for {cluster_caps.LEARNED_SECONDS / 3600:g} h "
-                                     f"(`max_jobs` sets it for good); it said: {error}",
-               cluster_id=cluster_id)
+        record(conn, "SUBMIT_LIMIT", f"the cluster takes no more than {limit} of cigri's jobs: cigri holds at most "
+                                     f"{limit} there for {cluster_caps.LEARNED_SECONDS / 3600:g} h (`max_jobs` "
+                                     f"sets it for good); it said: {error}",
+               cluster_id=cluster_id, signature=f"{limit} jobs")
     log.info("cluster %s: submit limit reached at %s job(s): %s", cluster_id, limit, error)
 
 
