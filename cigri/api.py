@@ -492,8 +492,7 @@ def clusters(grid: Grid) -> list[dict[str, Any]]:
     """Every cluster with its capacity (asked live), cigri's own use of it and the most jobs it
     takes from cigri (``max_jobs``, or the submit limit learned; None: no cap)."""
     result = []
-    used = dict(grid.db.execute(
-        f"SELECT cluster_id, count(*) FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} GROUP BY cluster_id"))
+    used = cluster_caps.active_jobs(grid.db.conn)
     caps = cluster_caps.caps(grid.db.conn, database.now())
     for row in grid.db.query("SELECT * FROM clusters ORDER BY name"):
         entry: dict[str, Any] = {"name": row["name"], "backend": row["backend"], "source": row["source"],

@@ -167,7 +167,8 @@ CLUSTER_KEYS: dict[str, dict[str, type]] = {
     "oar": {**_REMOTE_KEYS, "password_file": str, "kill_grace": float},
     "sim": {"cores": int, "memory_gb": float, "seed": int, "local_load": float, "local_load_steps": str,
             "local_max_cores": int, "trace": str, "task_seconds": float, "max_waiting": int, "max_jobs": int,
-            "submit_limit": int, "node_cores": int, "job_ratio": str, "remote_waiting_timeout": float, "stress_factor": float},
+            "submit_limit": int, "node_cores": int, "job_ratio": str, "remote_waiting_timeout": float,
+            "stress_factor": float},
 }
 MAX_KILL_GRACE = 60.0  # seconds between SIGTERM and the kill where cigri gives the grace (OAR)
 TRANSPORT_NEEDS = {"ssh": ("host", "user"), "rest": ("base_url",)}

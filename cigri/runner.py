@@ -132,12 +132,10 @@ def _withdraw(ctx: CycleContext, jobs: list[dict[str, Any]]) -> None:
     their tasks go back to the head of the bag, their attempt not counted (a task another copy
     still runs, a replica's, stays as it is)."""
     job_ids = [job["id"] for job in jobs]
-    marks = ",".join("?" * len(job_ids))
     with database.write(ctx.grid.db) as conn:
         task_ids = [r[0] for r in conn.execute(
-            f"SELECT task_id FROM jobs WHERE id IN ({marks}) AND state = ? AND task_id IS NOT NULL",
-            [*job_ids, JobState.SUBMITTING])]
-        conn.execute(f"DELETE FROM jobs WHERE id IN ({marks}) AND state = ?", [*job_ids, JobState.SUBMITTING])
+            f"DELETE FROM jobs WHERE id IN ({','.join('?' * len(job_ids))}) AND state = ? RETURNING task_id",
+            [*job_ids, JobState.SUBMITTING]) if r[0] is not None]
         conn.executemany(
             f"UPDATE tasks SET state = ?, priority = ?, attempts = attempts - 1 WHERE id = ? AND state IN (?, ?) "
             f"AND NOT EXISTS (SELECT 1 FROM jobs WHERE task_id = tasks.id AND state IN {sql_in(JOB_ACTIVE)})",

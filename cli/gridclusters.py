@@ -24,8 +24,9 @@ def gridclusters(
     version: bool = common.VersionOption,
 ) -> None:
     """List clusters: total / free / used-by-cigri slots, free memory (where the cluster says),
-    the most jobs it takes from cigri (max_jobs or a submit limit learned) and blacklist state; or, with --history, each cluster's use over the last hours, from the
-    counts every cycle samples (kept cigri.counts_retention_days)."""
+    the most jobs it takes from cigri (max_jobs or a submit limit learned) and blacklist state;
+    or, with --history, each cluster's use over the last hours, from the counts every cycle
+    samples (kept cigri.counts_retention_days)."""
     if history is not None:
         return _history(api.usage(common.grid(), history), as_json)
     clusters = api.clusters(common.grid())

@@ -53,7 +53,8 @@ def test_a_site_submit_limit_fails_nothing_and_is_learned_exactly(capped: tuple[
         while grid.db.execute("SELECT state FROM campaigns WHERE id = ?", [campaign_id]).fetchone()[0] != "terminated":
             assert time.monotonic() < deadline, "campaign not over after 240 s"
             run_cycle(grid)
-            held.append(grid.db.execute("SELECT count(*) FROM jobs WHERE state IN ('waiting', 'running')").fetchone()[0])
+            held.append(grid.db.execute("SELECT count(*) FROM jobs WHERE state IN ('waiting', 'running')")
+                        .fetchone()[0])
             learned.append(grid.db.execute("SELECT submit_limit FROM clusters WHERE name = ?", [name]).fetchone()[0])
             time.sleep(0.5)
         events = dict(grid.db.execute("SELECT code, count FROM events"))

@@ -47,7 +47,8 @@ class _OverSSH:
     def submit(self, batch: Batch) -> str:
         result = self.ssh.run(commands.submit_argv(batch), batch.script)
         if result.status != 0:
-            raise commands.submit_error(result.stderr)(f"{self.ssh.cluster}: submission refused: {result.stderr.strip()[:300]}")
+            words = result.stderr.strip()[:300]
+            raise commands.submit_error(result.stderr)(f"{self.ssh.cluster}: submission refused: {words}")
         return commands.parse_submit(result.stdout)
 
     def poll(self, remote_ids: list[str]) -> dict[str, RemoteJob]:

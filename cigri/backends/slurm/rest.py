@@ -77,7 +77,8 @@ def find_array(answer: Any, name: str, user: str) -> str | None:
 def parse_submit(answer: Any) -> str:
     errors = answer.get("errors") if isinstance(answer, dict) else None
     if errors:
-        words = "slurmrestd refused the array: " + "; ".join(str(e.get("description") or e.get("error")) for e in errors)
+        words = "slurmrestd refused the array: " + "; ".join(str(e.get("description") or e.get("error"))
+                                                             for e in errors)
         if any(e.get("error_code") == ACCOUNTING_POLICY for e in errors):
             raise SubmitLimitReached(words, maybe_job=True)
         raise SubmissionRefused(words)
