@@ -13,7 +13,7 @@ import pytest
 from cigri.backends import Capacity, JobSpec, RemoteJob, RemoteState
 from cigri.backends.slurm import commands, rest
 from cigri.backends.slurm.batch import Shape, array_task_ids, build, constraint, job_script, shape
-from cigri.backends.slurm.states import STATES, exit_code, translate
+from cigri.backends.slurm.states import STATES, exit_code, never_starts, translate
 from cigri.errors import ClusterBadAnswer, SubmissionRefused, SubmitLimitReached
 
 RECORDED = Path(__file__).parent / "recorded"
@@ -284,6 +284,38 @@ def test_parse_capacity_on_recorded_and_multi_node_output() -> None:
         commands.parse_capacity("#pending\n0\n")
 
 
+# pending reasons of slurm 22.05 (src/common/slurm_protocol_defs.c): per-job limits never lift,
+# count limits do as jobs end
+NEVER = ["PartitionConfig", "PartitionTimeLimit", "BadConstraints", "InvalidQOS", "QOSNotAllowed",
+         "MaxMemPerLimit", "QOSMaxWallDurationPerJobLimit", "QOSMaxCpuPerJobLimit", "QOSMaxNodePerJobLimit",
+         "QOSMaxCpuMinutesPerJobLimit", "QOSMaxMemoryPerJob", "AssocMaxWallDurationPerJobLimit",
+         "AssocMaxCpuPerJobLimit", "QOSMinCpuNotSatisfied", "QOSMinMemory"]
+SOMEDAY = ["None", "Priority", "Resources", "QOSMaxJobsPerUserLimit", "QOSMaxCpuPerUserLimit",
+           "QOSMaxSubmitJobPerUserLimit", "AssocMaxJobsLimit", "AssocGrpCpuLimit", "QOSGrpNodeLimit",
+           "JobHeldAdmin", "BeginTime", "ReqNodeNotAvail, UnavailableNodes:n1", "PartitionDown", ""]
+
+
+@pytest.mark.parametrize("reason", NEVER + SOMEDAY)
+def test_the_submit_script_refuses_and_cancels_an_array_that_will_never_start(reason: str, tmp_path: Path) -> None:
+    """SUBMIT run by sh for real, against stand-ins for squeue, sbatch and scancel: its case
+    patterns and :func:`never_starts` (the REST path's test) agree on every reason."""
+    log = tmp_path / "calls"
+    fakes = {"squeue": f'echo "squeue $*" >> {log}; case "$*" in *--name*) ;; *) echo "{reason}" ;; esac',
+             "sbatch": f'echo "sbatch $*" >> {log}; echo "42;slurm-b"', "scancel": f'echo "scancel $*" >> {log}'}
+    for name, body in fakes.items():
+        (tmp_path / name).write_text(f"#!/bin/sh\n{body}\n")
+        (tmp_path / name).chmod(0o755)
+    done = subprocess.run(commands.submit_argv(build([spec()], {})), input="script", text=True, capture_output=True,
+                          env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, timeout=10)
+    calls = log.read_text().splitlines()
+    assert never_starts(reason) == (reason in NEVER)
+    if reason in NEVER:
+        assert (done.returncode, done.stdout) == (1, "") and calls[-1] == "scancel 42"
+        assert f"can never run this array (pending reason {reason})" in done.stderr
+    else:
+        assert (done.returncode, done.stdout) == (0, "42\n") and not any(c.startswith("scancel") for c in calls)
+
+
 def test_every_remote_input_is_a_positional_argument() -> None:
     argv = commands.poll_argv(["1_0", "2_3"])
     assert argv[:2] == ["sh", "-c"] and argv[2] == commands.POLL and argv[3:] == ["sh", "1_0", "2_3"]
@@ -317,10 +349,21 @@ def test_rest_parse_jobs_on_recorded_answer() -> None:
 
 def test_rest_finds_an_earlier_array_by_name() -> None:
     answer = recorded("slurmrestd-jobs.json")
-    assert rest.find_array(answer, "cigri.rec.b", "gridtest") == "17"
-    assert rest.find_array(answer, "cigri.probe", "gridtest") == "40"
+    found = [rest.find_array(answer, "cigri.rec.b", "gridtest"), rest.find_array(answer, "cigri.probe", "gridtest")]
+    assert [rest.array_id(job) for job in found if job] == ["17", "40"]
+    assert [rest.never_start_reason(job) for job in found if job] == [None, None]
     assert rest.find_array(answer, "cigri.rec.b", "alice") is None
     assert rest.find_array(answer, "cigri.nothing", "gridtest") is None
+
+
+def test_rest_reads_why_an_accepted_array_will_never_start() -> None:
+    """GET job/{id} of a 20-minute array in slurm-b's partition ``walled`` (QOS MaxWall 10
+    minutes without DenyOnLimit), recorded right after its POST: accepted, pending for good."""
+    job = rest.parse_job(recorded("slurmrestd-job-never-starts.json"))
+    assert (rest.array_id(job), job["job_state"]) == ("4", "PENDING")
+    assert rest.never_start_reason(job) == "QOSMaxWallDurationPerJobLimit"
+    with pytest.raises(ClusterBadAnswer, match="no such job"):
+        rest.parse_job({"errors": [{"error": "Invalid job id specified", "error_number": 2017}], "jobs": []})
 
 
 def test_rest_submit_payload_and_answer() -> None:

@@ -3,7 +3,7 @@ and the admin's ``max_jobs``: nothing fails, the cluster is used up to its cap, 
 refusal reveals is learned exactly, so the cluster is not refused again every cycle.
 
 These run full cycles in the simulator, whose ``submit_limit`` refuses a batch whole as Slurm
-refuses an array; the real Slurm refusal is in ``tests/test_live_submit_limit.py``.
+refuses an array; the real Slurm refusal is in ``tests/test_live_site_limits.py``.
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ if [ "${KEEP_STATE:-0}" = 1 ]; then
   log "stopped; state and logs kept in $DIR"
 else
   rm -rf "$DIR/pids" "$DIR/munge" "$DIR/slurm" "$DIR/ssh" "$DIR/oar" "$DIR/exec" "$DIR/mariadb" \
-         "$DIR/cigri.toml" "$DIR/capped.toml" "$DIR/env.sh" "$DIR/summary.txt" "$DIR/venv" "$DIR/.cigri-clusters"
+         "$DIR/cigri.toml" "$DIR/limits.toml" "$DIR/env.sh" "$DIR/summary.txt" "$DIR/venv" "$DIR/.cigri-clusters"
   rmdir "$DIR" 2>/dev/null || log "left $DIR in place (it holds files up.sh did not make)"
   log "stopped and removed $DIR"
 fi

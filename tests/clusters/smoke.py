@@ -7,10 +7,12 @@ For each [clusters.*] entry: ssh -> submit a `true` job with sbatch/oarsub and
 see it finish; rest -> submit through the API and poll it to its end; plus the
 advertised capacity (8 CPUs/cores). Besteffort: on every Slurm ssh entry a
 `main` job must preempt (cancel) `besteffort` jobs filling the node; on OAR
-(ssh) a normal job must kill a besteffort job. DIR/capped.toml (slurm-b's
+(ssh) a normal job must kill a besteffort job. DIR/limits.toml (slurm-b's
 partition `capped`, partition QOS with MaxSubmitJobsPerUser, the number in its
 comment): with the cap's worth of jobs queued there, one more is refused over
-SSH and over REST, and a `main` job is still accepted. The last line is
+SSH and over REST, and a `main` job is still accepted; (partition `walled`,
+MaxWall without DenyOnLimit): a longer job is accepted and pends with reason
+QOSMaxWallDurationPerJobLimit. The last line is
 `N passed, M failed`; the exit code is 1 when anything failed.
 """
 from __future__ import annotations
@@ -156,19 +158,19 @@ def slurm_rest(name: str, e: dict, exec_dir: str) -> None:
 
 
 def slurm_capped(d: Path, only: set[str]) -> None:
-    """Partition capped (DIR/capped.toml): CAP jobs fill the cap, one more is refused."""
-    f = d / "capped.toml"
+    """Partition capped (DIR/limits.toml): CAP jobs fill the cap, one more is refused."""
+    f = d / "limits.toml"
     if not f.exists():
         return
     text = f.read_text()
-    entries = tomllib.loads(text).get("clusters", {})
+    entries = {n: e for n, e in tomllib.loads(text).get("clusters", {}).items() if e.get("partition") == "capped"}
     ssh_name = next((n for n, e in entries.items() if e.get("transport") == "ssh"), None)
     rest_name = next((n for n, e in entries.items() if e.get("transport") == "rest"), None)
     if ssh_name is None or (only and not only & set(entries)):
         return
-    print(f"--- {ssh_name}, {rest_name} (capped.toml)", flush=True)
+    print(f"--- {ssh_name}, {rest_name} (limits.toml)", flush=True)
     m = re.search(r"MaxSubmitJobsPerUser = (\d+)", text)
-    if not check(f"{ssh_name}: capped.toml states the cap", m, text.splitlines()[1] if text.count("\n") > 1 else text):
+    if not check(f"{ssh_name}: limits.toml states the cap", m, text.splitlines()[1] if text.count("\n") > 1 else text):
         return
     cap, e, part = int(m.group(1)), entries[ssh_name], entries[ssh_name]["partition"]
     exec_dir = str(d / "exec")
@@ -208,6 +210,32 @@ def slurm_capped(d: Path, only: set[str]) -> None:
     finally:
         if arr:
             r.run(f"scancel {arr}")
+        r.close()
+
+
+def slurm_walled(d: Path, only: set[str]) -> None:
+    """Partition walled (DIR/limits.toml): a job over its MaxWall is accepted, then pends for that reason."""
+    f = d / "limits.toml"
+    if not f.exists():
+        return
+    entries = {n: e for n, e in tomllib.loads(f.read_text()).get("clusters", {}).items()
+               if e.get("partition") == "walled" and e.get("transport") == "ssh"}
+    name = next(iter(entries), None)
+    if name is None or (only and name not in only):
+        return
+    print(f"--- {name} (limits.toml)", flush=True)
+    e = entries[name]
+    r = Remote(e)
+    try:
+        rc, out, err = r.run(f"sbatch --parsable -p walled -t 20 -D {d / 'exec'} -o /dev/null --wrap true")
+        jid = out.strip()
+        if not check(f"{name}: a 20-minute job is accepted", rc == 0 and jid.isdigit(), (out or err).strip()):
+            return
+        reason = wait_for(lambda: r.run(f"squeue -h -j {jid} -o %r")[1].strip() or None, 10)
+        check(f"{name}: it pends for QOSMaxWallDurationPerJobLimit", reason == "QOSMaxWallDurationPerJobLimit",
+              str(reason))
+        r.run(f"scancel {jid}")
+    finally:
         r.close()
 
 
@@ -315,6 +343,10 @@ def main(argv: list[str]) -> int:
         slurm_capped(d, only)
     except Exception as ex:  # noqa: BLE001
         check("capped: no exception", False, repr(ex))
+    try:
+        slurm_walled(d, only)
+    except Exception as ex:  # noqa: BLE001
+        check("walled: no exception", False, repr(ex))
     passed = sum(ok for _, ok in RESULTS)
     failed = len(RESULTS) - passed
     print(f"{passed} passed, {failed} failed")

@@ -13,7 +13,10 @@
 #     `capped` on slurm-b whose partition QOS `capped` has MaxSubmitJobsPerUser=6
 #     (a 7th queued or running job of a user in that partition is refused at
 #     submission; main and besteffort are not capped) and MaxWall=00:10:00 with
-#     DenyOnLimit (a longer job is refused at submission too);
+#     DenyOnLimit (a longer job is refused at submission too); a fourth partition
+#     `walled` whose partition QOS `walled` has MaxWall=00:10:00 without
+#     DenyOnLimit, Slurm's default (a longer job is accepted and pends forever,
+#     reason QOSMaxWallDurationPerJobLimit);
 #   - one sshd per cluster front-end (slurm-a, slurm-b, oar) for user gridtest,
 #     with a generated client key and a known_hosts; the Slurm ones set
 #     SLURM_CONF (sshd SetEnv) so a plain `sbatch` hits that cluster;
@@ -21,8 +24,9 @@
 #     REST API in a private apache2;
 #   - DIR/exec (mode 1777) where jobs can write;
 #   - DIR/cigri.toml (one [clusters.*] entry per backend x transport),
-#     DIR/capped.toml (slurm-b's partition `capped` over ssh and REST; kept out
-#     of cigri.toml, which the conformance suite runs against in full) and
+#     DIR/limits.toml (slurm-b's partitions `capped` and `walled` over ssh and
+#     REST; kept out of cigri.toml, which the conformance suite runs against in
+#     full) and
 #     DIR/env.sh (variables for humans).
 # Missing Debian packages are installed first (no system daemon is started).
 #
@@ -64,6 +68,7 @@ ACCT_ACCOUNT=grid        # account holding root and the test user there
 # `capped`: the integration tests rely on this number (a 7th job is refused)
 CAPPED_MAX_SUBMIT=6
 CAPPED_MAX_WALL=00:10:00  # and its MaxWall, with DenyOnLimit: a longer job is refused at submission
+WALLED_MAX_WALL=00:10:00  # MaxWall of QOS `walled`, without DenyOnLimit: a longer job pends forever
 PKGS="iproute2 munge slurmctld slurmd slurm-client slurmrestd slurm-wlm-jwt-plugin slurmdbd mariadb-server
       openssh-server openssh-client curl
       postgresql oar-server oar-server-pgsql oar-node oar-user oar-user-pgsql oar-restful-api
@@ -218,10 +223,11 @@ EOF
     echo "AccountingStorageType=accounting_storage/none"
   fi
 }
-# partition QOS capped: every job of partition `capped` is under it, no --qos needed
-capped_partition() {
+# partition QOS capped (walled): every job of partition `capped` (`walled`) is under it, no --qos needed
+limited_partitions() {
   [ "$1" = "$ACCT_CLUSTER" ] || return 0
   echo "PartitionName=capped Nodes=ALL Default=NO PriorityTier=10 QOS=capped MaxTime=INFINITE State=UP OverSubscribe=NO"
+  echo "PartitionName=walled Nodes=ALL Default=NO PriorityTier=10 QOS=walled MaxTime=INFINITE State=UP OverSubscribe=NO"
 }
 
 # ------------------------------------------------------------- Slurm clusters
@@ -287,7 +293,7 @@ PreemptMode=CANCEL
 NodeName=$C-n1 NodeAddr=127.0.0.1 NodeHostname=localhost CPUs=$CPUS RealMemory=8000 State=UNKNOWN
 PartitionName=main Nodes=ALL Default=YES PriorityTier=10 MaxTime=INFINITE State=UP OverSubscribe=NO
 PartitionName=besteffort Nodes=ALL Default=NO PriorityTier=1 PreemptMode=CANCEL MaxTime=INFINITE State=UP OverSubscribe=NO
-$(capped_partition "$C")
+$(limited_partitions "$C")
 EOF
   chmod 644 "$D/slurm.conf"
   if [ "$C" = "$ACCT_CLUSTER" ]; then
@@ -297,9 +303,12 @@ EOF
     sam add cluster "$C"
     # DenyOnLimit: a job over MaxWall is refused at submission (else it would pend forever)
     sam add qos capped MaxSubmitJobsPerUser=$CAPPED_MAX_SUBMIT MaxWall=$CAPPED_MAX_WALL Flags=DenyOnLimit
+    # Slurm's default: a job over MaxWall is accepted and pends forever
+    sam add qos walled MaxWall=$WALLED_MAX_WALL
     sam add account "$ACCT_ACCOUNT" Cluster="$C" Description="cigri tests" Organization=cigri
     sam add user root,"$TUSER" Account="$ACCT_ACCOUNT" DefaultAccount="$ACCT_ACCOUNT" Cluster="$C"
-    log "slurm $C: accounting: cluster, account $ACCT_ACCOUNT (root, $TUSER), QOS capped (MaxSubmitJobsPerUser=$CAPPED_MAX_SUBMIT, MaxWall=$CAPPED_MAX_WALL)"
+    log "slurm $C: accounting: cluster, account $ACCT_ACCOUNT (root, $TUSER)"
+    log "slurm $C: QOS capped (MaxSubmitJobsPerUser=$CAPPED_MAX_SUBMIT, MaxWall=$CAPPED_MAX_WALL), QOS walled (MaxWall=$WALLED_MAX_WALL)"
   fi
   SLURM_CONF=$D/slurm.conf /usr/sbin/slurmctld -f "$D/slurm.conf"
   SLURM_CONF=$D/slurm.conf /usr/sbin/slurmd -f "$D/slurm.conf" -N "$C-n1"
@@ -649,8 +658,9 @@ export CIGRI_TEST_EXEC_DIR=$DIR/exec
 export SLURM_A_CONF=$DIR/slurm/slurm-a/slurm.conf
 export SLURM_B_CONF=$DIR/slurm/slurm-b/slurm.conf
 # slurm-b only: accounting (sacct, sacctmgr) through slurmdbd 127.0.0.1:$DBD_PORT, MariaDB 127.0.0.1:$MARIADB_PORT;
-# its partition capped is limited to $CAPPED_MAX_SUBMIT jobs per user (QOS capped); cigri entries in CIGRI_CAPPED_CONFIG
-export CIGRI_CAPPED_CONFIG=$DIR/capped.toml
+# its partition capped is limited to $CAPPED_MAX_SUBMIT jobs per user (QOS capped), its partition walled
+# leaves a job longer than $WALLED_MAX_WALL pending (QOS walled); cigri entries in CIGRI_LIMITS_CONFIG
+export CIGRI_LIMITS_CONFIG=$DIR/limits.toml
 export SLURM_CAPPED_MAX_SUBMIT=$CAPPED_MAX_SUBMIT
 export SLURM_A_REST_URL=http://127.0.0.1:$(slurm_port slurm-a 2)
 export SLURM_B_REST_URL=http://127.0.0.1:$(slurm_port slurm-b 2)
@@ -674,25 +684,31 @@ export OAR_LOG=$O/oar.log
 EOF
 {
   cat <<EOF
-# cigri clusters on slurm-b's partition "capped" (generated by tests/clusters/up.sh)
-# cap: MaxSubmitJobsPerUser = $CAPPED_MAX_SUBMIT through partition QOS capped (a further job of $TUSER
+# cigri clusters on slurm-b's partitions with site limits (generated by tests/clusters/up.sh)
+# capped: MaxSubmitJobsPerUser = $CAPPED_MAX_SUBMIT through partition QOS capped (a further job of $TUSER
 # in this partition is refused at submission; array tasks count one each)
+# walled: MaxWall = $WALLED_MAX_WALL through partition QOS walled, without DenyOnLimit (a longer
+# job is accepted and pends forever, reason QOSMaxWallDurationPerJobLimit)
 # Not part of cigri.toml on purpose: the conformance suite runs against every cluster there.
 EOF
   toml_slurm slurm-b-capped-ssh slurm-b ssh capped
   toml_slurm slurm-b-capped-rest slurm-b rest capped
-} > "$DIR/capped.toml"
-chmod 644 "$DIR/cigri.toml" "$DIR/env.sh" "$DIR/capped.toml"
+  toml_slurm slurm-b-walled-ssh slurm-b ssh walled
+  toml_slurm slurm-b-walled-rest slurm-b rest walled
+} > "$DIR/limits.toml"
+chmod 644 "$DIR/cigri.toml" "$DIR/env.sh" "$DIR/limits.toml"
 
 {
   echo "test clusters up in $(elapsed)s (packages ${T_PKG}s); state in $DIR"
   echo "  config: $DIR/cigri.toml   env: source $DIR/env.sh   exec dir: $DIR/exec"
   for C in $SLURM_CLUSTERS; do
-    if [ "$C" = "$ACCT_CLUSTER" ]; then parts="main + besteffort + capped"; else parts="main + besteffort"; fi
+    if [ "$C" = "$ACCT_CLUSTER" ]; then parts="main + besteffort + capped + walled"; else parts="main + besteffort"; fi
     echo "  $C: slurmctld 127.0.0.1:$(slurm_port "$C" 0)  slurmd :$(slurm_port "$C" 1)  slurmrestd http://127.0.0.1:$(slurm_port "$C" 2)  ssh :$(ssh_port "$C")  ($CPUS CPUs, partitions $parts)"
   done
   echo "  accounting: $ACCT_CLUSTER only: slurmdbd 127.0.0.1:$DBD_PORT  MariaDB 127.0.0.1:$MARIADB_PORT  (sacct; account $ACCT_ACCOUNT: root, $TUSER)"
-  echo "  capped: $ACCT_CLUSTER partition capped, MaxSubmitJobsPerUser=$CAPPED_MAX_SUBMIT (partition QOS capped); cigri entries in $DIR/capped.toml"
+  echo "  limits: $ACCT_CLUSTER partition capped, MaxSubmitJobsPerUser=$CAPPED_MAX_SUBMIT (partition QOS capped)"
+  echo "          $ACCT_CLUSTER partition walled, MaxWall=$WALLED_MAX_WALL without DenyOnLimit (partition QOS walled)"
+  echo "          cigri entries in $DIR/limits.toml"
   echo "  oar: REST $API/oarapi-priv  ssh :$(ssh_port oar)  postgres :$PG_PORT  Almighty :6666  node sshd :6667  ($CPUS cores)"
   echo "  ssh: ssh -F $S/ssh_config slurm-a|slurm-b|oar    stop: $HERE/down.sh $DIR"
 } > "$DIR/summary.txt"

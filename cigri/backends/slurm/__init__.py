@@ -66,19 +66,26 @@ class _OverREST:
         self.http, self.user = http, user
 
     def submit(self, batch: Batch) -> str:
-        found = rest.find_array(self.http.request("GET", rest.JOBS), batch.name, self.user)
-        if found is not None:
-            return found
-        # a refusal (bad partition, impossible request) comes as 4xx/5xx with its reason in ``errors``
-        return rest.parse_submit(self.http.request("POST", rest.SUBMIT, json=rest.submit_payload(batch),
-                                                   accept=(200, 201, 400, 500)))
+        job = rest.find_array(self.http.request("GET", rest.JOBS), batch.name, self.user)
+        if job is None:
+            # a refusal (bad partition, impossible request) comes as 4xx/5xx with its reason in ``errors``
+            remote_id = rest.parse_submit(self.http.request("POST", rest.SUBMIT, json=rest.submit_payload(batch),
+                                                            accept=(200, 201, 400, 500)))
+            # an accepted array may still never start: its pending reason says so at once
+            job = rest.parse_job(self.http.request("GET", rest.job_path(remote_id)))
+        remote_id, reason = rest.array_id(job), rest.never_start_reason(job)
+        if reason is not None:
+            self.cancel([remote_id])
+            raise SubmissionRefused(f"slurmrestd accepted an array the cluster can never run "
+                                    f"(pending reason {reason})")
+        return remote_id
 
     def poll(self, remote_ids: list[str]) -> dict[str, RemoteJob]:
         return rest.parse_jobs(self.http.request("GET", rest.JOBS), remote_ids, self.user)
 
     def cancel(self, remote_ids: list[str]) -> None:
         for remote_id in remote_ids:
-            self.http.request("DELETE", rest.cancel_path(remote_id), accept=rest.CANCEL_ANSWERS)
+            self.http.request("DELETE", rest.job_path(remote_id), accept=rest.CANCEL_ANSWERS)
 
     def capacity(self, partition: str) -> Capacity:
         return rest.parse_nodes(self.http.request("GET", rest.NODES), partition)

@@ -10,28 +10,32 @@ from __future__ import annotations
 
 from cigri.backends import Capacity, RemoteJob, RemoteState, node_size
 from cigri.backends.slurm.batch import Batch
-from cigri.backends.slurm.states import translate
+from cigri.backends.slurm.states import NEVER_STARTS, translate
 from cigri.errors import BackendError, ClusterBadAnswer, SubmissionRefused, SubmitLimitReached
 
 # $1 = array name; the rest are sbatch's flags; the job script comes on stdin.
 # An array of that name already there (an interrupted earlier submission) is adopted.
-# sbatch accepts an array no node can ever run (more CPUs than any node has...) and leaves it
-# pending forever; its pending reason says so at once: such an array is cancelled and refused.
+# sbatch accepts some arrays that will never start (more CPUs than any node has, a QOS per-job
+# limit without DenyOnLimit...) and leaves them pending; their pending reason says so at once
+# (states.NEVER_STARTS): such an array is cancelled and refused, adopted or new.
 SUBMIT = """\
 found=$(squeue --me -h -t all --name="$1" -o %F) || exit
 shift
-if [ -n "$found" ]; then printf '%s\\n' "$found" | head -n 1; exit 0; fi
-id=$(sbatch --parsable "$@") || exit
-id=${id%%;*}
+if [ -n "$found" ]; then
+  id=$(printf '%s\\n' "$found" | head -n 1)
+else
+  id=$(sbatch --parsable "$@") || exit
+  id=${id%%;*}
+fi
 reason=$(squeue -h -j "$id" -o %r 2>/dev/null | head -n 1)
 case "$reason" in
-  PartitionConfig|PartitionNodeLimit|PartitionTimeLimit|BadConstraints|InvalidAccount|InvalidQOS)
+  PATTERNS)
     scancel "$id"
     echo "the cluster can never run this array (pending reason $reason)" >&2
     exit 1 ;;
 esac
 echo "$id"
-"""
+""".replace("PATTERNS", "|".join(NEVER_STARTS))
 # sbatch's words when slurmctld did not answer: worth another try, unlike a refusal
 TRANSIENT = ("Unable to contact slurm controller", "Socket timed out", "Zero Bytes were transmitted")
 # the reasons slurmctld gives when the account has as many jobs as a limit lets it submit (an

@@ -14,7 +14,7 @@ from typing import Any
 
 from cigri.backends import Capacity, RemoteJob, RemoteState, node_size
 from cigri.backends.slurm.batch import Batch
-from cigri.backends.slurm.states import translate
+from cigri.backends.slurm.states import never_starts, translate
 from cigri.errors import ClusterBadAnswer, SubmissionRefused, SubmitLimitReached
 
 API = "/slurm/v0.0.38"
@@ -62,16 +62,31 @@ def _jobs(answer: Any) -> list[dict[str, Any]]:
     return answer["jobs"]
 
 
-def _array_id(job: dict[str, Any]) -> str:
+def array_id(job: dict[str, Any]) -> str:
     return str(job.get("array_job_id") or job["job_id"])
 
 
-def find_array(answer: Any, name: str, user: str) -> str | None:
-    """The id of the user's array of that name in a ``GET jobs`` answer (an earlier submission)."""
+def find_array(answer: Any, name: str, user: str) -> dict[str, Any] | None:
+    """A record of the user's array of that name in a ``GET jobs`` answer (an earlier submission)."""
     for job in _jobs(answer):
         if job.get("name") == name and job.get("user_name") == user:
-            return _array_id(job)
+            return job
     return None
+
+
+def parse_job(answer: Any) -> dict[str, Any]:
+    """The first record of a ``GET job/{id}`` answer (an array lists one per task or pending range)."""
+    jobs = _jobs(answer)
+    if not jobs:
+        raise ClusterBadAnswer(f"slurmrestd: no such job: {str(answer.get('errors'))[:200]}")
+    return jobs[0]
+
+
+def never_start_reason(job: dict[str, Any]) -> str | None:
+    """The pending reason of a job slurmctld accepted but will never start (see
+    :data:`~cigri.backends.slurm.states.NEVER_STARTS`), else None."""
+    reason = str(job.get("state_reason") or "")
+    return reason if never_starts(reason) else None
 
 
 def parse_submit(answer: Any) -> str:
@@ -114,7 +129,7 @@ def parse_jobs(answer: Any, remote_ids: list[str], user: str) -> dict[str, Remot
     for job in _jobs(answer):
         if job.get("user_name") != user or not str(job.get("name", "")).startswith(JOB_PREFIX):
             continue
-        array = _array_id(job)
+        array = array_id(job)
         if job.get("array_task_id") is not None:
             indexes: Iterator[int] = iter([int(job["array_task_id"])])
         else:
@@ -131,7 +146,8 @@ def parse_jobs(answer: Any, remote_ids: list[str], user: str) -> dict[str, Remot
 CANCEL_ANSWERS = (200, 500)
 
 
-def cancel_path(remote_id: str) -> str:
+def job_path(remote_id: str) -> str:
+    """``GET`` reads the job (an array: every task), ``DELETE`` cancels it."""
     return f"{API}/job/{remote_id}"
 
 

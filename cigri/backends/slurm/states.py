@@ -1,10 +1,13 @@
-"""Slurm's job states in cigri's words: the one table, and how exit codes are read.
+"""Slurm's job states in cigri's words: the one table, how exit codes are read, and which
+pending reasons mean a job will never start.
 
 Every dialect (squeue/sacct over SSH, slurmrestd) reports the same state names; they all go
 through :func:`translate`. A state Slurm may add later is refused loudly rather than guessed.
 """
 
 from __future__ import annotations
+
+from fnmatch import fnmatchcase
 
 from cigri.backends import RemoteState
 from cigri.errors import ClusterBadAnswer
@@ -58,3 +61,17 @@ def translate(state: str, wait_status: int | None) -> tuple[RemoteState, int | N
     if remote == RemoteState.COMPLETED:
         return remote, exit_code(wait_status or 0) or 1
     return remote, None
+
+
+# Pending reasons (shell patterns) slurmctld gives a job it accepted but can never start: a
+# request no node or partition can meet, and a QOS or association per-job limit (wall time,
+# CPUs, nodes, memory...) without DenyOnLimit, Slurm's default, where sbatch takes the job and
+# it pends forever. Count limits (QOSMaxJobsPerUserLimit, AssocGrp*...) lift as jobs end: not here.
+NEVER_STARTS = ("PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "BadConstraints",
+                "InvalidAccount", "InvalidQOS", "QOSNotAllowed", "AccountNotAllowed", "MaxMemPerLimit",
+                "QOSMax*PerJob*", "AssocMax*PerJob*", "QOSMin*")
+
+
+def never_starts(reason: str) -> bool:
+    """Whether a pending job with this reason waits for nothing that will ever happen."""
+    return any(fnmatchcase(reason, pattern) for pattern in NEVER_STARTS)

@@ -1,15 +1,21 @@
-"""A real site's submit limit: slurm-b's partition ``capped``, whose partition QOS lets the test
-user have :data:`CAP` jobs queued or running (``MaxSubmitJobsPerUser``, enforced by slurmdbd;
-``tests/clusters/up.sh`` writes the two cluster entries into ``capped.toml``), over SSH and REST.
+"""A real site's limits, on slurm-b's partitions with a partition QOS enforced by slurmdbd
+(``tests/clusters/up.sh`` writes their cluster entries into ``limits.toml``), over SSH and REST.
 
+``capped`` lets the test user have :data:`CAP` jobs queued or running (``MaxSubmitJobsPerUser``).
 The first batch is bigger than the cap: sbatch (or slurmrestd) refuses it whole, the runner
 halves it until what fits is sent, learns the cap exactly and is never refused again; every
-task runs once and none fails. Before this, the refusal failed the batch's tasks."""
+task runs once and none fails. Before this, the refusal failed the batch's tasks.
+
+``walled`` has a 10-minute ``MaxWall`` without ``DenyOnLimit`` (Slurm's default): a longer job
+is accepted and would pend forever. Its tasks fail at submission instead; before this, flood
+control killed and requeued them every ``remote_waiting_timeout``, for ever."""
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
 import time
 import tomllib
 from collections import Counter
@@ -28,17 +34,25 @@ TASKS = 14
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(params=["slurm-b-capped-ssh", "slurm-b-capped-rest"])
-def capped(cigri: Cigri, request: pytest.FixtureRequest) -> tuple[Cigri, Path, str]:
-    where = clusters_dir()
-    name = request.param
-    with (where / "capped.toml").open("rb") as handle:
+def use_cluster(cigri: Cigri, name: str) -> None:
+    """cigri's configuration: that one entry of ``limits.toml``, and a first batch of 10 jobs."""
+    with (clusters_dir() / "limits.toml").open("rb") as handle:
         options = tomllib.load(handle)["clusters"][name]
-    # a first batch of 10 jobs on a cluster that takes 6
     lines = ["[runner]", "tap_initial = 10", f"[clusters.{name}]",
              *(f"{key} = {json.dumps(value)}" for key, value in options.items())]
     cigri.config.write_text("\n".join(lines) + "\n")
-    return cigri, marker_exec_dir("capped", after="sleep 2\n"), name
+
+
+@pytest.fixture(params=["slurm-b-capped-ssh", "slurm-b-capped-rest"])
+def capped(cigri: Cigri, request: pytest.FixtureRequest) -> tuple[Cigri, Path, str]:
+    use_cluster(cigri, request.param)  # 10 jobs on a cluster that takes 6
+    return cigri, marker_exec_dir("capped", after="sleep 2\n"), request.param
+
+
+@pytest.fixture(params=["slurm-b-walled-ssh", "slurm-b-walled-rest"])
+def walled(cigri: Cigri, request: pytest.FixtureRequest) -> tuple[Cigri, Path, str]:
+    use_cluster(cigri, request.param)
+    return cigri, marker_exec_dir("walled"), request.param
 
 
 def test_a_site_submit_limit_fails_nothing_and_is_learned_exactly(capped: tuple[Cigri, Path, str]) -> None:
@@ -83,3 +97,33 @@ def test_a_job_over_the_sites_walltime_limit_fails_and_is_no_submit_limit(capped
         learned = db.execute("SELECT submit_limit FROM clusters WHERE name = ?", [name]).fetchone()[0]
     assert set(events) == {"SUBMISSION_ERROR"} and "QOS policy" in events["SUBMISSION_ERROR"], events
     assert learned is None and not runs_per_task(exec_dir)
+
+
+def pending_in(partition: str) -> list[str]:
+    """Every job still queued in one of slurm-b's partitions (squeue as root)."""
+    env = {**os.environ, "SLURM_CONF": str(clusters_dir() / "slurm" / "slurm-b" / "slurm.conf")}
+    out = subprocess.run(["squeue", "-h", "-p", partition, "-t", "PENDING", "-o", "%i %r"], env=env, text=True,
+                         capture_output=True, timeout=30, check=True).stdout
+    return out.split("\n")[:-1]
+
+
+def test_a_job_the_site_would_leave_pending_forever_fails_at_submission(walled: tuple[Cigri, Path, str]) -> None:
+    """A 20-minute campaign on a 10-minute MaxWall without DenyOnLimit: Slurm accepts the array
+    and gives it reason QOSMaxWallDurationPerJobLimit. cigri cancels it and fails the tasks
+    with the reason, in the cycle that sent it; a 5-minute campaign beside it runs."""
+    cigri, exec_dir, name = walled
+    fields = dict(exec_file=str(exec_dir / "task.sh"), exec_directory=str(exec_dir), type="normal",
+                  clusters={name: {}})
+    too_long = cigri.submit(cigri.jdl("too-long", walltime="00:20:00", params=["t0", "t1", "t2"], **fields))
+    fits = cigri.submit(cigri.jdl("fits", walltime="00:05:00", params=["f0", "f1"], **fields))
+    cigri.cycle()
+    assert cigri.stat(too_long)["tasks"]["failed"] == 3  # the campaign is marked failed next cycle
+    assert not [job for job in pending_in("walled") if "PerJob" in job]  # cancelled, not left pending
+    with sqlite3.connect(cigri.home / "cigri.db") as db:
+        events = dict(db.execute("SELECT code, message FROM events WHERE campaign_id = ? AND code != 'CAMPAIGN_FAILED'",
+                                 [too_long]))
+    assert set(events) == {"SUBMISSION_ERROR"}, events
+    assert "pending reason QOSMaxWallDurationPerJobLimit" in events["SUBMISSION_ERROR"]
+    cigri.drain(fits, timeout=120)
+    assert (cigri.stat(too_long)["state"], cigri.stat(fits)["state"]) == ("failed", "terminated")
+    assert runs_per_task(exec_dir) == Counter({"f0": 1, "f1": 1})
