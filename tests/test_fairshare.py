@@ -302,6 +302,17 @@ def test_yarn_priority_with_preemption_gives_the_high_priority_app_its_pending()
     assert total(shares(scenario)[1].preempt) == 10  # default cap: 10 % of 100 running
 
 
+
+def test_the_preemption_cap_counts_the_jobs_within_reach_only() -> None:
+    """A's 200 jobs on an unreachable cluster run on, out of reach: the Armada-like kills on
+    node2 stay within 10 % of the 40 jobs cigri can reach (4), not of all 240 (24)."""
+    scenario = Scenario((ClusterSpec("node1", 32), ClusterSpec("node2", 32), ClusterSpec("far", 200, left_out=True)),
+                        (CampaignSpec(1, "A", pending=0, running={"node1": 32, "node2": 8, "far": 200}),
+                         CampaignSpec(2, "B", pending=50)))
+    result = allocate(scenario)
+    assert result.preempt_cap == 4 and sum(total(s.preempt) for s in result.campaigns) == 4
+
+
 def test_yarn_priority_without_preemption_equal_campaigns_of_a_user_never_kill_each_other() -> None:
     """YARN keeps app1 at 50 (FIFO within a priority, no preemption); cigri's targets split a
     user's campaigns equally (DUCC), but app2 reaches its 35 only as app1's jobs end: a kill
@@ -681,7 +692,9 @@ def test_no_campaign_exceeds_demand_max_jobs_or_allotment(scenario: Scenario) ->
 @given(scenarios(), st.sampled_from([0.0, 0.05, 0.1, 0.3, 1.0]))
 def test_preemption_is_bounded_and_only_hits_fair_share_jobs(scenario: Scenario, fraction: float) -> None:
     allocation = allocate(scenario, fraction)
-    running = sum(sum(c.running.values()) - sum(c.queued.values()) for c in scenario.campaigns)
+    reached = {k.name for k in scenario.clusters if not k.left_out}
+    running = sum(n - c.queued.get(name, 0) for c in scenario.campaigns for name, n in c.running.items()
+                  if name in reached)
     assert allocation.preempt_cap == math.ceil(round(fraction * running, 9))
     by_id = {c.id: c for c in scenario.campaigns}
     running_kills = sum(max(0, n - by_id[s.id].queued.get(name, 0)) for s in allocation.campaigns

@@ -100,8 +100,8 @@ until they end. Only another class, another user or a higher-priority campaign o
 counts as others (YARN-4945): a user's equal campaigns rebalance as jobs end. The kills go first
 to the class evaluated last, then the user furthest above its share (YARN's user limit), then
 the lowest campaign priority, then the campaign furthest above its share, then the youngest
-campaign; at most ``ceil(fraction x running jobs)`` running jobs per cycle (default 10 %; the
-queued ones, killed first, cost nothing). Three brakes
+campaign; at most ``ceil(fraction x running jobs)`` running jobs per cycle, counting the
+clusters cigri reaches this cycle (default 10 %; the queued ones, killed first, cost nothing). Three brakes
 (YARN's): the campaign keeps up to ``deadzone`` of its target there beyond it (killed down to
 that edge only), above-target jobs expected to end within ``attrition_seconds`` by the
 campaign's ``throughput`` free space without a kill, and only a campaign holding less than
@@ -362,7 +362,10 @@ def allocate(scenario: Scenario, preempt_fraction: float = 0.10, *, attrition_se
     ideal.run()
     target = ideal.placed
     queued = {k.id: plan.counts(k.spec.queued) for k in plan.campaigns}
-    cap = math.ceil(preempt_fraction * (sum(map(sum, running.values())) - sum(map(sum, queued.values()))) - _EPSILON)
+    # the jobs started where kills can happen: a left-out cluster's jobs are out of reach
+    started = sum(r - q for k in plan.campaigns for r, q, out in zip(running[k.id], queued[k.id], plan.left_out)
+                  if not out)
+    cap = math.ceil(preempt_fraction * started - _EPSILON)
     ending = {k.id: [min(max(0, r - t), math.floor(k.spec.throughput.get(c.name, 0.0) * attrition_seconds / 3600))
                      if k.preemptable else 0 for r, t, c in zip(running[k.id], target[k.id], scenario.clusters)]
               for k in plan.campaigns}
