@@ -362,10 +362,10 @@ def allocate(scenario: Scenario, preempt_fraction: float = 0.10, *, attrition_se
     ideal.run()
     target = ideal.placed
     queued = {k.id: plan.counts(k.spec.queued) for k in plan.campaigns}
-    # the jobs started where kills can happen: a left-out cluster's jobs are out of reach
-    started = sum(r - q for k in plan.campaigns for r, q, out in zip(running[k.id], queued[k.id], plan.left_out)
-                  if not out)
-    cap = math.ceil(preempt_fraction * started - _EPSILON)
+    # the running (not queued) jobs kills can reach: a left-out cluster's are out of reach
+    reachable = sum(r - q for k in plan.campaigns for r, q, out in zip(running[k.id], queued[k.id], plan.left_out)
+                    if not out)
+    cap = math.ceil(preempt_fraction * reachable - _EPSILON)
     ending = {k.id: [min(max(0, r - t), math.floor(k.spec.throughput.get(c.name, 0.0) * attrition_seconds / 3600))
                      if k.preemptable else 0 for r, t, c in zip(running[k.id], target[k.id], scenario.clusters)]
               for k in plan.campaigns}
