@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -21,9 +21,22 @@ from cigri.errors import CigriError
 
 BUSY_TIMEOUT_MS = 60_000
 migrations = Migrations("cigri")
+KNOWN_MIGRATIONS: list[str] = []
 
 
-@migrations()
+def migration(function: Callable[[Database], None]) -> Callable[[Database], None]:
+    """Register a schema migration, remembering its name: a database that has applied one this
+    cigri does not know was written by a newer cigri, whose schema this code must not write."""
+    KNOWN_MIGRATIONS.append(function.__name__)
+    return migrations()(function)
+
+
+def newer_migrations(db: Database) -> list[str]:
+    """The migrations applied to ``db`` that this cigri does not know (a rolled-back upgrade)."""
+    return [m.name for m in migrations.applied(db) if m.name not in KNOWN_MIGRATIONS]
+
+
+@migration
 def m001_initial(db: Database) -> None:
     db.executescript("""
     CREATE TABLE clusters (
@@ -139,7 +152,7 @@ def m001_initial(db: Database) -> None:
     """)
 
 
-@migrations()
+@migration
 def m002_kill_reason(db: Database) -> None:
     """Why a kill was asked replaces a yes/no flag: a user's cancel ends the task, while a
     fair-share preemption, flood control or a losing replica must leave the task alive."""
@@ -150,7 +163,7 @@ def m002_kill_reason(db: Database) -> None:
     """)
 
 
-@migrations()
+@migration
 def m003_shares(db: Database) -> None:
     """Fair share: a campaign's class (resolved at submission, so a later change of the
     default class leaves it alone) and its priority among its user's campaigns."""
@@ -160,7 +173,7 @@ def m003_shares(db: Database) -> None:
     """)
 
 
-@migrations()
+@migration
 def m004_predictor(db: Database) -> None:
     """The predictor's throughput window reads the latest terminated jobs of a campaign through
     an index (never a scan), and flood control remembers, per campaign and cluster, a decaying
@@ -179,7 +192,7 @@ def m004_predictor(db: Database) -> None:
     """)
 
 
-@migrations()
+@migration
 def m006_events_notify(db: Database) -> None:
     """Aggregated events (a count, examples and the jobs they cover), per-reason resubmission
     counters, blacklist bookkeeping with automatic recovery, and notification subscriptions
@@ -242,7 +255,7 @@ def m006_events_notify(db: Database) -> None:
     """)
 
 
-@migrations()
+@migration
 def m007_grouping(db: Database) -> None:
     """Temporal grouping: the jobs run one after another inside one remote job share a group
     (the id of its first job), fixed before the submit call so that a re-sent batch is the same."""
@@ -251,7 +264,7 @@ def m007_grouping(db: Database) -> None:
     """)
 
 
-@migrations()
+@migration
 def m008_task_blocks(db: Database) -> None:
     """Fresh tasks leave the indexes (see :mod:`cigri.bag`): the bag index becomes partial, and
     the UNIQUE (campaign_id, name) index goes, names being checked once per submission instead.
@@ -307,6 +320,10 @@ def connect(path: Path) -> Database:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         db = Database(conn)
+        if newer := newer_migrations(db):
+            conn.close()
+            raise CigriError(f"database {path}: written by a newer cigri (schema {newer[-1]}; this one knows up "
+                             f"to {KNOWN_MIGRATIONS[-1]}): run that cigri, or restore a backup of this version's")
         if migrations.pending(db):
             _migrate(db)
         conn.execute("PRAGMA foreign_keys = ON")
@@ -357,7 +374,7 @@ def now() -> float:
     return clock.now()
 
 
-@migrations()
+@migration
 def m009_history_indexes(db: Database) -> None:
     """What a cycle reads among what accumulates forever (every job an event covered, every
     pair blacklisted once) it reads through an index, so a year-old grid cycles as fast as a
@@ -369,7 +386,7 @@ def m009_history_indexes(db: Database) -> None:
     """)
 
 
-@migrations()
+@migration
 def m010_counts_indexes(db: Database) -> None:
     """The counts time series is trimmed every cycle to ``cigri.counts_retention_days`` and read
     per cluster over a recent window (``gridclusters --history``): both through an index, so
@@ -380,7 +397,7 @@ def m010_counts_indexes(db: Database) -> None:
     """)
 
 
-@migrations()
+@migration
 def m011_counts_per_cluster_only(db: Database) -> None:
     """The counts series keeps only what ``gridclusters --history`` reads: per-cluster samples.
     Per-campaign rows were written every cycle and never read (CiGri's ``queue_counts`` bug),
@@ -405,7 +422,7 @@ def m011_counts_per_cluster_only(db: Database) -> None:
     """)
 
 
-@migrations()
+@migration
 def m012_submit_limits(db: Database) -> None:
     """The number of jobs a cluster's submit limit let cigri hold there, learned from its last
     refusal, and when (see :mod:`cigri.cluster_caps`)."""

@@ -87,6 +87,7 @@ def _database(path: Path) -> tuple[Check, dict[str, tuple[str, dict[str, object]
         try:
             problems = [row[0] for row in conn.execute("PRAGMA integrity_check")]
             pending = [m.name for m in database.migrations.pending(Database(conn))]
+            newer = database.newer_migrations(Database(conn))
             clusters = {name: (backend, json.loads(options), bool(blacklisted)) for name, backend, options, blacklisted
                         in conn.execute("SELECT name, backend, options, blacklisted FROM clusters")}
         finally:
@@ -95,6 +96,8 @@ def _database(path: Path) -> tuple[Check, dict[str, tuple[str, dict[str, object]
         return Check("database", False, f"{path}: {error}"), {}
     if problems != ["ok"]:
         return Check("database", False, f"{path}: integrity check: {'; '.join(problems[:3])}"), clusters
+    if newer:
+        return Check("database", False, f"{path}: written by a newer cigri (schema {newer[-1]})"), clusters
     if pending:
         return Check("database", False, f"{path}: {len(pending)} migration(s) pending; run cigri db upgrade"), clusters
     return Check("database", True, f"{path}: integrity ok, no migration pending"), clusters

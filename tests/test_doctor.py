@@ -64,3 +64,28 @@ def test_a_corrupt_database_and_a_bad_configuration(cigri: Cigri) -> None:
     checks = _doctor(cigri, 1)
     assert list(checks) == ["configuration"]
     assert checks["configuration"]["detail"] == "cigri.cycle_period: must be > 0 and finite"
+
+
+def test_a_database_written_by_a_newer_cigri_is_refused_not_written(cigri: Cigri) -> None:
+    """After a rolled-back upgrade, this cigri must not write a schema it does not know."""
+    cigri.submit(cigri.jdl("some", exec_file="/bin/true", nb_jobs=3))
+    database = cigri.home / "cigri.db"
+    with sqlite3.connect(database) as conn:
+        conn.execute("INSERT INTO _sqlite_migrations (migration_set, name, applied_at) "
+                     "VALUES ('cigri', 'm999_future', '2027-01-01')")
+    before = _dump(database)
+    for command in (("cigri", "cycle"), ("cigri", "db", "upgrade"), ("gridstat",)):
+        error = cigri.run(*command, expect=1).stderr.strip()
+        assert "written by a newer cigri (schema m999_future" in error and len(error.splitlines()) == 1, error
+    assert _dump(database) == before
+    checks = _doctor(cigri, 1)
+    assert _failed(checks) == ["database"]
+    assert checks["database"]["detail"] == f"{database}: written by a newer cigri (schema m999_future)"
+
+
+def _dump(database: Path) -> list[str]:
+    conn = sqlite3.connect(database)
+    try:
+        return list(conn.iterdump())
+    finally:
+        conn.close()
