@@ -273,12 +273,20 @@ def simulate(scenario: Scenario, workdir: Path | None = None) -> dict[str, Any]:
             grid.close()
 
 
+_OUTSIDE = ("cigri.home", "cigri.database", "cigri.spool", "cigri.log_dir", "clusters")
+
+
 def _private_grid(scenario: Scenario, home: Path) -> Grid:
+    """A grid on ``home`` alone: a scenario's ``config`` cannot point it at a real database,
+    spool or cluster (a copied ``cigri.toml`` table would make the simulation run real jobs)."""
     overrides: dict[str, Any] = {"cigri.home": str(home), "cigri.cycle_period": scenario.cycle_period}
     for section, table in scenario.config.items():
         if not isinstance(table, dict):
             raise InputError(f"scenario.config.{section}: expected a table")
         for key, value in table.items():
+            if section in _OUTSIDE or f"{section}.{key}" in _OUTSIDE:
+                raise InputError(f"scenario.config.{section}.{key}: a simulation keeps its own database, spool "
+                                 "and clusters (the scenario's clusters); remove it")
             overrides[f"{section}.{key}"] = value
     for name, options in scenario.clusters.items():
         overrides[f"clusters.{name}"] = {"backend": "sim", "seed": scenario.seed, **options}

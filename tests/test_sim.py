@@ -449,3 +449,14 @@ def test_queueing_ahead_never_exceeds_a_users_allotment(tmp_path: Path) -> None:
         tmp_path)
     held = [point["running"].get("a", 0) for point in report["timeline"]]
     assert max(held) == 8  # reached, never passed (32 before)
+
+
+def test_a_scenario_cannot_point_the_simulation_at_a_real_database_or_cluster(tmp_path: Path) -> None:
+    """A table copied from a site's cigri.toml must not make the simulation run real jobs."""
+    real = tmp_path / "cigri.db"
+    for config, message in [({"cigri": {"database": str(real)}}, "scenario.config.cigri.database: a simulation keeps"),
+                            ({"cigri": {"spool": str(tmp_path)}}, "scenario.config.cigri.spool: a simulation keeps"),
+                            ({"clusters": {"local": {"backend": "local"}}}, r"\(clusters go in scenario.clusters\)")]:
+        with pytest.raises(InputError, match=message):
+            simulate(parse_scenario({**TWO_USERS, "config": config}))
+    assert list(tmp_path.iterdir()) == []
