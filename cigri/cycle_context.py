@@ -4,6 +4,8 @@ Cluster health lives here too: every failed call to a cluster raises an event na
 error (CLUSTER_TIMEOUT, CLUSTER_AUTH_FAILURE...); a cluster with a failed call in
 ``blacklist_after`` cycles in a row is blacklisted, and an automatic blacklist is re-checked
 with a real capacity call every ``autofix_delay`` seconds and lifted when the cluster answers.
+A cluster an admin blacklisted is drained: it gets no new job, but the jobs cigri has there are
+still polled (and killed on request, as on any cluster), so they end and their campaigns with them.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ log = logging.getLogger("cigri.cycle")
 class CycleContext:
     grid: Grid
     capacities: dict[int, Capacity] = field(default_factory=dict)  # usable clusters only
+    draining: set[int] = field(default_factory=set)  # blacklisted by an admin: no new job, the others followed
     options: dict[int, dict[str, Any]] = field(default_factory=dict)
     failed: set[int] = field(default_factory=set)  # clusters with a failed call this cycle
     drains: dict[tuple[int, int], int] = field(default_factory=dict)  # (campaign, cluster): jobs ending within a period
@@ -68,8 +71,11 @@ def gather(grid: Grid) -> CycleContext:
     for cluster_id, options, blacklisted, event_id, checked_at in grid.db.execute(
             "SELECT id, options, blacklisted, blacklist_event_id, checked_at FROM clusters").fetchall():
         ctx.options[cluster_id] = json.loads(options)
-        if blacklisted and (event_id is None or now - (checked_at or 0) < grid.config.settings.autofix_delay):
-            continue  # an admin's blacklist is lifted by an admin only
+        if blacklisted and event_id is None:  # an admin's blacklist, lifted by an admin only
+            ctx.draining.add(cluster_id)
+            continue
+        if blacklisted and now - (checked_at or 0) < grid.config.settings.autofix_delay:
+            continue
         try:
             capacity = grid.backend(cluster_id).capacity()
         except Exception as error:  # any backend failure must not stop the other clusters

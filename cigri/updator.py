@@ -41,7 +41,7 @@ def job_state(remote: RemoteJob) -> JobState:
 
 
 def update(ctx: CycleContext) -> int:
-    """Poll every usable cluster; return how many jobs changed state."""
+    """Poll every usable or draining cluster; return how many jobs changed state."""
     rows = ctx.grid.db.execute(
         "SELECT id, cluster_id, remote_id, state, task_id FROM jobs WHERE state IN (?, ?) AND remote_id IS NOT NULL",
         [JobState.WAITING, JobState.RUNNING]).fetchall()
@@ -50,7 +50,7 @@ def update(ctx: CycleContext) -> int:
         by_cluster[cluster_id].append((job_id, remote_id, state, task_id))
     changed = 0
     for cluster_id, jobs in by_cluster.items():
-        if cluster_id not in ctx.capacities:
+        if cluster_id not in ctx.capacities and cluster_id not in ctx.draining:
             continue
         try:
             answers = ctx.grid.backend(cluster_id).poll([remote_id for _, remote_id, _, _ in jobs])

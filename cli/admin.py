@@ -282,7 +282,7 @@ def cluster_remove(name: str) -> None:
 @cluster_app.command("blacklist")
 @common.errors_to_exit
 def cluster_blacklist(name: str, reason: str = typer.Option("blacklisted by an admin", "--reason", help="Why.")) -> None:
-    """Stop sending jobs to a cluster (its running jobs go on)."""
+    """Drain a cluster: no new jobs; cigri's jobs there run on and are still followed."""
     api.set_blacklist(_grid(), name, reason)
     print(f"Cluster {name} blacklisted")
 

@@ -218,6 +218,29 @@ def test_griddel_kills_one_job_then_the_whole_campaign(cigri: Cigri) -> None:
     assert not any(process_alive(pid) for pid in pid_files(cigri.work).values()), "a job started after the cancel"
 
 
+def test_an_admin_blacklist_drains_the_cluster_its_jobs_end_and_the_campaign_with_them(cigri: Cigri) -> None:
+    """Blacklisting a cluster stops new jobs there; the ones running go on, are still followed
+    (their ends recorded, the campaign finished) and can still be killed."""
+    program = cigri.script("sleeper.sh", SLEEPER)
+    short = cigri.submit(cigri.jdl("short", exec_file=str(program), params=["a 1", "b 1", "c 1", "d 1", "e 1"]))
+    cigri.cycle()
+    started = {t["name"] for t in cigri.tasks(short) if t["jobs"]}
+    assert len(started) == 3  # tap_initial
+    cigri.run("cigri", "cluster", "blacklist", "local")
+    wait_for(lambda: (cigri.cycle(), cigri.stat(short)["tasks"]["terminated"] == 3)[1], 15, "the 3 jobs' ends")
+    assert cigri.stat(short)["tasks"]["pending"] == 2  # nothing new started on the drained cluster
+    long = cigri.submit(cigri.jdl("long", exec_file=str(program), params=["x 60"]))
+    cigri.run("cigri", "cluster", "unblacklist", "local")
+    wait_for(lambda: (cigri.cycle(), cigri.stat(short)["state"] == "terminated"
+                      and cigri.stat(long)["tasks"]["running"] == 1)[1], 15, "the rest to run")
+    cigri.run("cigri", "cluster", "blacklist", "local")
+    pid = pid_files(cigri.work)["x"]
+    cigri.run("griddel", str(long))
+    cigri.cycle()
+    wait_for(lambda: not process_alive(pid), 5, "the killed job to die")
+    assert cigri.stat(long)["state"] == "cancelled"
+
+
 # --- 7. walltime -------------------------------------------------------------------------
 
 @pytest.mark.slow
