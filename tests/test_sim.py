@@ -16,7 +16,7 @@ from cigri import clock
 from cigri.backends import Capacity, JobSpec, RemoteState
 from cigri.backends.sim import SimBackend
 from cigri.backends.sim.world import read_trace
-from cigri.errors import ConfigError, InputError
+from cigri.errors import ConfigError, InputError, SubmissionRefused
 from cigri.simulate import (
     CampaignPlan,
     eta_mape,
@@ -460,3 +460,20 @@ def test_a_scenario_cannot_point_the_simulation_at_a_real_database_or_cluster(tm
         with pytest.raises(InputError, match=message):
             simulate(parse_scenario({**TWO_USERS, "config": config}))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_task_no_cluster_can_run_fails_at_submission_instead_of_waiting_forever() -> None:
+    """As Slurm refuses a job no node can run: the sim cluster refuses it, so its tasks fail
+    with SUBMISSION_ERROR at once; before, they waited until flood control killed them, and
+    were sent again, for ever."""
+    report = simulate(parse_scenario({
+        "seed": 1, "cycle_period": 30, "max_hours": 1, "clusters": {"c1": {"cores": 4}},
+        "campaigns": [{"user": "a", "tasks": 3, "cores_per_task": 8}, {"user": "b", "tasks": 4}]}))
+    assert report["tasks"] == {"failed": 3, "terminated": 4} and report["cycles"] < 10  # both campaigns over
+    assert "flood" not in report["kills"] and report["resubmissions"] == 0
+    with clock.virtual(1000.0):  # 2 cores fit a 4-core node, 9 GB do not fit its 8 GB
+        nodes = SimBackend("n", {"cores": 8, "node_cores": 4, "memory_gb": 16})
+        with pytest.raises(SubmissionRefused, match="would never run"):
+            nodes.submit([spec("1", 60), replace(spec("2", 60), resources="core=2", memory_mb=9 * 1024)])
+        assert nodes.poll(["n.1"]) == {}  # refused whole: nothing of the batch was started
+        assert nodes.submit([replace(spec("3", 60), resources="core=8", memory_mb=2 * 1024)]) == {"3": "n.1"}

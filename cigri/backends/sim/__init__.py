@@ -17,7 +17,8 @@ places jobs on nodes, see :class:`~cigri.backends.sim.world.NodeWorld`, and repo
 so that a ``reserve`` class takes nodes of exactly that size; unset: one pool of cores),
 ``submit_limit`` (the jobs cigri's account may have queued or running, as Slurm's
 ``MaxSubmitJobs``: a batch that would go beyond is refused whole, as Slurm refuses an array;
-0: no limit).
+0: no limit). A batch holding a job the cluster could not run even empty (more cores or memory
+than it has) is refused whole, as Slurm refuses a job no node can run.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from pathlib import Path
 from cigri import clock
 from cigri.backends import Capacity, JobSpec, RemoteJob, RemoteState
 from cigri.backends.sim.world import Job, NodeWorld, World, read_trace
-from cigri.errors import ConfigError, SubmitLimitReached
+from cigri.errors import ConfigError, SubmissionRefused, SubmitLimitReached
 
 _STATES = {
     "queued": RemoteState.QUEUED,
@@ -44,6 +45,11 @@ _STATES = {
     "preempted": RemoteState.PREEMPTED,
 }
 _CORES = re.compile(r"\bcores?=(\d+)")
+
+
+def _cores(spec: JobSpec) -> int:
+    match = _CORES.search(spec.resources)
+    return int(match.group(1)) if match else 1
 
 
 class SimBackend:
@@ -82,13 +88,16 @@ class SimBackend:
         if self.submit_limit and new and _held(world) + new > self.submit_limit:
             raise SubmitLimitReached(f"{self.name}: QOSMaxSubmitJobPerUserLimit (submit_limit {self.submit_limit})")
         for spec in specs:
+            if world.never_fits(_cores(spec), spec.memory_mb / 1024):
+                raise SubmissionRefused(f"{self.name}: {spec.resources} and {spec.memory_mb} MB: more than the "
+                                        f"cluster has ({world.cores} cores), the job would never run")
+        for spec in specs:
             if spec.key in self._keys:  # a re-sent batch: adopt, never start twice
                 continue
             self._count += 1
             job_id = f"{self.name}.{self._count}"
             duration, exit_code = self._behaviour(spec.argv)
-            cores = _CORES.search(spec.resources)
-            world.submit(Job(job_id, int(cores.group(1)) if cores else 1, spec.memory_mb / 1024,
+            world.submit(Job(job_id, _cores(spec), spec.memory_mb / 1024,
                              duration, walltime=float(spec.walltime_seconds), best_effort=spec.best_effort,
                              key=spec.key, exit_code=exit_code))
             self._keys[spec.key] = job_id

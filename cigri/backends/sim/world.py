@@ -110,6 +110,10 @@ class World:
     def local_cores(self) -> int:
         return self._local_cores
 
+    def never_fits(self, cores: int, memory_gb: float) -> bool:
+        """Whether a job of this size could not run here even on an empty cluster."""
+        return cores > self.cores or bool(self.memory_gb) and memory_gb > self.memory_gb
+
     def free_cores(self) -> int:
         cores, memory = self.used()
         if self.memory_gb and memory >= self.memory_gb:
@@ -303,6 +307,11 @@ class NodeWorld(World):
         self.node_memory_gb = self.memory_gb / count if self.memory_gb else math.inf
         self.nodes = [Node(index, self.node_cores, self.node_memory_gb) for index in range(count)]
         super().__post_init__()
+
+    def never_fits(self, cores: int, memory_gb: float) -> bool:
+        """As :meth:`World.never_fits`, with a job's memory spread over the whole nodes it takes."""
+        span = max(1, -(-cores // self.node_cores))
+        return span > len(self.nodes) or memory_gb / span > self.node_memory_gb
 
     def free_cores(self) -> int:
         """Free cores summed over the nodes; a node whose memory is all held offers none."""
