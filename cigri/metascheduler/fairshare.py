@@ -697,15 +697,22 @@ def _preemptions(plan: _Plan, running: dict[int, list[int]], queued: dict[int, l
         free.append(room)
         needy.append(wants)
 
+    @functools.cache
+    def need(c: int, klass: str, user: str, priority: int, starving: bool, others: bool) -> Vector:
+        """What those below target on c ask for there, as seen by a victim of that class, user and
+        priority; fixed for the whole pass, so worked out once per victim's kind and cluster."""
+        total = _ZERO
+        for j, wants in needy[c]:
+            if (j.id in starved or not starving) and (not others or j.klass.name != klass or j.user != user
+                                                      or j.priority > priority):
+                total = _add(total, wants)
+        return total
+
     def short_for(victim: _Campaign, c: int, starving: bool = True, others: bool = True) -> bool:
         """Whether someone below target on c lacks space there: only the ``starving`` ones and
         only ``others`` than the victim's user's equal campaigns, unless told otherwise."""
-        need = _ZERO
-        for j, wants in needy[c]:
-            if (j.id in starved or not starving) and (not others or j.klass.name != victim.klass.name
-                                                      or j.user != victim.user or j.priority > victim.priority):
-                need = _add(need, wants)
-        return any(n > 0 and n - f > _EPSILON and cost > 0 for n, f, cost in zip(need, free[c], victim.cost))
+        wanted = need(c, victim.klass.name, victim.user, victim.priority, starving, others)
+        return any(n > 0 and n - f > _EPSILON and cost > 0 for n, f, cost in zip(wanted, free[c], victim.cost))
 
     now: defaultdict[Any, Vector] = defaultdict(lambda: _ZERO)
     goal: defaultdict[Any, Vector] = defaultdict(lambda: _ZERO)
