@@ -64,7 +64,7 @@ def submit(grid: Grid, jdl_text: str, *, base_dir: Path, user: str, source: str 
                     rows.append((campaign_id, clusters[cluster], key, json.dumps(value)))
         conn.executemany("INSERT INTO campaign_properties(campaign_id, cluster_id, name, value) "
                          "VALUES (?, ?, ?, ?)", rows)
-        count = _insert_tasks(conn, campaign_id, spec.params)
+        count = _insert_tasks(conn, campaign_id, spec.params, settings.max_submission_tasks)
         if count == 0:
             raise InputError(f"{source}: the campaign has no parameters")
     return campaign_id, count
@@ -76,7 +76,8 @@ def extend(grid: Grid, campaign_id: int, param_file: Path, *, user: str) -> int:
         campaign = _owned_campaign(grid, conn, campaign_id, user)
         if campaign["state"] == CampaignState.CANCELLED:
             raise Refused(f"campaign {campaign_id} is cancelled")
-        count = _insert_tasks(conn, campaign_id, ParamSource(file=param_file))
+        count = _insert_tasks(conn, campaign_id, ParamSource(file=param_file),
+                              grid.config.settings.max_submission_tasks)
         conn.execute("UPDATE campaigns SET state = ?, finished_at = NULL WHERE id = ? AND state IN (?, ?)",
                      [CampaignState.IN_TREATMENT, campaign_id, CampaignState.TERMINATED, CampaignState.FAILED])
     return count
@@ -94,9 +95,10 @@ def _ingest(grid: Grid) -> Iterator[sqlite3.Connection]:
         grid.db.conn.execute("PRAGMA foreign_keys = ON")
 
 
-def _insert_tasks(conn: sqlite3.Connection, campaign_id: int, source: ParamSource) -> int:
+def _insert_tasks(conn: sqlite3.Connection, campaign_id: int, source: ParamSource, limit: int) -> int:
     """Stream parameters into the bag a block at a time, as one block of fresh tasks (see
-    :mod:`cigri.bag`); a duplicate name aborts the transaction.
+    :mod:`cigri.bag`); a duplicate name, or more than ``limit`` tasks (the write lock is held
+    throughout, and cycles wait for it), aborts the transaction.
 
     One prepared statement, bound to whole blocks, with the campaign id in the SQL: the
     per-row work left is SQLite's, and no index is maintained. Names are checked once at the
@@ -105,9 +107,16 @@ def _insert_tasks(conn: sqlite3.Connection, campaign_id: int, source: ParamSourc
     sql = f"INSERT INTO tasks(campaign_id, name, param) VALUES ({int(campaign_id)}, ?, ?)"
     first_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM tasks").fetchone()[0]
     total = 0
+    where = "$.nb_jobs" if source.count is not None else source.file or "$.params"
+    too_many = InputError(f"{where}: more than the {limit:,} tasks one submission may add "
+                          "(cigri.max_submission_tasks); add the rest with gridsub -c N -F FILE")
+    if source.count is not None and source.count > limit:
+        raise too_many
     for rows in param_rows(source, INSERT_CHUNK):
-        conn.executemany(sql, rows)
         total += len(rows)
+        if total > limit:
+            raise too_many
+        conn.executemany(sql, rows)
     if total == 0:
         return 0
     last_id = conn.execute("SELECT max(id) FROM tasks").fetchone()[0]

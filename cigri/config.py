@@ -41,6 +41,7 @@ class Settings:
     default_resources: str = "core=1"
     stderr_tail_lines: int = 5
     max_resubmit: int = 4
+    max_submission_tasks: int = 5_000_000
     blacklist_after: int = 3
     autofix_delay: float = 30.0
     failure_rate: float = 0.5
@@ -448,6 +449,8 @@ def _check(settings: Settings, runner: RunnerSettings) -> None:
             raise ConfigError(f"cigri.{key}: must be >= 0")
     if settings.blacklist_after < 1:
         raise ConfigError("cigri.blacklist_after: must be >= 1")
+    if settings.max_submission_tasks < 1:
+        raise ConfigError("cigri.max_submission_tasks: must be >= 1")
     if not 0 < settings.failure_rate <= 1:
         raise ConfigError("cigri.failure_rate: must be > 0 and <= 1")
     if settings.log_level not in LOG_LEVELS:

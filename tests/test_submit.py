@@ -238,3 +238,30 @@ def test_foreign_keys_are_checked_again_after_a_submission(grid: Grid, tmp_path:
     with pytest.raises(InputError):
         submit(grid, {"name": "bad", "params": ["a", "a"], "exec_file": "/bin/true", "clusters": {"local": {}}}, tmp_path)
     assert grid.db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+
+
+def test_one_submission_adds_at_most_max_submission_tasks(grid: Grid, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The write lock is held for a whole submission and cycles wait for it: a typo in nb_jobs
+    (10^11) is refused at once, a file or an extension beyond the limit after its last
+    allowed block, and nothing is written; at the limit the submission goes through."""
+    monkeypatch.setenv("CIGRI_MAX_SUBMISSION_TASKS", str(INSERT_CHUNK + 5))
+    limited = open_grid(config.load())
+    try:
+        base = {"name": "big", "exec_file": "/bin/true", "clusters": {"local": {}}}
+        assert_refused_unchanged(limited, tmp_path, {**base, "nb_jobs": 10**11},
+                                 f"$.nb_jobs: more than the {INSERT_CHUNK + 5:,} tasks one submission may add")
+        path = tmp_path / "params.txt"
+        path.write_text("".join(f"t{i}\n" for i in range(INSERT_CHUNK + 6)))
+        assert_refused_unchanged(limited, tmp_path, param_jdl(path), f"{path}: more than the")
+        path.write_text("".join(f"t{i}\n" for i in range(INSERT_CHUNK + 5)))
+        campaign_id, count = submit(limited, param_jdl(path), tmp_path)
+        assert count == INSERT_CHUNK + 5
+        more = tmp_path / "more.txt"
+        more.write_text("".join(f"u{i}\n" for i in range(INSERT_CHUNK + 6)))
+        before = snapshot(limited)
+        with pytest.raises(InputError, match="add the rest with gridsub -c N -F FILE"):
+            api.extend(limited, campaign_id, more, user=USER)
+        assert snapshot(limited) == before
+    finally:
+        limited.close()
