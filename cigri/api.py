@@ -423,7 +423,28 @@ def fix_events(grid: Grid, *, user: str, event_id: int | None = None, campaign_i
                                                 "no open event"))
         close(conn, f"id IN ({','.join('?' * len(ids))})", ids)
         resubmitted = _resubmit_failed(conn, ids) if resubmit else 0
+        resubmitted += _retry_prologues(conn, ids, resubmit)
     return {"closed": len(ids), "resubmitted": resubmitted}
+
+
+def _retry_prologues(conn: sqlite3.Connection, event_ids: list[int], resubmit: bool) -> int:
+    """A fixed PROLOGUE_FAILED event runs its prologue again on its cluster (the failure may
+    have been the cluster's: a file system down, a module server away); with ``resubmit``, the
+    tasks the failure ended without running them go back to the bag first. Return those."""
+    from cigri.metascheduler.schedulers import workqueue  # the metascheduler's import cost, only when fixing
+
+    resubmitted = 0
+    for campaign_id, cluster_id in conn.execute(
+            f"SELECT DISTINCT campaign_id, cluster_id FROM events WHERE code = 'PROLOGUE_FAILED' "
+            f"AND id IN ({','.join('?' * len(event_ids))})", event_ids).fetchall():
+        if resubmit and (requeued := bag.requeue_never_run(conn, campaign_id)):
+            resubmitted += requeued
+            conn.execute("UPDATE campaigns SET state = ?, finished_at = NULL WHERE id = ? AND state IN (?, ?)",
+                         [CampaignState.IN_TREATMENT, campaign_id, CampaignState.TERMINATED, CampaignState.FAILED])
+        if conn.execute(f"SELECT state IN {sql_in(CAMPAIGN_ACTIVE)} FROM campaigns WHERE id = ?",
+                        [campaign_id]).fetchone()[0]:
+            workqueue.add_script_job(conn, campaign_id, cluster_id, "prologue")
+    return resubmitted
 
 
 def _resubmit_failed(conn: sqlite3.Connection, event_ids: list[int]) -> int:

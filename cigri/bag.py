@@ -103,6 +103,15 @@ def counts(db: Reader, campaign_id: int) -> dict[str, int]:
     return result
 
 
+def requeue_never_run(conn: sqlite3.Connection, campaign_id: int) -> int:
+    """Put the campaign's failed tasks that never had a job (failed by a prologue failing on
+    every cluster) back at the head of the bag, with fresh counters; return how many."""
+    return conn.execute(f"UPDATE tasks SET state = ?, priority = {PRIORITY_HEAD}, resubmits = 0, walltime_kills = 0 "
+                        f"WHERE campaign_id = ? AND state = ? AND {INDEXED} "
+                        "AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.task_id = tasks.id)",
+                        [TaskState.PENDING, campaign_id, TaskState.FAILED]).rowcount
+
+
 def end_all(conn: sqlite3.Connection, campaign_id: int, states: Iterable[TaskState], end: TaskState) -> int:
     """Move every task of the campaign in ``states`` to ``end`` (a cancel, a failed prologue);
     return how many. Fresh tasks are ended too, so the fresh tails are emptied."""

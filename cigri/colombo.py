@@ -211,10 +211,11 @@ def _script_failures(ctx: CycleContext) -> None:
                    + ("no task of this campaign will run on this cluster" if kind == "prologue" else
                       "the campaign is over anyway"),
                    campaign_id=campaign_id, cluster_id=cluster_id, job_id=job_id)
-            clusters_left = conn.execute(
+            clusters_left = conn.execute(  # whose latest prologue, if any, has not failed (a fix runs it again)
                 "SELECT count(*) FROM campaign_properties p WHERE p.campaign_id = ? AND p.name = 'exec_file' "
-                "AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.campaign_id = p.campaign_id AND "
-                "j.cluster_id = p.cluster_id AND j.kind = 'prologue' AND j.state NOT IN (?, ?, ?, ?))",
+                "AND coalesce((SELECT j.state NOT IN (?, ?, ?, ?) FROM jobs j WHERE j.campaign_id = p.campaign_id "
+                "AND j.cluster_id = p.cluster_id AND j.kind != 'task' AND j.kind = 'prologue' "
+                "ORDER BY j.id DESC LIMIT 1), 0) = 0",
                 [campaign_id, JobState.SUBMITTING, JobState.WAITING, JobState.RUNNING, JobState.TERMINATED]
             ).fetchone()[0]
             if kind == "prologue" and clusters_left == 0:

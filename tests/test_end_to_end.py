@@ -159,6 +159,28 @@ def test_failing_tasks_raise_events_with_their_stderr_and_the_campaign_ends(cigr
         assert f"boom {name[1:]}" in event["stderr_tail"]
 
 
+def test_a_prologue_failing_everywhere_fails_the_tasks_and_a_fix_runs_it_again(cigri: Cigri) -> None:
+    """The prologue fails once (a file system away, say): the campaign's tasks fail with a
+    PROLOGUE_FAILED event; ``gridevents --fix --resubmit`` runs the prologue again on its
+    cluster and puts the tasks back, and the campaign ends with every task done once."""
+    marker, ran = cigri.work / "prologue-tried", cigri.work / "ran"
+    program = cigri.script("record.sh", f'echo "$1" >> {ran}\n')
+    jdl = cigri.jdl("staged", exec_file=str(program), params=["t0", "t1", "t2"],
+                    prologue=[f"test -e {marker} || {{ touch {marker}; echo staging failed >&2; exit 4; }}"])
+    result = cigri.run("gridsub", "-f", str(jdl), "--wait", "--period", "0.05", expect=1, timeout=60)
+    campaign_id = int(result.stdout.split(":")[-1])
+    summary = cigri.stat(campaign_id)
+    assert (summary["state"], summary["tasks"]["failed"]) == ("failed", 3)
+    [event] = cigri.events(campaign_id)
+    assert event["code"] == "PROLOGUE_FAILED" and "exit status 4" in event["message"]
+    fixed = cigri.json("gridevents", "-e", str(event["id"]), "--fix", "--resubmit")
+    assert (fixed["closed"], fixed["resubmitted"]) == (1, 3)
+    summary = cigri.drain(campaign_id)
+    assert (summary["state"], summary["tasks"]["terminated"]) == ("terminated", 3)
+    assert sorted(ran.read_text().split()) == ["t0", "t1", "t2"]
+    assert cigri.events(campaign_id) == []
+
+
 # --- 5. exit status 66 -------------------------------------------------------------------
 
 def test_exit_status_66_resubmits_the_task_and_endless_resubmission_stops(cigri: Cigri) -> None:
