@@ -315,6 +315,50 @@ def test_bad_scenarios_name_the_key() -> None:
             parse_scenario(bad)
 
 
+def one_campaign(**keys: Any) -> dict[str, Any]:
+    return {**TWO_USERS, "campaigns": [{"user": "a", "tasks": 1, **keys}]}
+
+
+GRICAD = {"clusters": TWO_USERS["clusters"], "gricad": {"campaigns": 1, "max_tasks": 2}}
+
+
+@pytest.mark.parametrize(("bad", "key"), [
+    ({**TWO_USERS, "max_hours": float("nan")}, "scenario.max_hours"),
+    ({**TWO_USERS, "max_hours": float("inf")}, "scenario.max_hours"),
+    ({**TWO_USERS, "cycle_period": float("inf")}, "scenario.cycle_period"),
+    ({**one_campaign(submit_hours=5), "max_hours": 1}, "scenario.campaigns[0].submit_hours"),
+    (one_campaign(walltime="abc"), "scenario.campaigns[0].walltime"),
+    (one_campaign(walltime=0), "scenario.campaigns[0].walltime"),
+    (one_campaign(duration={"law": "constant", "seconds": float("nan")}), "scenario.campaigns[0].duration.seconds"),
+    (one_campaign(duration={"law": "constant", "seconds": -60}), "scenario.campaigns[0].duration.seconds"),
+    (one_campaign(duration={"law": "constant", "seconds": "60"}), "scenario.campaigns[0].duration.seconds"),
+    (one_campaign(duration={"law": "constant", "seconds": 60, "mean": 1}), "scenario.campaigns[0].duration.mean"),
+    (one_campaign(duration={"law": "lognormal", "median": 0, "sigma": 1}), "scenario.campaigns[0].duration.median"),
+    (one_campaign(duration={"law": "exponential", "mean": -1}), "scenario.campaigns[0].duration.mean"),
+    (one_campaign(duration={"law": "uniform", "min": 60, "max": 30}), "scenario.campaigns[0].duration.max"),
+    ({**GRICAD, "gricad": {"campaigns": "abc"}}, "scenario.gricad.campaigns"),
+    ({**GRICAD, "gricad": {"over_hours": "x"}}, "scenario.gricad.over_hours"),
+    ({**GRICAD, "gricad": {"over_hours": -5}}, "scenario.gricad.over_hours"),
+    ({**GRICAD, "max_hours": 10, "gricad": {"over_hours": 24}}, "scenario.gricad.over_hours"),
+    ({**GRICAD, "gricad": {"max_tasks": 0}}, "scenario.gricad.max_tasks"),
+    ({**GRICAD, "gricad": {"type": "bogus"}}, "scenario.gricad.type"),
+    ({**TWO_USERS, "config": {"foo": {}}}, "scenario.config.foo"),
+])
+def test_bad_numbers_types_and_sections_name_their_key(bad: dict[str, Any], key: str) -> None:
+    """Each was an internal error, or ran: NaN passes every comparison, a negative duration
+    counted as negative work, a campaign past max_hours left nothing to report, and an empty
+    unknown config section never reached the configuration's own check."""
+    with pytest.raises(InputError, match=re.escape(key) + ": "):
+        parse_scenario(bad)
+
+
+def test_a_campaign_due_at_max_hours_is_submitted_by_a_last_cycle(tmp_path: Path) -> None:
+    """Cycles every 7 s miss the hour: the run ends with a cycle at max_hours, so the campaign
+    the scenario says is due then is submitted (the report had no submission to measure)."""
+    report = simulate(parse_scenario({**one_campaign(submit_hours=1), "cycle_period": 7, "max_hours": 1}), tmp_path)
+    assert report["scenario"]["campaigns"] == 1 and sum(report["tasks"].values()) == 1
+
+
 @pytest.mark.slow
 def test_cigri_simulate_prints_json_and_draws_the_plot(tmp_path: Path) -> None:
     scenario = tmp_path / "scenario.json"
