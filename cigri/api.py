@@ -642,16 +642,24 @@ def shares(grid: Grid) -> dict[str, Any]:
     return result
 
 
+def read_scenario(path: Path) -> Any:
+    """A scenario file of ``cigri shares --scenario`` or ``cigri simulate``, parsed: both read
+    it here, so both refuse the same bad files, each with one line naming the file."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise InputError(f"{path}: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise InputError(f"{path}: not valid UTF-8: {error}") from None
+    except (ValueError, RecursionError) as error:  # too deep, or an integer of too many digits
+        raise InputError(f"{path}: not valid JSON: {error}") from None
+
+
 def shares_of_scenario(path: Path, config: Config) -> dict[str, Any]:
     """``cigri shares --scenario``: the allocation of a hypothetical grid read from a JSON file."""
     from cigri.metascheduler import allocate, fairshare
 
-    try:
-        data = json.loads(path.read_text())
-    except OSError as error:
-        raise InputError(f"{path}: {error.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise InputError(f"{path}: not valid JSON: {error}") from None
+    data = read_scenario(path)
     try:
         scenario = fairshare.scenario_from_json(data)
     except ValueError as error:

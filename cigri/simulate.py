@@ -78,13 +78,7 @@ class Scenario:
 
 def load_scenario(path: Path) -> Scenario:
     """Read and check a scenario file; any problem is one :class:`InputError` naming the key."""
-    try:
-        data = json.loads(path.read_text())
-    except OSError as error:
-        raise InputError(f"scenario {path}: {error.strerror}") from None
-    except json.JSONDecodeError as error:
-        raise InputError(f"scenario {path}: not JSON: {error}") from None
-    return parse_scenario(data)
+    return parse_scenario(api.read_scenario(path))
 
 
 def parse_scenario(data: Any) -> Scenario:

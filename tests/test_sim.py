@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -357,6 +358,19 @@ def test_a_campaign_due_at_max_hours_is_submitted_by_a_last_cycle(tmp_path: Path
     the scenario says is due then is submitted (the report had no submission to measure)."""
     report = simulate(parse_scenario({**one_campaign(submit_hours=1), "cycle_period": 7, "max_hours": 1}), tmp_path)
     assert report["scenario"]["campaigns"] == 1 and sum(report["tasks"].values()) == 1
+
+
+@pytest.mark.parametrize("command", [["simulate"], ["shares", "--scenario"]])
+def test_a_scenario_file_not_in_utf8_is_one_line_naming_it(tmp_path: Path, command: list[str]) -> None:
+    """``cigri simulate`` failed with an internal UnicodeDecodeError; both commands now read
+    scenario files through one reader."""
+    path = tmp_path / "latin1.json"
+    path.write_bytes('{"clusters": {"c1": {"cores": 4}}, "campaigns": [{"user": "\u00e9", "tasks": 1}]}'
+                     .encode("latin-1"))
+    done = subprocess.run([CIGRI, *command, str(path)], check=False, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path)})
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith(f"cigri: {path}: not valid UTF-8: ") and done.stderr.count("\n") == 1
 
 
 @pytest.mark.slow
