@@ -23,6 +23,7 @@ from cigri.simulate import (
     eta_mape,
     jain,
     list_schedule,
+    load_scenario,
     parse_scenario,
     simulate,
     weighted_max_min,
@@ -371,6 +372,18 @@ def test_a_scenario_file_not_in_utf8_is_one_line_naming_it(tmp_path: Path, comma
                           env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path)})
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr.startswith(f"cigri: {path}: not valid UTF-8: ") and done.stderr.count("\n") == 1
+
+
+def test_a_scenario_file_with_a_number_that_is_not_finite_is_refused(tmp_path: Path) -> None:
+    """NaN passes every comparison: ``max_hours`` NaN was an internal error; the numbers passed
+    on to the configuration are refused alike, each naming its path."""
+    path = tmp_path / "scenario.json"
+    for text, where in [('{"max_hours": NaN, "clusters": {"c1": {"cores": 4}}}', "scenario.max_hours"),
+                        ('{"clusters": {"c1": {"cores": 4}}, "config": {"users": {"a": {"affinity": {"c1": Infinity}}}}}',
+                         "scenario.config.users.a.affinity.c1")]:
+        path.write_text(text)
+        with pytest.raises(InputError, match=re.escape(f"{path}: {where}: expected a finite number")):
+            load_scenario(path)
 
 
 @pytest.mark.slow
