@@ -512,22 +512,25 @@ def _report(grid: Grid, run: Run) -> dict[str, Any]:
                               (class_ideal, s.ideal_class)):
             for key, value in values.items():
                 total[key] += value * s.span / 3600
-    finished = db.execute("SELECT count(*) FROM campaigns WHERE state = 'terminated'").fetchone()[0]
+    # over: terminated, failed (some task failed) or cancelled; nothing is left to run
+    over = db.execute(f"SELECT count(*) FROM campaigns WHERE state NOT IN {sql_in(CAMPAIGN_ACTIVE)}").fetchone()[0]
+    finished = over == len(run.scenario.campaigns)  # else the run stopped at max_hours: no makespan to measure
     ends = dict(db.execute("SELECT id, finished_at FROM campaigns WHERE state = 'terminated'").fetchall())
     mape = eta_mape(run.etas, ends)
     return {
         "scenario": {"seed": run.scenario.seed, "cycle_period": run.scenario.cycle_period,
-                     "campaigns": len(run.scenario.campaigns), "tasks": sum(len(p.durations) for p in run.scenario.campaigns),
+                     "max_hours": run.scenario.max_hours, "campaigns": len(run.scenario.campaigns),
+                     "tasks": sum(len(p.durations) for p in run.scenario.campaigns),
                      "clusters": {n: o.get("cores") for n, o in run.scenario.clusters.items()}},
-        "finished": finished == len(run.scenario.campaigns),
+        "finished": finished,
         "cycles": run.cycles,
         "simulated_hours": round((clock.now() - START) / 3600, 3),
-        "makespan_hours": round(makespan / 3600, 4),
+        "makespan_hours": round(makespan / 3600, 4) if finished else None,
         "makespan_bound_hours": round(bound / 3600, 4),
-        "bound_ratio": round(bound / makespan, 4) if makespan > 0 else None,
+        "bound_ratio": round(bound / makespan, 4) if finished and makespan > 0 else None,
         "list_schedule_hours": _round(None if listed is None else listed / 3600),
-        "list_schedule_ratio": round(listed / makespan, 4) if listed is not None and makespan > 0 else None,
-        "bag_drained_hours": _round(_bag_drained(db, first)),
+        "list_schedule_ratio": round(listed / makespan, 4) if finished and listed is not None and makespan > 0 else None,
+        "bag_drained_hours": _round(_bag_drained(db, first)) if finished else None,
         "utilization": round(cigri / harvestable, 4) if harvestable else None,
         "useful_utilization": round(useful / harvestable, 4) if harvestable else None,
         "harvested_core_seconds": round(cigri),
@@ -648,6 +651,11 @@ def list_schedule(plans: tuple[CampaignPlan, ...], capacity: list[tuple[float, f
     return last
 
 
+def stopped(report: dict[str, Any]) -> str:
+    """What an unfinished run's report says instead of a makespan."""
+    return f"stopped at max_hours ({report['scenario']['max_hours']:g} h) before every campaign ended"
+
+
 def plot(report: dict[str, Any], path: Path) -> None:
     """Draw utilization and per-user shares over time (PNG or SVG, from the file's suffix)."""
     if path.suffix.lower() not in (".png", ".svg"):
@@ -667,8 +675,9 @@ def plot(report: dict[str, Any], path: Path) -> None:
     top.plot(hours, [p["harvestable"] for p in timeline], label="cores free of local jobs", linestyle="--")
     top.plot(hours, [p["waiting"] for p in timeline], label="cigri jobs waiting", linestyle=":")
     top.set_ylabel("cores / jobs")
-    top.set_title(f"utilization {report['utilization']}, makespan {report['makespan_hours']} h "
-                  f"(bound {report['makespan_bound_hours']} h)")
+    top.set_title(f"utilization {report['utilization']}, "
+                  + (f"makespan {report['makespan_hours']} h" if report["finished"] else stopped(report))
+                  + f" (bound {report['makespan_bound_hours']} h)")
     top.legend(loc="upper right", fontsize="small")
     for user in users:
         line, = bottom.plot(hours, [p["running"].get(user, 0) for p in timeline], label=user)

@@ -386,6 +386,33 @@ def test_a_scenario_file_with_a_number_that_is_not_finite_is_refused(tmp_path: P
             load_scenario(path)
 
 
+def test_a_run_stopped_at_max_hours_reports_no_makespan(tmp_path: Path) -> None:
+    """``bench/scenarios/long_tasks.json`` stopped at 3 h read "makespan 3.0083 (lower bound
+    33.49, ratio 11.13)", as if it had finished: what is measured against the end of the work
+    is null until every campaign is over, and the text says where the run stopped."""
+    scenario = {"seed": 1, "cycle_period": 60, "max_hours": 1, "clusters": {"c1": {"cores": 1}},
+                "campaigns": [{"user": "a", "tasks": 2, "duration": {"law": "constant", "seconds": 3600}}]}
+    report = simulate(parse_scenario(scenario), tmp_path)
+    assert not report["finished"] and report["tasks"] == {"terminated": 1, "running": 1}
+    assert [report[key] for key in ("makespan_hours", "bound_ratio", "list_schedule_ratio", "bag_drained_hours")] \
+        == [None] * 4
+    assert report["makespan_bound_hours"] >= 1 and report["list_schedule_hours"] == 2
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps(scenario))
+    done = subprocess.run([CIGRI, "simulate", str(path)], check=False, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"makespan \(h\) +none: stopped at max_hours \(1 h\) before every campaign ended \(lower "
+                     r"bound [\d.]+\)\n", done.stdout), done.stdout
+
+
+def test_a_run_whose_campaign_failed_is_finished(tmp_path: Path) -> None:
+    """Tasks killed at their walltime, never resubmitted, fail their campaign: nothing is left
+    to run, so the run finished and has a makespan (only terminated campaigns counted)."""
+    report = simulate(parse_scenario(one_campaign(walltime=60, duration={"law": "constant", "seconds": 120},
+                                                  jdl={"walltime_resubmit": 0})), tmp_path)
+    assert report["tasks"] == {"failed": 1} and report["finished"] and report["makespan_hours"] == 0.0167
+
+
 @pytest.mark.slow
 def test_cigri_simulate_prints_json_and_draws_the_plot(tmp_path: Path) -> None:
     scenario = tmp_path / "scenario.json"
