@@ -672,16 +672,40 @@ def shares(grid: Grid) -> dict[str, Any]:
     return result
 
 
+def read_scenario(path: Path) -> Any:
+    """A scenario file of ``cigri shares --scenario`` or ``cigri simulate``, parsed: both read
+    it here, so both refuse the same bad files, each with one line naming the file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise InputError(f"{path}: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise InputError(f"{path}: not valid UTF-8: {error}") from None
+    except (ValueError, RecursionError) as error:  # too deep, or an integer of too many digits
+        raise InputError(f"{path}: not valid JSON: {error}") from None
+    _refuse_non_finite(path, data)
+    return data
+
+
+def _refuse_non_finite(path: Path, data: Any) -> None:
+    """Python's json reads NaN, Infinity and 1e999, which JSON has not: NaN passes every bound a
+    schema or a check sets, and an allocation or report printed them back as invalid JSON."""
+    stack = [("scenario", data)]
+    while stack:  # not recursive: the parser takes nesting nearly as deep as the interpreter allows
+        where, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InputError(f"{path}: {where}: expected a finite number, got {json.dumps(value)}")
+        if isinstance(value, dict):
+            stack.extend((f"{where}.{key}", item) for key, item in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{index}]", item) for index, item in reversed(list(enumerate(value))))
+
+
 def shares_of_scenario(path: Path, config: Config) -> dict[str, Any]:
     """``cigri shares --scenario``: the allocation of a hypothetical grid read from a JSON file."""
     from cigri.metascheduler import allocate, fairshare
 
-    try:
-        data = json.loads(path.read_text())
-    except OSError as error:
-        raise InputError(f"{path}: {error.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise InputError(f"{path}: not valid JSON: {error}") from None
+    data = read_scenario(path)
     try:
         scenario = fairshare.scenario_from_json(data)
     except ValueError as error:

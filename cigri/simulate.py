@@ -41,10 +41,13 @@ from cigri.metascheduler import windows
 from cigri.states import CAMPAIGN_ACTIVE, TASK_OPEN, JobState, TaskState, sql_in
 
 START = 1_767_225_600.0  # 2026-01-01 00:00 UTC: every run starts at the same virtual time
-LAWS = ("constant", "lognormal", "exponential", "uniform", "gricad")
+LAWS = {"constant": ("seconds",), "lognormal": ("median", "sigma"), "exponential": ("mean",),
+        "uniform": ("min", "max"), "gricad": ()}  # each law's parameters, all required
 SCENARIO_KEYS = {"seed", "cycle_period", "max_hours", "sample_every", "clusters", "config", "campaigns", "gricad"}
 CAMPAIGN_KEYS = {"user", "tasks", "duration", "submit_hours", "type", "class", "clusters", "walltime",
                  "cores_per_task", "jdl", "count", "order"}
+GRICAD_KEYS = {"campaigns", "users", "over_hours", "max_tasks", "type"}
+CONFIG_SECTIONS = {*configuration.SECTIONS, "classes", "users"}  # cigri.toml's, but clusters
 
 
 @dataclass(frozen=True)
@@ -75,20 +78,15 @@ class Scenario:
 
 def load_scenario(path: Path) -> Scenario:
     """Read and check a scenario file; any problem is one :class:`InputError` naming the key."""
-    try:
-        data = json.loads(path.read_text())
-    except OSError as error:
-        raise InputError(f"scenario {path}: {error.strerror}") from None
-    except json.JSONDecodeError as error:
-        raise InputError(f"scenario {path}: not JSON: {error}") from None
-    return parse_scenario(data)
+    return parse_scenario(api.read_scenario(path))
 
 
 def parse_scenario(data: Any) -> Scenario:
     if not isinstance(data, dict):
         raise InputError("scenario: expected a JSON object")
     _no_unknown("scenario", data, SCENARIO_KEYS)
-    seed = _number(data, "seed", 0, int)
+    seed = _number("scenario", data, "seed", 0, int)
+    max_hours = _number("scenario", data, "max_hours", 10_000.0)
     clusters = data.get("clusters")
     if not isinstance(clusters, dict) or not clusters:
         raise InputError("scenario.clusters: expected an object of at least one cluster")
@@ -98,17 +96,18 @@ def parse_scenario(data: Any) -> Scenario:
     config = data.get("config", {})
     if not isinstance(config, dict) or "clusters" in config:
         raise InputError("scenario.config: expected an object of configuration tables (clusters go in scenario.clusters)")
+    _no_unknown("scenario.config", config, CONFIG_SECTIONS)
     rng = random.Random(seed)
     errors = random.Random(f"estimates {seed}")  # apart, so that ordering tasks leaves every run time as drawn
     plans = [plan for i, entry in enumerate(data.get("campaigns", []))
-             for plan in _campaign_plans(f"scenario.campaigns[{i}]", entry, sorted(clusters), rng, errors)]
+             for plan in _campaign_plans(f"scenario.campaigns[{i}]", entry, sorted(clusters), max_hours, rng, errors)]
     if "gricad" in data:
-        plans += _gricad_campaigns(data["gricad"], sorted(clusters), rng)
+        plans += _gricad_campaigns(data["gricad"], sorted(clusters), max_hours, rng)
     if not plans:
         raise InputError("scenario.campaigns: no campaign to simulate")
-    return Scenario(seed, _number(data, "cycle_period", 30.0, float), _number(data, "max_hours", 10_000.0, float),
-                    _number(data, "sample_every", 1, int), {n: dict(o) for n, o in clusters.items()}, config,
-                    tuple(sorted(plans, key=lambda p: p.submit_at)))
+    return Scenario(seed, _number("scenario", data, "cycle_period", 30.0, positive=True), max_hours,
+                    _number("scenario", data, "sample_every", 1, int, positive=True),
+                    {n: dict(o) for n, o in clusters.items()}, config, tuple(sorted(plans, key=lambda p: p.submit_at)))
 
 
 def _no_unknown(where: str, data: Mapping[str, Any], known: set[str]) -> None:
@@ -117,15 +116,39 @@ def _no_unknown(where: str, data: Mapping[str, Any], known: set[str]) -> None:
             raise InputError(f"{where}.{key}: unknown key (known: {', '.join(sorted(known))})")
 
 
-def _number(data: Mapping[str, Any], key: str, default: float, kind: type) -> Any:
+def _number(where: str, data: Mapping[str, Any], key: str, default: float, kind: type = float,
+             least: float = 0.0, positive: bool = False) -> Any:
+    """``data[key]`` (``default`` if absent) as a finite ``kind`` of at least ``least`` (above
+    it if ``positive``). Every number of the scenario's own keys goes through here (the cluster
+    and config tables are the configuration's to check): NaN passes every comparison, and a
+    negative duration or submission window ran as if it were valid."""
     value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)) \
-            or value < 0 or (key in ("cycle_period", "sample_every") and value <= 0):
-        raise InputError(f"scenario.{key}: expected a {'positive ' if key != 'seed' else ''}{kind.__name__}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int if kind is int else (int, float)) \
+            or (isinstance(value, float) and not math.isfinite(value)) or value < least \
+            or (positive and value == least):
+        bound = f"{'>' if positive else '>='} {least:g}"
+        raise InputError(f"{where}.{key}: expected {'an integer' if kind is int else 'a number'} {bound}, "
+                         f"got {value!r}")
     return kind(value)
 
 
-def _campaign_plans(where: str, entry: Any, clusters: list[str], rng: random.Random,
+def _submission(where: str, data: Mapping[str, Any], key: str, default: float, max_hours: float) -> float:
+    """Hours into the run: past ``max_hours`` the run would end before the submission."""
+    hours: float = _number(where, data, key, default)
+    if hours > max_hours:
+        raise InputError(f"{where}.{key}: {hours:g} is past max_hours ({max_hours:g}): the run would end "
+                         "before the submission")
+    return hours
+
+
+def _job_type(where: str, data: Mapping[str, Any]) -> str:
+    kind = data.get("type", "best-effort")
+    if kind not in windows.TYPES:
+        raise InputError(f"{where}.type: expected one of {', '.join(windows.TYPES)}, got {kind!r}")
+    return str(kind)
+
+
+def _campaign_plans(where: str, entry: Any, clusters: list[str], max_hours: float, rng: random.Random,
                     errors: random.Random) -> list[CampaignPlan]:
     if not isinstance(entry, dict):
         raise InputError(f"{where}: expected an object")
@@ -133,34 +156,24 @@ def _campaign_plans(where: str, entry: Any, clusters: list[str], rng: random.Ran
     for key in ("user", "tasks"):
         if key not in entry:
             raise InputError(f"{where}.{key}: required")
-    tasks, count = entry["tasks"], entry.get("count", 1)
-    if not isinstance(tasks, int) or isinstance(tasks, bool) or tasks < 1:
-        raise InputError(f"{where}.tasks: expected a positive integer, got {tasks!r}")
-    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-        raise InputError(f"{where}.count: expected a positive integer, got {count!r}")
+    tasks, count = _number(where, entry, "tasks", 1, int, 1), _number(where, entry, "count", 1, int, 1)
     named = entry.get("clusters", clusters)
     if not isinstance(named, list) or not named or any(c not in clusters for c in named):
         raise InputError(f"{where}.clusters: expected a list of the scenario's clusters, got {named!r}")
-    submit = entry.get("submit_hours", 0)
-    if isinstance(submit, bool) or not isinstance(submit, (int, float)) or submit < 0:
-        raise InputError(f"{where}.submit_hours: expected a number >= 0, got {submit!r}")
-    kind = entry.get("type", "best-effort")
-    if kind not in windows.TYPES:
-        raise InputError(f"{where}.type: expected one of {', '.join(windows.TYPES)}, got {kind!r}")
+    submit = _submission(where, entry, "submit_hours", 0, max_hours)
+    kind = _job_type(where, entry)
     extra = entry.get("jdl", {})
     if not isinstance(extra, dict):
         raise InputError(f"{where}.jdl: expected an object of JDL keys")
-    cores = entry.get("cores_per_task", 1)
-    if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
-        raise InputError(f"{where}.cores_per_task: expected a positive integer, got {cores!r}")
+    cores = _number(where, entry, "cores_per_task", 1, int, 1)
     law = entry.get("duration", {"law": "constant", "seconds": 60})
     order = entry.get("order", "drawn")
     if order == "drawn":
         error_sigma = None
     elif order == "longest_first":
         error_sigma = 0.0
-    elif isinstance(order, dict) and list(order) == ["longest_first"] and _non_negative(order["longest_first"]):
-        error_sigma = float(order["longest_first"])
+    elif isinstance(order, dict) and list(order) == ["longest_first"]:
+        error_sigma = _number(f"{where}.order", order, "longest_first", 0.0)
     else:
         raise InputError(f"{where}.order: expected \"drawn\", \"longest_first\" or {{\"longest_first\": "
                          f"error sigma >= 0}}, got {order!r}")
@@ -170,16 +183,13 @@ def _campaign_plans(where: str, entry: Any, clusters: list[str], rng: random.Ran
         if error_sigma is not None:
             durations = longest_first(durations, error_sigma, errors)
         jdl = {"clusters": {name: {} for name in named}, "type": kind, "resources": f"core={cores}",
-               "walltime": int(entry.get("walltime", max(60, math.ceil(max(durations) * 2)))), **extra}
+               "walltime": _number(where, entry, "walltime", max(60, math.ceil(max(durations) * 2)), int, 1),
+               **extra}
         if "class" in entry:
             jdl["class"] = entry["class"]
-        plans.append(CampaignPlan(str(entry["user"]), durations, float(submit) * 3600, jdl,
+        plans.append(CampaignPlan(str(entry["user"]), durations, submit * 3600, jdl,
                                   None if entry.get("class") is None else str(entry["class"]), cores))
     return plans
-
-
-def _non_negative(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < math.inf
 
 
 def longest_first(durations: tuple[float, ...], error_sigma: float, rng: random.Random) -> tuple[float, ...]:
@@ -195,42 +205,47 @@ def draw_durations(where: str, law: Any, count: int, rng: random.Random) -> list
     """``count`` task run times (seconds) from one of :data:`LAWS`."""
     if not isinstance(law, dict) or law.get("law") not in LAWS:
         raise InputError(f"{where}.law: expected one of {', '.join(LAWS)}, got {law!r}")
-    try:
-        name = law["law"]
-        if name == "constant":
-            return [float(law["seconds"])] * count
-        if name == "lognormal":
-            return [lognormal(rng, float(law["median"]), float(law["sigma"])) for _ in range(count)]
-        if name == "exponential":
-            return [max(1.0, rng.expovariate(1 / float(law["mean"]))) for _ in range(count)]
-        if name == "uniform":
-            return [rng.uniform(float(law["min"]), float(law["max"])) for _ in range(count)]
-        return [lognormal(rng, GRICAD_MEDIAN_SECONDS, GRICAD_SIGMA) for _ in range(count)]
-    except KeyError as missing:
-        raise InputError(f"{where}.{missing.args[0]}: required by law {law['law']!r}") from None
-    except (TypeError, ValueError):
-        raise InputError(f"{where}: bad parameters for law {law['law']!r}: {law!r}") from None
+    name = law["law"]
+    _no_unknown(where, law, {"law", *LAWS[name]})
+    for key in LAWS[name]:
+        if key not in law:
+            raise InputError(f"{where}.{key}: required by law {name!r}")
+    if name == "constant":
+        return [_number(where, law, "seconds", 0.0)] * count
+    if name == "lognormal":
+        median, sigma = _number(where, law, "median", 0.0, positive=True), _number(where, law, "sigma", 0.0)
+        return [lognormal(rng, median, sigma) for _ in range(count)]
+    if name == "exponential":
+        mean = _number(where, law, "mean", 0.0, positive=True)
+        return [max(1.0, rng.expovariate(1 / mean)) for _ in range(count)]
+    if name == "uniform":
+        low = _number(where, law, "min", 0.0)
+        high = _number(where, law, "max", 0.0, least=low)
+        return [rng.uniform(low, high) for _ in range(count)]
+    return [lognormal(rng, GRICAD_MEDIAN_SECONDS, GRICAD_SIGMA) for _ in range(count)]
 
 
-def _gricad_campaigns(spec: Any, clusters: list[str], rng: random.Random) -> list[CampaignPlan]:
+def _gricad_campaigns(spec: Any, clusters: list[str], max_hours: float, rng: random.Random) -> list[CampaignPlan]:
     """Campaigns drawn by the Gricad recipe (anchors §1): the number of tasks is log-normal with
     median 81 and p95 about 13,000; each campaign draws its own median run time (the median of
     campaign means is about 560 s); tasks vary around it (sigma 1); submissions are uniform."""
+    where = "scenario.gricad"
     if not isinstance(spec, dict):
-        raise InputError("scenario.gricad: expected an object")
-    _no_unknown("scenario.gricad", spec, {"campaigns", "users", "over_hours", "max_tasks", "type"})
+        raise InputError(f"{where}: expected an object")
+    _no_unknown(where, spec, GRICAD_KEYS)
     users = spec.get("users", ["user"])
     if not isinstance(users, list) or not users:
-        raise InputError("scenario.gricad.users: expected a list of user names")
-    count, hours, cap = spec.get("campaigns", 10), spec.get("over_hours", 24), spec.get("max_tasks", 100_000)
+        raise InputError(f"{where}.users: expected a list of user names")
+    count, cap = _number(where, spec, "campaigns", 10, int, 1), _number(where, spec, "max_tasks", 100_000, int, 1)
+    hours, kind = _submission(where, spec, "over_hours", 24, max_hours), _job_type(where, spec)
     plans = []
-    for i in range(int(count)):
+    for i in range(count):
         tasks = int(min(max(1.0, rng.lognormvariate(math.log(81), 3.1)), float(cap)))
         median = lognormal(rng, 340.0, 1.5)
         durations = tuple(lognormal(rng, median, 1.0) for _ in range(tasks))
         plans.append(CampaignPlan(
-            str(users[i % len(users)]), durations, rng.uniform(0, float(hours)) * 3600,
-            {"clusters": {name: {} for name in clusters}, "type": spec.get("type", "best-effort"),
+            str(users[i % len(users)]), durations, rng.uniform(0, hours) * 3600,
+            {"clusters": {name: {} for name in clusters}, "type": kind,
              "walltime": max(60, math.ceil(max(durations) * 2))}, None))
     return plans
 
@@ -325,7 +340,10 @@ def _loop(grid: Grid, run: Run, time: clock.VirtualClock, home: Path) -> None:
                 upcoming = min(upcoming, START + waiting[0].submit_at)
             if upcoming < math.inf:
                 step = max(period, math.ceil((upcoming - time.time) / period) * period)
-        time.advance_to(time.time + step)
+        following = time.time + step
+        if time.time < end < following:  # a last cycle at max_hours: every campaign due by then is submitted
+            following = end
+        time.advance_to(following)
 
 
 def _queued_jobs(grid: Grid) -> bool:
@@ -494,22 +512,25 @@ def _report(grid: Grid, run: Run) -> dict[str, Any]:
                               (class_ideal, s.ideal_class)):
             for key, value in values.items():
                 total[key] += value * s.span / 3600
-    finished = db.execute("SELECT count(*) FROM campaigns WHERE state = 'terminated'").fetchone()[0]
+    # over: terminated, failed (some task failed) or cancelled; nothing is left to run
+    over = db.execute(f"SELECT count(*) FROM campaigns WHERE state NOT IN {sql_in(CAMPAIGN_ACTIVE)}").fetchone()[0]
+    finished = over == len(run.scenario.campaigns)  # else the run stopped at max_hours: no makespan to measure
     ends = dict(db.execute("SELECT id, finished_at FROM campaigns WHERE state = 'terminated'").fetchall())
     mape = eta_mape(run.etas, ends)
     return {
         "scenario": {"seed": run.scenario.seed, "cycle_period": run.scenario.cycle_period,
-                     "campaigns": len(run.scenario.campaigns), "tasks": sum(len(p.durations) for p in run.scenario.campaigns),
+                     "max_hours": run.scenario.max_hours, "campaigns": len(run.scenario.campaigns),
+                     "tasks": sum(len(p.durations) for p in run.scenario.campaigns),
                      "clusters": {n: o.get("cores") for n, o in run.scenario.clusters.items()}},
-        "finished": finished == len(run.scenario.campaigns),
+        "finished": finished,
         "cycles": run.cycles,
         "simulated_hours": round((clock.now() - START) / 3600, 3),
-        "makespan_hours": round(makespan / 3600, 4),
+        "makespan_hours": round(makespan / 3600, 4) if finished else None,
         "makespan_bound_hours": round(bound / 3600, 4),
-        "bound_ratio": round(bound / makespan, 4) if makespan > 0 else None,
+        "bound_ratio": round(bound / makespan, 4) if finished and makespan > 0 else None,
         "list_schedule_hours": _round(None if listed is None else listed / 3600),
-        "list_schedule_ratio": round(listed / makespan, 4) if listed is not None and makespan > 0 else None,
-        "bag_drained_hours": _round(_bag_drained(db, first)),
+        "list_schedule_ratio": round(listed / makespan, 4) if finished and listed is not None and makespan > 0 else None,
+        "bag_drained_hours": _round(_bag_drained(db, first)) if finished else None,
         "utilization": round(cigri / harvestable, 4) if harvestable else None,
         "useful_utilization": round(useful / harvestable, 4) if harvestable else None,
         "harvested_core_seconds": round(cigri),
@@ -630,6 +651,11 @@ def list_schedule(plans: tuple[CampaignPlan, ...], capacity: list[tuple[float, f
     return last
 
 
+def stopped(report: dict[str, Any]) -> str:
+    """What an unfinished run's report says instead of a makespan."""
+    return f"stopped at max_hours ({report['scenario']['max_hours']:g} h) before every campaign ended"
+
+
 def plot(report: dict[str, Any], path: Path) -> None:
     """Draw utilization and per-user shares over time (PNG or SVG, from the file's suffix)."""
     if path.suffix.lower() not in (".png", ".svg"):
@@ -649,8 +675,9 @@ def plot(report: dict[str, Any], path: Path) -> None:
     top.plot(hours, [p["harvestable"] for p in timeline], label="cores free of local jobs", linestyle="--")
     top.plot(hours, [p["waiting"] for p in timeline], label="cigri jobs waiting", linestyle=":")
     top.set_ylabel("cores / jobs")
-    top.set_title(f"utilization {report['utilization']}, makespan {report['makespan_hours']} h "
-                  f"(bound {report['makespan_bound_hours']} h)")
+    top.set_title(f"utilization {report['utilization']}, "
+                  + (f"makespan {report['makespan_hours']} h" if report["finished"] else stopped(report))
+                  + f" (bound {report['makespan_bound_hours']} h)")
     top.legend(loc="upper right", fontsize="small")
     for user in users:
         line, = bottom.plot(hours, [p["running"].get(user, 0) for p in timeline], label=user)

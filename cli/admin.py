@@ -312,13 +312,19 @@ def simulate(scenario: Path = typer.Argument(..., help="Scenario file (JSON; see
     if as_json:
         return common.print_json(report)
     share = report["share"]
+    if report["finished"]:
+        makespan = (f"{report['makespan_hours']} (lower bound {report['makespan_bound_hours']}, "
+                    f"ratio {report['bound_ratio']})")
+        listed = f"; ratio {report['list_schedule_ratio']}"
+    else:  # the figures measured against the makespan are null
+        makespan = f"none: {simulator.stopped(report)} (lower bound {report['makespan_bound_hours']})"
+        listed = ""
     common.print_table(None, ["measure", "value"], [
         ["campaigns finished", f"{report['finished']} ({report['scenario']['campaigns']} campaigns, "
                                f"{report['scenario']['tasks']} tasks)"],
-        ["makespan (h)", f"{report['makespan_hours']} (lower bound {report['makespan_bound_hours']}, "
-                         f"ratio {report['bound_ratio']})"],
+        ["makespan (h)", makespan],
         ["list schedule (h)", f"{report['list_schedule_hours']} (each task started as soon as a core is free, "
-                              f"never killed; ratio {report['list_schedule_ratio']})"],
+                              f"never killed{listed})"],
         ["utilization of free cores", f"{report['utilization']} (useful {report['useful_utilization']})"],
         ["harvested / idle core-s", f"{report['harvested_core_seconds']} / {report['idle_core_seconds']}"],
         ["kills", json.dumps(report["kills"])],

@@ -412,6 +412,24 @@ def test_shares_of_a_scenario_file_without_a_database(cigri: Cigri) -> None:
     assert bad.stdout == "" and bad.stderr.strip() == f"cigri: {path}: clusters[0].cores: -1 is less than the minimum of 0"
 
 
+def test_every_number_of_a_scenario_file_must_be_finite(cigri: Cigri) -> None:
+    """Python's json reads NaN, Infinity and 1e999: a cluster's NaN memory came back as NaN, not
+    JSON, with exit 0, and a campaign's NaN memory per task was an internal error."""
+    path = cigri.tmp / "scenario.json"
+    for text, where, value in [
+            ('{"clusters": [{"name": "c1", "cores": 8, "memory_gb": NaN}], "campaigns": []}',
+             "scenario.clusters[0].memory_gb", "NaN"),
+            ('{"clusters": [{"name": "c1", "cores": 8, "memory_gb": 16}],'
+             ' "campaigns": [{"id": 1, "user": "a", "pending": 4, "memory_gb_per_task": NaN}]}',
+             "scenario.campaigns[0].memory_gb_per_task", "NaN"),
+            ('{"clusters": [{"name": "c1", "cores": 8}],'
+             ' "campaigns": [{"id": 1, "user": "a", "pending": 4, "affinity": {"c1": 1e999}}]}',
+             "scenario.campaigns[0].affinity.c1", "Infinity")]:
+        path.write_text(text)
+        bad = cigri.run("cigri", "shares", "--scenario", str(path), "--json", expect=2)
+        assert bad.stdout == "" and bad.stderr == f"cigri: {path}: {where}: expected a finite number, got {value}\n"
+
+
 def test_shares_of_a_live_grid_with_a_blacklisted_cluster(cigri: Cigri) -> None:
     """Through the real commands: the first campaign's 2 jobs run on b when an admin blacklists
     b. They keep their place in its share, so of a's 4 cores the first gets 1 and the second 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from cigri.simulate import (
     eta_mape,
     jain,
     list_schedule,
+    load_scenario,
     parse_scenario,
     simulate,
     weighted_max_min,
@@ -313,6 +315,102 @@ def test_bad_scenarios_name_the_key() -> None:
                      ({**TWO_USERS, "speed": 2}, "speed"), ({**TWO_USERS, "cycle_period": 0}, "cycle_period")]:
         with pytest.raises(InputError, match=key):
             parse_scenario(bad)
+
+
+def one_campaign(**keys: Any) -> dict[str, Any]:
+    return {**TWO_USERS, "campaigns": [{"user": "a", "tasks": 1, **keys}]}
+
+
+GRICAD = {"clusters": TWO_USERS["clusters"], "gricad": {"campaigns": 1, "max_tasks": 2}}
+
+
+@pytest.mark.parametrize(("bad", "key"), [
+    ({**TWO_USERS, "max_hours": float("nan")}, "scenario.max_hours"),
+    ({**TWO_USERS, "max_hours": float("inf")}, "scenario.max_hours"),
+    ({**TWO_USERS, "cycle_period": float("inf")}, "scenario.cycle_period"),
+    ({**one_campaign(submit_hours=5), "max_hours": 1}, "scenario.campaigns[0].submit_hours"),
+    (one_campaign(walltime="abc"), "scenario.campaigns[0].walltime"),
+    (one_campaign(walltime=0), "scenario.campaigns[0].walltime"),
+    (one_campaign(duration={"law": "constant", "seconds": float("nan")}), "scenario.campaigns[0].duration.seconds"),
+    (one_campaign(duration={"law": "constant", "seconds": -60}), "scenario.campaigns[0].duration.seconds"),
+    (one_campaign(duration={"law": "constant", "seconds": "60"}), "scenario.campaigns[0].duration.seconds"),
+    (one_campaign(duration={"law": "constant", "seconds": 60, "mean": 1}), "scenario.campaigns[0].duration.mean"),
+    (one_campaign(duration={"law": "lognormal", "median": 0, "sigma": 1}), "scenario.campaigns[0].duration.median"),
+    (one_campaign(duration={"law": "exponential", "mean": -1}), "scenario.campaigns[0].duration.mean"),
+    (one_campaign(duration={"law": "uniform", "min": 60, "max": 30}), "scenario.campaigns[0].duration.max"),
+    ({**GRICAD, "gricad": {"campaigns": "abc"}}, "scenario.gricad.campaigns"),
+    ({**GRICAD, "gricad": {"over_hours": "x"}}, "scenario.gricad.over_hours"),
+    ({**GRICAD, "gricad": {"over_hours": -5}}, "scenario.gricad.over_hours"),
+    ({**GRICAD, "max_hours": 10, "gricad": {"over_hours": 24}}, "scenario.gricad.over_hours"),
+    ({**GRICAD, "gricad": {"max_tasks": 0}}, "scenario.gricad.max_tasks"),
+    ({**GRICAD, "gricad": {"type": "bogus"}}, "scenario.gricad.type"),
+    ({**TWO_USERS, "config": {"foo": {}}}, "scenario.config.foo"),
+])
+def test_bad_numbers_types_and_sections_name_their_key(bad: dict[str, Any], key: str) -> None:
+    """Each was an internal error, or ran: NaN passes every comparison, a negative duration
+    counted as negative work, a campaign past max_hours left nothing to report, and an empty
+    unknown config section never reached the configuration's own check."""
+    with pytest.raises(InputError, match=re.escape(key) + ": "):
+        parse_scenario(bad)
+
+
+def test_a_campaign_due_at_max_hours_is_submitted_by_a_last_cycle(tmp_path: Path) -> None:
+    """Cycles every 7 s miss the hour: the run ends with a cycle at max_hours, so the campaign
+    the scenario says is due then is submitted (the report had no submission to measure)."""
+    report = simulate(parse_scenario({**one_campaign(submit_hours=1), "cycle_period": 7, "max_hours": 1}), tmp_path)
+    assert report["scenario"]["campaigns"] == 1 and sum(report["tasks"].values()) == 1
+
+
+@pytest.mark.parametrize("command", [["simulate"], ["shares", "--scenario"]])
+def test_a_scenario_file_not_in_utf8_is_one_line_naming_it(tmp_path: Path, command: list[str]) -> None:
+    """``cigri simulate`` failed with an internal UnicodeDecodeError; both commands now read
+    scenario files through one reader."""
+    path = tmp_path / "latin1.json"
+    path.write_bytes('{"clusters": {"c1": {"cores": 4}}, "campaigns": [{"user": "\u00e9", "tasks": 1}]}'
+                     .encode("latin-1"))
+    done = subprocess.run([CIGRI, *command, str(path)], check=False, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path)})
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith(f"cigri: {path}: not valid UTF-8: ") and done.stderr.count("\n") == 1
+
+
+def test_a_scenario_file_with_a_number_that_is_not_finite_is_refused(tmp_path: Path) -> None:
+    """NaN passes every comparison: ``max_hours`` NaN was an internal error; the numbers passed
+    on to the configuration are refused alike, each naming its path."""
+    path = tmp_path / "scenario.json"
+    for text, where in [('{"max_hours": NaN, "clusters": {"c1": {"cores": 4}}}', "scenario.max_hours"),
+                        ('{"clusters": {"c1": {"cores": 4}}, "config": {"users": {"a": {"affinity": {"c1": Infinity}}}}}',
+                         "scenario.config.users.a.affinity.c1")]:
+        path.write_text(text)
+        with pytest.raises(InputError, match=re.escape(f"{path}: {where}: expected a finite number")):
+            load_scenario(path)
+
+
+def test_a_run_stopped_at_max_hours_reports_no_makespan(tmp_path: Path) -> None:
+    """``bench/scenarios/long_tasks.json`` stopped at 3 h read "makespan 3.0083 (lower bound
+    33.49, ratio 11.13)", as if it had finished: what is measured against the end of the work
+    is null until every campaign is over, and the text says where the run stopped."""
+    scenario = {"seed": 1, "cycle_period": 60, "max_hours": 1, "clusters": {"c1": {"cores": 1}},
+                "campaigns": [{"user": "a", "tasks": 2, "duration": {"law": "constant", "seconds": 3600}}]}
+    report = simulate(parse_scenario(scenario), tmp_path)
+    assert not report["finished"] and report["tasks"] == {"terminated": 1, "running": 1}
+    assert [report[key] for key in ("makespan_hours", "bound_ratio", "list_schedule_ratio", "bag_drained_hours")] \
+        == [None] * 4
+    assert report["makespan_bound_hours"] >= 1 and report["list_schedule_hours"] == 2
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps(scenario))
+    done = subprocess.run([CIGRI, "simulate", str(path)], check=False, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"makespan \(h\) +none: stopped at max_hours \(1 h\) before every campaign ended \(lower "
+                     r"bound [\d.]+\)\n", done.stdout), done.stdout
+
+
+def test_a_run_whose_campaign_failed_is_finished(tmp_path: Path) -> None:
+    """Tasks killed at their walltime, never resubmitted, fail their campaign: nothing is left
+    to run, so the run finished and has a makespan (only terminated campaigns counted)."""
+    report = simulate(parse_scenario(one_campaign(walltime=60, duration={"law": "constant", "seconds": 120},
+                                                  jdl={"walltime_resubmit": 0})), tmp_path)
+    assert report["tasks"] == {"failed": 1} and report["finished"] and report["makespan_hours"] == 0.0167
 
 
 @pytest.mark.slow
