@@ -236,14 +236,16 @@ def _coerce(key: str, value: Any, kind: type) -> Any:
 
 
 def _from_env_text(key: str, text: str, kind: type) -> Any:
+    """An environment variable's text read as the declared type, then checked as a TOML value is."""
     if kind is bool:
         if text.lower() not in ("true", "false", "1", "0"):
             raise ConfigError(f"{key}: expected true or false, got {text!r}")
         return text.lower() in ("true", "1")
     try:
-        return kind(text) if kind is not str else text
+        value = kind(text) if kind is not str else text
     except ValueError:
         raise ConfigError(f"{key}: expected {kind.__name__}, got {text!r}") from None
+    return _coerce(key, value, kind)
 
 
 def _field_types(cls: type) -> dict[str, type]:

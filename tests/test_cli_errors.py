@@ -49,6 +49,14 @@ def test_an_expected_error_keeps_its_own_line_and_status(cigri: Cigri) -> None:
     assert result.stderr.splitlines() == ["gridstat: CIGRI_CYCLE_PERIOD: expected float, got 'soon'"]
 
 
+def test_a_non_finite_environment_value_is_refused_before_anything_is_written(cigri: Cigri) -> None:
+    """nan in the tap factor once made every cycle fail converting the tap to an integer."""
+    cigri.env.update(CIGRI_RUNNER_JOB_RATIO="cigri_tap", CIGRI_RUNNER_TAP_FACTOR="nan")
+    result = cigri.run("cigri", "cycle", expect=2)
+    assert result.stderr.splitlines() == ["cigri: CIGRI_RUNNER_TAP_FACTOR: expected a finite number, got nan"]
+    assert not cigri.home.exists()
+
+
 def test_a_database_error_is_one_line(cigri: Cigri) -> None:
     cigri.run("cigri", "db", "init")
     (cigri.home / "cigri.db").write_bytes(b"this is not a database file, not at all" * 100)

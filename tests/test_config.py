@@ -147,8 +147,14 @@ def test_bad_file_names_the_key(files: dict[str, Path], tmp_path: Path, text: st
     ("CIGRI_CYCLE_PERIOD", "abc", "CIGRI_CYCLE_PERIOD"),
     ("CIGRI_MAX_RESUBMIT", "1.5", "CIGRI_MAX_RESUBMIT"),
     ("CIGRI_RUNNER_TAP_INITIAL", "many", "CIGRI_RUNNER_TAP_INITIAL"),
-    ("CIGRI_CYCLE_PERIOD", "nan", "cigri.cycle_period"),  # the right type, a bad value
-    ("CIGRI_DEFAULT_WALLTIME", "soon", "cigri.default_walltime"),
+    ("CIGRI_CYCLE_PERIOD", "nan", "CIGRI_CYCLE_PERIOD"),  # a float, but nan slips past every comparison
+    ("CIGRI_RUNNER_TAP_FACTOR", "nan", "CIGRI_RUNNER_TAP_FACTOR"),
+    ("CIGRI_RUNNER_PENALTY_HALF_LIFE", "inf", "CIGRI_RUNNER_PENALTY_HALF_LIFE"),  # inf past every bound
+    ("CIGRI_STUCK_DELAY", "inf", "CIGRI_STUCK_DELAY"),
+    ("CIGRI_AUTOFIX_DELAY", "inf", "CIGRI_AUTOFIX_DELAY"),
+    ("CIGRI_RUNNER_FLOOD_GRACE", "inf", "CIGRI_RUNNER_FLOOD_GRACE"),
+    ("CIGRI_NOTIFY_TIMEOUT", "-inf", "CIGRI_NOTIFY_TIMEOUT"),
+    ("CIGRI_DEFAULT_WALLTIME", "soon", "cigri.default_walltime"),  # the right type, a bad value
 ])
 def test_bad_environment_names_the_variable(files: dict[str, Path], tmp_path: Path,
                                             variable: str, value: str, named: str) -> None:
