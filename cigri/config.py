@@ -258,6 +258,8 @@ def _read_file(path: Path) -> dict[str, Any]:
             return tomllib.load(handle)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: {error}") from None
+    except UnicodeDecodeError as error:  # TOML is UTF-8; a Latin-1 comment is enough
+        raise ConfigError(f"{path}: not UTF-8 (byte {error.object[error.start]:#04x} at offset {error.start})") from None
     except OSError as error:
         raise ConfigError(f"{path}: {error.strerror}") from None
 

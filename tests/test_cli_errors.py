@@ -57,6 +57,15 @@ def test_a_non_finite_environment_value_is_refused_before_anything_is_written(ci
     assert not cigri.home.exists()
 
 
+def test_a_configuration_file_not_in_utf8_is_one_line_naming_it(cigri: Cigri) -> None:
+    cigri.config.write_bytes(b"# Param\xe8tres\n[cigri]\ncycle_period = 30\n")  # a Latin-1 comment
+    result = cigri.run("gridstat", expect=2)
+    assert result.stderr.splitlines() == [f"gridstat: {cigri.config}: not UTF-8 (byte 0xe8 at offset 7)"]
+    assert not cigri.home.exists()
+    [check] = json.loads(cigri.run("cigri", "doctor", "--json", expect=1).stdout)
+    assert check == {"what": "configuration", "ok": False, "detail": f"{cigri.config}: not UTF-8 (byte 0xe8 at offset 7)"}
+
+
 def test_a_database_error_is_one_line(cigri: Cigri) -> None:
     cigri.run("cigri", "db", "init")
     (cigri.home / "cigri.db").write_bytes(b"this is not a database file, not at all" * 100)
