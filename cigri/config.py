@@ -340,10 +340,9 @@ def _share_value(where: str, kinds: dict[str, type], key: str, value: Any) -> An
             raise ConfigError(f"{where}: expected a list of names, got {value!r}")
         return value
     if kind is dict:
-        if not isinstance(value, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                  for v in value.values()):
+        if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a table of cluster = number, got {value!r}")
-        return {k: float(v) for k, v in value.items()}
+        return {k: _coerce(f"{where}.{k}", v, float) for k, v in value.items()}
     value = _coerce(where, value, kind)
     if kind in (int, float) and key != "priority" and value < 0:
         raise ConfigError(f"{where}: must be >= 0")

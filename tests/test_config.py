@@ -131,6 +131,10 @@ BAD_FILES = [
     ("[clusters.c]\nbackend = 'slurm'\ntransport = 'ssh'\nhost = 'h'\nuser = 'u'\nkill_grace = 5\n",
      "clusters.c.kill_grace"),  # Slurm's own KillWait gives the grace
     ("clusters = 3\n", "clusters"),
+    ("[users.root.affinity]\nlocal = nan\n", "users.root.affinity.local"),  # cigri users --json printed NaN
+    ("[users.affinity]\nlocal = -inf\n", "users.affinity.local"),
+    ("[users.root.affinity]\nlocal = 'near'\n", "users.root.affinity.local"),
+    ("[users.root]\naffinity = 3\n", "users.root.affinity"),
     ("[cigri\n", "line 1"),
 ]
 
