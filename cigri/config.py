@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields
 from datetime import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import platformdirs
 
@@ -171,7 +172,10 @@ CLUSTER_KEYS: dict[str, dict[str, type]] = {
             "stress_factor": float},
 }
 MAX_KILL_GRACE = 60.0  # seconds between SIGTERM and the kill where cigri gives the grace (OAR)
-TRANSPORT_NEEDS = {"ssh": ("host", "user"), "rest": ("base_url",)}
+TRANSPORT_NEEDS: dict[str, dict[str, tuple[str, ...]]] = {  # the keys each backend cannot open a transport without
+    "slurm": {"ssh": ("host", "user"), "rest": ("base_url", "user", "token_file")},
+    "oar": {"ssh": ("host", "user"), "rest": ("base_url", "user")},  # no password_file: OAR's trusted-proxy mode
+}
 FILE_KEYS = ("key_file", "known_hosts", "token_file", "password_file")  # cluster keys naming a file cigri reads
 
 
@@ -370,17 +374,33 @@ def _cluster_configs(clusters: dict[str, dict[str, Any]]) -> tuple[ClusterConfig
                 raise ConfigError(f"clusters.{name}.kill_grace: must be <= {MAX_KILL_GRACE:g} seconds")
             if key == "job_ratio" and value not in JOB_RATIOS:
                 raise ConfigError(f"clusters.{name}.job_ratio: expected one of {', '.join(JOB_RATIOS)}, got {value!r}")
+            if key == "base_url" and not _is_http_url(value):
+                raise ConfigError(f"clusters.{name}.base_url: expected an http:// or https:// URL, got {value!r}")
             if key in FILE_KEYS:  # read by cigri, on this machine: paramiko and open() do not expand ~
                 table[key] = os.path.expanduser(value)
-        if backend not in ("local", "sim"):
+        if backend in TRANSPORT_NEEDS:
             transport = table.get("transport")
-            if transport not in TRANSPORT_NEEDS:
+            if transport not in TRANSPORT_NEEDS[backend]:
                 raise ConfigError(f"clusters.{name}.transport: expected 'ssh' or 'rest', got {transport!r}")
-            for key in TRANSPORT_NEEDS[transport]:
+            for key in TRANSPORT_NEEDS[backend][transport]:
                 if key not in table:
-                    raise ConfigError(f"clusters.{name}.{key}: required with transport {transport!r}")
+                    raise ConfigError(f"clusters.{name}.{key}: required with backend {backend!r} and "
+                                      f"transport {transport!r}")
+        if backend == "sim":
+            from cigri.backends.sim import check  # the world's own checks; not imported for real clusters
+
+            check(name, table)
         result.append(ClusterConfig(name, backend, table))
     return tuple(result)
+
+
+def _is_http_url(text: str) -> bool:
+    """Whether ``text`` is an absolute http(s) URL with a host and, if it says one, a valid port."""
+    try:
+        url = urlsplit(text)
+        return url.scheme in ("http", "https") and bool(url.hostname) and url.port != 0  # .port: ValueError if bad
+    except ValueError:
+        return False
 
 
 def load(overrides: dict[str, Any] | None = None, environ: dict[str, str] | None = None,

@@ -66,6 +66,22 @@ def test_a_configuration_file_not_in_utf8_is_one_line_naming_it(cigri: Cigri) ->
     assert check == {"what": "configuration", "ok": False, "detail": f"{cigri.config}: not UTF-8 (byte 0xe8 at offset 7)"}
 
 
+def test_a_cluster_missing_what_its_transport_needs_is_not_added(cigri: Cigri) -> None:
+    """It used to be added, then every cycle failed to open it until it was blacklisted."""
+    cigri.run("cigri", "db", "init")
+    result = cigri.run("cigri", "cluster", "add", "foo", "--backend", "slurm", "-o", "transport=rest",
+                       "-o", "base_url=notaurl", expect=2)
+    assert result.stderr.splitlines() == [
+        "cigri: clusters.foo.base_url: expected an http:// or https:// URL, got 'notaurl'"]
+    result = cigri.run("cigri", "cluster", "add", "foo", "--backend", "slurm", "-o", "transport=rest",
+                       "-o", "base_url=https://slurm:6820", "-o", "user=u", expect=2)
+    assert result.stderr.splitlines() == [
+        "cigri: clusters.foo.token_file: required with backend 'slurm' and transport 'rest'"]
+    result = cigri.run("cigri", "cluster", "add", "foo", "--backend", "sim", "-o", "cores=0", expect=2)
+    assert result.stderr.splitlines() == ["cigri: clusters.foo.cores: a sim cluster needs at least one core"]
+    assert [c["name"] for c in cigri.json("cigri", "cluster", "list")] == ["local"]
+
+
 def test_a_database_error_is_one_line(cigri: Cigri) -> None:
     cigri.run("cigri", "db", "init")
     (cigri.home / "cigri.db").write_bytes(b"this is not a database file, not at all" * 100)
