@@ -13,7 +13,7 @@ import typer
 from cigri import api, db
 from cigri import config as configuration
 from cigri.cli import common
-from cigri.cycle import run_cycle
+from cigri.cycle import run_logged
 from cigri.daemon import run_daemon
 from cigri.doctor import diagnose
 from cigri.errors import InputError
@@ -48,10 +48,10 @@ def _grid():
 @app.command()
 @common.errors_to_exit
 def cycle(as_json: bool = typer.Option(False, "--json", help="Print the cycle report as JSON.")) -> None:
-    """Run exactly one scheduling cycle and exit (for cron); exit 1 if another cycle runs."""
+    """Run exactly one scheduling cycle and exit (for cron); log to {log_dir}/cigri.log; exit 1 if it fails or another cycle runs."""
     grid = _grid()
     common.log_to_file(grid.config.log_path / "cigri.log", grid.config.settings)
-    report = run_cycle(grid)
+    report = run_logged(grid)
     if as_json:
         common.print_json(report.__dict__)
     else:

@@ -133,6 +133,17 @@ def test_the_daemon_survives_a_failing_cycle(cigri: Cigri) -> None:
     assert "Traceback" in log.read_text()
 
 
+def test_a_failing_cron_cycle_is_logged_with_its_traceback_in_the_file_only(cigri: Cigri) -> None:
+    """README, Operations: cigri cycle logs to the file as the daemon does; stderr stays brief."""
+    _break_a_cluster_row(cigri)
+    result = cigri.run("cigri", "cycle", expect=1)
+    assert "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1].startswith("cigri: internal error: JSONDecodeError: ")
+    logged = (cigri.home / "log" / "cigri.log").read_text()
+    assert "cigri.cycle ERROR cycle failed\nTraceback (most recent call last)" in logged
+    assert "JSONDecodeError: Expecting property name" in logged
+
+
 @pytest.mark.parametrize("period", ["0", "-1", "nan", "inf"])
 def test_a_bad_daemon_period_is_one_line_naming_the_flag(cigri: Cigri, period: str) -> None:
     result = cigri.run("cigri", "daemon", "--period", period, "--cycles", "1", expect=2)
