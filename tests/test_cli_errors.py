@@ -82,6 +82,18 @@ def test_a_cluster_missing_what_its_transport_needs_is_not_added(cigri: Cigri) -
     assert [c["name"] for c in cigri.json("cigri", "cluster", "list")] == ["local"]
 
 
+def test_a_directory_that_cannot_be_created_is_one_line_naming_it(cigri: Cigri) -> None:
+    """Like a database error, a home, spool or log directory in the way is the environment, not a bug."""
+    cigri.home.mkdir()
+    (cigri.home / "spool").write_text("")  # a regular file where the spool goes
+    result = cigri.run("gridstat", expect=1)
+    assert result.stderr.splitlines() == [f"gridstat: cannot create directory {cigri.home / 'spool'}: File exists"]
+    (cigri.tmp / "file").write_text("")
+    result = cigri.run("cigri", "--home", str(cigri.tmp / "file" / "home"), "db", "init", expect=1)
+    assert result.stderr.splitlines() == [f"cigri: cannot create directory {cigri.tmp / 'file' / 'home'}: Not a directory"]
+    assert not (cigri.home / "cigri.db").exists()
+
+
 def test_a_database_error_is_one_line(cigri: Cigri) -> None:
     cigri.run("cigri", "db", "init")
     (cigri.home / "cigri.db").write_bytes(b"this is not a database file, not at all" * 100)
