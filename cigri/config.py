@@ -25,6 +25,7 @@ from cigri.errors import ConfigError
 
 SYSTEM_FILE = Path("/etc/cigri/cigri.toml")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+PATH_KEYS = ("home", "database", "spool", "log_dir")  # empty in a file: derived (see _with_paths)
 CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 USER_FILE = Path(platformdirs.user_config_dir("cigri")) / "cigri.toml"
 
@@ -424,6 +425,8 @@ def load(overrides: dict[str, Any] | None = None, environ: dict[str, str] | None
         prefix = "CIGRI_" if section == "cigri" else f"CIGRI_{section.upper()}_"
         for key, kind in _field_types(cls).items():
             text = env.get(prefix + key.upper())
+            if text == "" and section == "cigri" and key in PATH_KEYS:  # it would silently mean the default
+                raise ConfigError(f"{prefix + key.upper()}: must not be empty (unset it for the default)")
             if text is not None:
                 values[section][key] = _from_env_text(prefix + key.upper(), text, kind)
     layer: dict[str, dict[str, Any]] = {}

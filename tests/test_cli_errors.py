@@ -160,3 +160,24 @@ def test_a_failing_cron_cycle_is_logged_with_its_traceback_in_the_file_only(cigr
 def test_a_bad_daemon_period_is_one_line_naming_the_flag(cigri: Cigri, period: str) -> None:
     result = cigri.run("cigri", "daemon", "--period", period, "--cycles", "1", expect=2)
     assert result.stderr.splitlines() == ["cigri: --period: must be > 0 and finite"]
+
+
+@pytest.mark.parametrize(("argv", "line"), [
+    (["daemon", "--cycles", "-1"], "--cycles: must be >= 1"),  # ran nothing and exited 0
+    (["daemon", "--cycles", "0"], "--cycles: must be >= 1"),
+    (["cluster", "test", "local", "--timeout", "-5"], "--timeout: must be > 0 and finite"),  # submitted a job first
+    (["cluster", "test", "local", "--timeout", "nan"], "--timeout: must be > 0 and finite"),
+    (["--home", "", "db", "path"], "--home: must not be empty"),  # read as the current directory
+])
+def test_a_bad_argument_is_refused_before_anything_is_done(cigri: Cigri, argv: list[str], line: str) -> None:
+    result = cigri.run("cigri", *argv, expect=2)
+    assert result.stderr.splitlines() == [f"cigri: {line}"]
+    assert result.stdout == ""
+    assert not cigri.home.exists()
+
+
+def test_an_empty_cigri_home_is_refused(cigri: Cigri) -> None:
+    """An empty variable (a typo'd $VAR) used to mean the default home without a word."""
+    cigri.env["CIGRI_HOME"] = ""
+    result = cigri.run("gridstat", expect=2)
+    assert result.stderr.splitlines() == ["gridstat: CIGRI_HOME: must not be empty (unset it for the default)"]

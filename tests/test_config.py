@@ -180,6 +180,8 @@ def test_bad_file_names_the_key(files: dict[str, Path], tmp_path: Path, text: st
     ("CIGRI_RUNNER_FLOOD_GRACE", "inf", "CIGRI_RUNNER_FLOOD_GRACE"),
     ("CIGRI_NOTIFY_TIMEOUT", "-inf", "CIGRI_NOTIFY_TIMEOUT"),
     ("CIGRI_DEFAULT_WALLTIME", "soon", "cigri.default_walltime"),  # the right type, a bad value
+    ("CIGRI_HOME", "", "CIGRI_HOME"),  # empty would silently mean the default
+    ("CIGRI_DATABASE", "", "CIGRI_DATABASE"),
 ])
 def test_bad_environment_names_the_variable(files: dict[str, Path], tmp_path: Path,
                                             variable: str, value: str, named: str) -> None:
