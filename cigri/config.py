@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields
 from datetime import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import platformdirs
 
@@ -24,6 +25,7 @@ from cigri.errors import ConfigError
 
 SYSTEM_FILE = Path("/etc/cigri/cigri.toml")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+PATH_KEYS = ("home", "database", "spool", "log_dir")  # empty in a file: derived (see _with_paths)
 CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 USER_FILE = Path(platformdirs.user_config_dir("cigri")) / "cigri.toml"
 
@@ -172,7 +174,10 @@ CLUSTER_KEYS: dict[str, dict[str, type]] = {
             "stress_factor": float},
 }
 MAX_KILL_GRACE = 60.0  # seconds between SIGTERM and the kill where cigri gives the grace (OAR)
-TRANSPORT_NEEDS = {"ssh": ("host", "user"), "rest": ("base_url",)}
+TRANSPORT_NEEDS: dict[str, dict[str, tuple[str, ...]]] = {  # the keys each backend cannot open a transport without
+    "slurm": {"ssh": ("host", "user"), "rest": ("base_url", "user", "token_file")},
+    "oar": {"ssh": ("host", "user"), "rest": ("base_url", "user")},  # no password_file: OAR's trusted-proxy mode
+}
 FILE_KEYS = ("key_file", "known_hosts", "token_file", "password_file")  # cluster keys naming a file cigri reads
 
 
@@ -237,14 +242,16 @@ def _coerce(key: str, value: Any, kind: type) -> Any:
 
 
 def _from_env_text(key: str, text: str, kind: type) -> Any:
+    """An environment variable's text read as the declared type, then checked as a TOML value is."""
     if kind is bool:
         if text.lower() not in ("true", "false", "1", "0"):
             raise ConfigError(f"{key}: expected true or false, got {text!r}")
         return text.lower() in ("true", "1")
     try:
-        return kind(text) if kind is not str else text
+        value = kind(text) if kind is not str else text
     except ValueError:
         raise ConfigError(f"{key}: expected {kind.__name__}, got {text!r}") from None
+    return _coerce(key, value, kind)
 
 
 def _field_types(cls: type) -> dict[str, type]:
@@ -257,6 +264,8 @@ def _read_file(path: Path) -> dict[str, Any]:
             return tomllib.load(handle)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: {error}") from None
+    except UnicodeDecodeError as error:  # TOML is UTF-8; a Latin-1 comment is enough
+        raise ConfigError(f"{path}: not UTF-8 (byte {error.object[error.start]:#04x} at offset {error.start})") from None
     except OSError as error:
         raise ConfigError(f"{path}: {error.strerror}") from None
 
@@ -337,10 +346,9 @@ def _share_value(where: str, kinds: dict[str, type], key: str, value: Any) -> An
             raise ConfigError(f"{where}: expected a list of names, got {value!r}")
         return value
     if kind is dict:
-        if not isinstance(value, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                  for v in value.values()):
+        if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a table of cluster = number, got {value!r}")
-        return {k: float(v) for k, v in value.items()}
+        return {k: _coerce(f"{where}.{k}", v, float) for k, v in value.items()}
     value = _coerce(where, value, kind)
     if kind in (int, float) and key != "priority" and value < 0:
         raise ConfigError(f"{where}: must be >= 0")
@@ -368,17 +376,33 @@ def _cluster_configs(clusters: dict[str, dict[str, Any]]) -> tuple[ClusterConfig
                 raise ConfigError(f"clusters.{name}.kill_grace: must be <= {MAX_KILL_GRACE:g} seconds")
             if key == "job_ratio" and value not in JOB_RATIOS:
                 raise ConfigError(f"clusters.{name}.job_ratio: expected one of {', '.join(JOB_RATIOS)}, got {value!r}")
+            if key == "base_url" and not _is_http_url(value):
+                raise ConfigError(f"clusters.{name}.base_url: expected an http:// or https:// URL, got {value!r}")
             if key in FILE_KEYS:  # read by cigri, on this machine: paramiko and open() do not expand ~
                 table[key] = os.path.expanduser(value)
-        if backend not in ("local", "sim"):
+        if backend in TRANSPORT_NEEDS:
             transport = table.get("transport")
-            if transport not in TRANSPORT_NEEDS:
+            if transport not in TRANSPORT_NEEDS[backend]:
                 raise ConfigError(f"clusters.{name}.transport: expected 'ssh' or 'rest', got {transport!r}")
-            for key in TRANSPORT_NEEDS[transport]:
+            for key in TRANSPORT_NEEDS[backend][transport]:
                 if key not in table:
-                    raise ConfigError(f"clusters.{name}.{key}: required with transport {transport!r}")
+                    raise ConfigError(f"clusters.{name}.{key}: required with backend {backend!r} and "
+                                      f"transport {transport!r}")
+        if backend == "sim":
+            from cigri.backends.sim import check  # the world's own checks; not imported for real clusters
+
+            check(name, table)
         result.append(ClusterConfig(name, backend, table))
     return tuple(result)
+
+
+def _is_http_url(text: str) -> bool:
+    """Whether ``text`` is an absolute http(s) URL with a host and, if it says one, a valid port."""
+    try:
+        url = urlsplit(text)
+        return url.scheme in ("http", "https") and bool(url.hostname) and url.port != 0  # .port: ValueError if bad
+    except ValueError:
+        return False
 
 
 def load(overrides: dict[str, Any] | None = None, environ: dict[str, str] | None = None,
@@ -402,6 +426,8 @@ def load(overrides: dict[str, Any] | None = None, environ: dict[str, str] | None
         prefix = "CIGRI_" if section == "cigri" else f"CIGRI_{section.upper()}_"
         for key, kind in _field_types(cls).items():
             text = env.get(prefix + key.upper())
+            if text == "" and section == "cigri" and key in PATH_KEYS:  # it would silently mean the default
+                raise ConfigError(f"{prefix + key.upper()}: must not be empty (unset it for the default)")
             if text is not None:
                 values[section][key] = _from_env_text(prefix + key.upper(), text, kind)
     layer: dict[str, dict[str, Any]] = {}

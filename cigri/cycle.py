@@ -64,6 +64,18 @@ def run_cycle(grid: Grid) -> CycleReport:
         return _cycle(grid)
 
 
+def run_logged(grid: Grid) -> CycleReport:
+    """:func:`run_cycle` for the commands that run the site's cycles (``cigri cycle``, ``cigri
+    daemon``): a cycle that fails is logged with its traceback, for their log file, then raised."""
+    try:
+        return run_cycle(grid)
+    except Busy:
+        raise
+    except Exception:
+        log.exception("cycle failed")
+        raise
+
+
 def _cycle(grid: Grid) -> CycleReport:
     started = time.monotonic()
     ctx = gather(grid)

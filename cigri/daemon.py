@@ -14,7 +14,7 @@ import signal
 import threading
 from pathlib import Path
 
-from cigri.cycle import lock_path, run_cycle
+from cigri.cycle import lock_path, run_logged
 from cigri.errors import Busy
 from cigri.grid import Grid
 
@@ -54,11 +54,11 @@ def run_daemon(grid: Grid, max_cycles: int | None = None) -> int:
         log.info("daemon started, period %ss, lock %s", period, lock_path(grid))
         while not stop.is_set() and (max_cycles is None or cycles < max_cycles):
             try:
-                run_cycle(grid)
+                run_logged(grid)
             except Busy as error:
                 log.info("%s", error)
-            except Exception:  # every change is its own transaction: the next cycle starts clean
-                log.exception("cycle failed; the next one starts in %ss", period)
+            except Exception:  # logged by run_logged; every change is its own transaction: the next cycle starts clean
+                pass
             cycles += 1
             stop.wait(period)
     log.info("daemon stopped after %s cycle(s)", cycles)

@@ -12,6 +12,7 @@ from sqlite_utils import Database
 from cigri import db as database
 from cigri.backends import ClusterBackend, open_backend
 from cigri.config import Config
+from cigri.errors import CigriError
 from cigri.properties import campaign_properties
 
 
@@ -56,7 +57,10 @@ class Grid:
 def open_grid(config: Config) -> Grid:
     """Open the database and make its cluster table match the configuration."""
     for path in (config.home, config.spool_path, config.log_path):
-        Path(path).mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            Path(path).mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as error:  # the environment (a file in the way, no permission), as in database.connect
+            raise CigriError(f"cannot create directory {error.filename or path}: {error.strerror}") from None
     grid = Grid(config, database.connect(config.database_path))
     _sync_clusters(grid)
     return grid

@@ -13,7 +13,7 @@ import typer
 from cigri import api, db
 from cigri import config as configuration
 from cigri.cli import common
-from cigri.cycle import run_cycle
+from cigri.cycle import run_logged
 from cigri.daemon import run_daemon
 from cigri.doctor import diagnose
 from cigri.errors import InputError
@@ -28,14 +28,25 @@ overrides: dict[str, Any] = {}
 
 
 @app.callback()
+@common.errors_to_exit
 def options(
-    home: Optional[Path] = typer.Option(None, "--home", help="Directory holding the database, spool and logs (overrides CIGRI_HOME)."),
+    home: Optional[str] = typer.Option(None, "--home", metavar="<path>",  # a Path would read "" as "."
+                                       help="Directory holding the database, spool and logs (overrides CIGRI_HOME)."),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Log what each module does."),
     version: bool = common.VersionOption,
 ) -> None:
     if home is not None:
-        overrides["cigri.home"] = str(home)
+        if not home:
+            raise InputError("--home: must not be empty")
+        overrides["cigri.home"] = home
     common.setup_logging(verbose)
+
+
+def _positive(option: str, value: float) -> float:
+    """A duration from the command line: > 0 and finite (nan fails every comparison)."""
+    if not 0 < value < math.inf:
+        raise InputError(f"{option}: must be > 0 and finite")
+    return value
 
 
 def _grid():
@@ -48,10 +59,10 @@ def _grid():
 @app.command()
 @common.errors_to_exit
 def cycle(as_json: bool = typer.Option(False, "--json", help="Print the cycle report as JSON.")) -> None:
-    """Run exactly one scheduling cycle and exit (for cron); exit 1 if another cycle runs."""
+    """Run exactly one scheduling cycle and exit (for cron); log to {log_dir}/cigri.log; exit 1 if it fails or another cycle runs."""
     grid = _grid()
     common.log_to_file(grid.config.log_path / "cigri.log", grid.config.settings)
-    report = run_cycle(grid)
+    report = run_logged(grid)
     if as_json:
         common.print_json(report.__dict__)
     else:
@@ -64,10 +75,10 @@ def cycle(as_json: bool = typer.Option(False, "--json", help="Print the cycle re
 def daemon(period: Optional[float] = typer.Option(None, "--period", help="Seconds between cycles (default: cigri.cycle_period)."),
            cycles: Optional[int] = typer.Option(None, "--cycles", help="Stop after this many cycles.")) -> None:
     """Loop over cycles until SIGTERM or SIGINT; log to {log_dir}/cigri.log."""
+    if cycles is not None and cycles < 1:
+        raise InputError("--cycles: must be >= 1")
     if period is not None:
-        if not 0 < period < math.inf:  # also rejects nan
-            raise InputError("--period: must be > 0 and finite")
-        overrides["cigri.cycle_period"] = period  # the predictor's drain floor and flood timeout use it too
+        overrides["cigri.cycle_period"] = _positive("--period", period)  # the predictor's drain floor and flood timeout use it too
     grid = _grid()
     common.log_to_file(grid.config.log_path / "cigri.log", grid.config.settings)
     run_daemon(grid, cycles)
@@ -264,6 +275,7 @@ def cluster_test(name: str,
                  timeout: float = typer.Option(120.0, "--timeout", help="Seconds to wait for the job to end."),
                  as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
     """Submit a tiny job to a cluster and report the round trip; exit 1 if it fails."""
+    timeout = _positive("--timeout", timeout)  # before the grid opens: nothing is submitted or written
     result = api.test_cluster(_grid(), name, directory, timeout)
     if as_json:
         return common.print_json(result)

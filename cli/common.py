@@ -7,6 +7,7 @@ errors become one line and their exit status; ``CIGRI_DEBUG=1`` shows the traceb
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import logging
@@ -85,32 +86,62 @@ def _program() -> str:
 TEXT_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
 
 
+class TextFormatter(logging.Formatter):
+    """:data:`TEXT_FORMAT`; ``tracebacks=False`` (stderr without ``CIGRI_DEBUG``) ends a record's
+    line with its error's type and message instead, the traceback being the log file's."""
+
+    def __init__(self, tracebacks: bool) -> None:
+        super().__init__(TEXT_FORMAT)
+        self.tracebacks = tracebacks
+
+    def format(self, record: logging.LogRecord) -> str:
+        if self.tracebacks or record.exc_info is None:
+            return super().format(record)
+        brief = copy.copy(record)  # the record itself goes on to the log file, traceback and all
+        brief.exc_info = brief.exc_text = None
+        return f"{super().format(brief)}: {_brief(record.exc_info[1])}"
+
+
 class JSONFormatter(logging.Formatter):
-    """One JSON object per line, for log shippers: time, level, logger, message, exception."""
+    """One JSON object per line, for log shippers: time, level, logger, message, exception
+    (the traceback, or with ``tracebacks=False`` the error's type and message)."""
+
+    def __init__(self, tracebacks: bool) -> None:
+        super().__init__()
+        self.tracebacks = tracebacks
 
     def format(self, record: logging.LogRecord) -> str:
         entry = {"time": datetime.fromtimestamp(record.created).isoformat(timespec="milliseconds"),
                  "level": record.levelname.lower(), "logger": record.name, "message": record.getMessage(),
                  "pid": record.process}
         if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
+            entry["exception"] = (self.formatException(record.exc_info) if self.tracebacks
+                                  else _brief(record.exc_info[1]))
         return json.dumps(entry)
 
 
+def _brief(error: BaseException | None) -> str:
+    return f"{type(error).__name__}: {_one_line(error)}" if error is not None else "(no error)"
+
+
 def setup_logging(verbose: bool) -> None:
-    """Stderr shows warnings, INFO with ``-v``, DEBUG with ``CIGRI_DEBUG``."""
+    """Stderr shows warnings, INFO with ``-v``, DEBUG with ``CIGRI_DEBUG``; tracebacks only with
+    ``CIGRI_DEBUG``, as for a command's own error."""
     level = logging.DEBUG if os.environ.get("CIGRI_DEBUG") else logging.INFO if verbose else logging.WARNING
-    logging.basicConfig(level=level, stream=sys.stderr, format=TEXT_FORMAT)
+    logging.basicConfig(level=level, stream=sys.stderr)
+    _use_log_format("text")
 
 
-def _formatter(log_format: str) -> logging.Formatter:
-    return JSONFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
+def _formatter(log_format: str, tracebacks: bool) -> logging.Formatter:
+    return JSONFormatter(tracebacks) if log_format == "json" else TextFormatter(tracebacks)
 
 
 def _use_log_format(log_format: str) -> None:
-    """``cigri.log_format`` applies to every handler once the configuration is read."""
+    """``cigri.log_format`` applies to stderr once the configuration is read (the log file
+    is opened with it)."""
     for handler in logging.getLogger().handlers:
-        handler.setFormatter(_formatter(log_format))
+        if not isinstance(handler, logging.FileHandler):
+            handler.setFormatter(_formatter(log_format, tracebacks=bool(os.environ.get("CIGRI_DEBUG"))))
 
 
 def log_to_file(path: Path, settings: configuration.Settings) -> None:
@@ -121,7 +152,7 @@ def log_to_file(path: Path, settings: configuration.Settings) -> None:
         handler.setLevel(max(handler.level, root.level))
     level = logging.getLevelName(settings.log_level.upper())
     file_handler = logging.FileHandler(path)
-    file_handler.setFormatter(_formatter(settings.log_format))
+    file_handler.setFormatter(_formatter(settings.log_format, tracebacks=True))
     file_handler.setLevel(level)
     root.addHandler(file_handler)
     root.setLevel(min(root.level, level))

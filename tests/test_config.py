@@ -87,12 +87,20 @@ def test_a_leading_tilde_in_a_clusters_file_keys_is_the_home_of_cigri(files: dic
     files["system"].write_text('[clusters.s]\nbackend = "slurm"\ntransport = "ssh"\nhost = "h"\nuser = "u"\n'
                                'key_file = "~/.ssh/id_ed25519"\nknown_hosts = "~/.ssh/known_hosts"\n'
                                '[clusters.o]\nbackend = "oar"\ntransport = "rest"\nbase_url = "http://h/oarapi"\n'
-                               'password_file = "~/oar.secret"\n')
+                               'user = "u"\npassword_file = "~/oar.secret"\n')
     cfg = load(CIGRI_HOME=str(tmp_path))
     options = {c.name: c.options for c in cfg.clusters}
     assert options["s"]["key_file"] == str(tmp_path / "admin/.ssh/id_ed25519")
     assert options["s"]["known_hosts"] == str(tmp_path / "admin/.ssh/known_hosts")
     assert options["o"]["password_file"] == str(tmp_path / "admin/oar.secret")
+
+
+def test_rest_clusters_need_exactly_what_their_backend_reads(files: dict[str, Path], tmp_path: Path) -> None:
+    """OAR's REST API works without a password (its trusted-proxy mode): only slurmrestd needs a secret."""
+    files["system"].write_text('[clusters.o]\nbackend = "oar"\ntransport = "rest"\nbase_url = "http://h:6668/oarapi"\n'
+                               'user = "u"\n[clusters.s]\nbackend = "slurm"\ntransport = "rest"\n'
+                               'base_url = "https://[::1]:6820"\nuser = "u"\ntoken_file = "/t"\n')
+    assert [c.name for c in load(CIGRI_HOME=str(tmp_path)).clusters] == ["o", "s"]
 
 
 def test_documented_example_file_loads_with_default_values(files: dict[str, Path], tmp_path: Path) -> None:
@@ -130,7 +138,24 @@ BAD_FILES = [
      "clusters.c.kill_grace"),
     ("[clusters.c]\nbackend = 'slurm'\ntransport = 'ssh'\nhost = 'h'\nuser = 'u'\nkill_grace = 5\n",
      "clusters.c.kill_grace"),  # Slurm's own KillWait gives the grace
+    ("[clusters.c]\nbackend = 'slurm'\ntransport = 'rest'\nbase_url = 'https://h'\nuser = 'u'\n",
+     "clusters.c.token_file"),  # slurmrestd wants its JWT
+    ("[clusters.c]\nbackend = 'slurm'\ntransport = 'rest'\nbase_url = 'https://h'\ntoken_file = 't'\n",
+     "clusters.c.user"),
+    ("[clusters.c]\nbackend = 'oar'\ntransport = 'rest'\nbase_url = 'https://h'\n", "clusters.c.user"),
+    ("[clusters.c]\nbackend = 'oar'\ntransport = 'rest'\nbase_url = 'h/oarapi'\nuser = 'u'\n", "clusters.c.base_url"),
+    ("[clusters.c]\nbackend = 'oar'\ntransport = 'rest'\nbase_url = 'ftp://h'\nuser = 'u'\n", "clusters.c.base_url"),
+    ("[clusters.c]\nbackend = 'oar'\ntransport = 'rest'\nbase_url = 'http://h:x'\nuser = 'u'\n", "clusters.c.base_url"),
+    ("[clusters.c]\nbackend = 'sim'\ncores = 0\n", "clusters.c.cores"),  # the sim backend's own checks
+    ("[clusters.c]\nbackend = 'sim'\nlocal_load = 0.5\n", "clusters.c.cores"),
+    ("[clusters.c]\nbackend = 'sim'\ncores = 4\nlocal_load = 5\n", "clusters.c.local_load"),
+    ("[clusters.c]\nbackend = 'sim'\ncores = 4\nlocal_load_steps = 'garbage'\n", "clusters.c.local_load_steps"),
+    ("[clusters.c]\nbackend = 'sim'\ncores = 4\nnode_cores = 3\n", "clusters.c.node_cores"),
     ("clusters = 3\n", "clusters"),
+    ("[users.root.affinity]\nlocal = nan\n", "users.root.affinity.local"),  # cigri users --json printed NaN
+    ("[users.affinity]\nlocal = -inf\n", "users.affinity.local"),
+    ("[users.root.affinity]\nlocal = 'near'\n", "users.root.affinity.local"),
+    ("[users.root]\naffinity = 3\n", "users.root.affinity"),
     ("[cigri\n", "line 1"),
 ]
 
@@ -147,8 +172,16 @@ def test_bad_file_names_the_key(files: dict[str, Path], tmp_path: Path, text: st
     ("CIGRI_CYCLE_PERIOD", "abc", "CIGRI_CYCLE_PERIOD"),
     ("CIGRI_MAX_RESUBMIT", "1.5", "CIGRI_MAX_RESUBMIT"),
     ("CIGRI_RUNNER_TAP_INITIAL", "many", "CIGRI_RUNNER_TAP_INITIAL"),
-    ("CIGRI_CYCLE_PERIOD", "nan", "cigri.cycle_period"),  # the right type, a bad value
-    ("CIGRI_DEFAULT_WALLTIME", "soon", "cigri.default_walltime"),
+    ("CIGRI_CYCLE_PERIOD", "nan", "CIGRI_CYCLE_PERIOD"),  # a float, but nan slips past every comparison
+    ("CIGRI_RUNNER_TAP_FACTOR", "nan", "CIGRI_RUNNER_TAP_FACTOR"),
+    ("CIGRI_RUNNER_PENALTY_HALF_LIFE", "inf", "CIGRI_RUNNER_PENALTY_HALF_LIFE"),  # inf past every bound
+    ("CIGRI_STUCK_DELAY", "inf", "CIGRI_STUCK_DELAY"),
+    ("CIGRI_AUTOFIX_DELAY", "inf", "CIGRI_AUTOFIX_DELAY"),
+    ("CIGRI_RUNNER_FLOOD_GRACE", "inf", "CIGRI_RUNNER_FLOOD_GRACE"),
+    ("CIGRI_NOTIFY_TIMEOUT", "-inf", "CIGRI_NOTIFY_TIMEOUT"),
+    ("CIGRI_DEFAULT_WALLTIME", "soon", "cigri.default_walltime"),  # the right type, a bad value
+    ("CIGRI_HOME", "", "CIGRI_HOME"),  # empty would silently mean the default
+    ("CIGRI_DATABASE", "", "CIGRI_DATABASE"),
 ])
 def test_bad_environment_names_the_variable(files: dict[str, Path], tmp_path: Path,
                                             variable: str, value: str, named: str) -> None:

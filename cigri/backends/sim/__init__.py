@@ -33,7 +33,7 @@ from pathlib import Path
 
 from cigri import clock
 from cigri.backends import Capacity, JobSpec, RemoteJob, RemoteState
-from cigri.backends.sim.world import Job, NodeWorld, World, read_trace
+from cigri.backends.sim.world import Job, NodeWorld, World, node_count, read_trace
 from cigri.errors import ConfigError, SubmissionRefused, SubmitLimitReached
 
 _STATES = {
@@ -57,9 +57,8 @@ class SimBackend:
 
     def __init__(self, name: str, options: dict[str, object]) -> None:
         self.name = name
-        cores = int(options.get("cores", 0))  # type: ignore[call-overload]
-        if cores < 1:
-            raise ConfigError(f"cluster {name}: cores: a sim cluster needs at least one core")
+        check(name, options)
+        cores = int(options["cores"])  # type: ignore[call-overload]
         seed = int(options.get("seed", 0))  # type: ignore[call-overload]
         trace = options.get("trace")
         self.node_cores = int(options["node_cores"]) if "node_cores" in options else None  # type: ignore[call-overload]
@@ -143,6 +142,20 @@ class SimBackend:
 
     def close(self) -> None:
         return None
+
+
+def check(name: str, options: dict[str, object]) -> None:
+    """Refuse the options the cluster's world would refuse, without building it (that plays an
+    hour of local load and reads the trace): the configuration calls it when it loads."""
+    try:
+        cores = int(options.get("cores", 0))  # type: ignore[call-overload]
+        if cores < 1:
+            raise ValueError("cores: a sim cluster needs at least one core")
+        if "node_cores" in options:
+            node_count(cores, int(options["node_cores"]))  # type: ignore[call-overload]
+        load_steps(options)
+    except ValueError as error:
+        raise ConfigError(f"clusters.{name}.{error}") from None
 
 
 def load_steps(options: dict[str, object]) -> list[tuple[float, float]]:

@@ -301,9 +301,7 @@ class NodeWorld(World):
     nodes: list[Node] = field(init=False)
 
     def __post_init__(self) -> None:
-        if self.node_cores < 1 or self.cores % self.node_cores:
-            raise ValueError(f"node_cores: {self.node_cores} does not divide the {self.cores} cores into nodes")
-        count = self.cores // self.node_cores
+        count = node_count(self.cores, self.node_cores)
         self.node_memory_gb = self.memory_gb / count if self.memory_gb else math.inf
         self.nodes = [Node(index, self.node_cores, self.node_memory_gb) for index in range(count)]
         super().__post_init__()
@@ -385,6 +383,13 @@ class NodeWorld(World):
                 node.jobs[job.id] = job
             else:
                 del node.jobs[job.id]
+
+
+def node_count(cores: int, node_cores: int) -> int:
+    """How many nodes of ``node_cores`` make the ``cores``; a ValueError when they cannot."""
+    if node_cores < 1 or cores % node_cores:
+        raise ValueError(f"node_cores: {node_cores} does not divide the {cores} cores into nodes")
+    return cores // node_cores
 
 
 def read_trace(path: Path) -> deque[tuple[float, int, float]]:
