@@ -6,7 +6,7 @@ import json
 import math
 import sqlite3
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +22,7 @@ from cigri.grid import Grid
 from cigri.users import acting_user, is_admin, require_admin
 from cigri.jdl import iter_params, parse_jdl
 from cigri.jdl.params import describe, param_rows
-from cigri.jdl.parser import ParamSource, cluster_keys
+from cigri.jdl.parser import CampaignSpec, ParamSource, cluster_keys
 from cigri.states import (CAMPAIGN_ACTIVE, JOB_ACTIVE, TASK_OPEN, CampaignState, JobState, KillReason, TaskState,
                           sql_in)
 
@@ -39,34 +39,60 @@ def current_user() -> str:
 
 # --- submission -------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class JDLText:
+    """A JDL as read, with what it is resolved against: the directory of its relative
+    ``param_file`` and the name its errors give it."""
+
+    text: str
+    base_dir: Path
+    source: str = "JDL"
+
+
 def submit(grid: Grid, jdl_text: str, *, base_dir: Path, user: str, source: str = "JDL") -> tuple[int, int]:
     """Create a campaign and all its tasks in one transaction; return (campaign id, tasks)."""
-    clusters = grid.cluster_ids()
-    settings = grid.config.settings
-    spec = parse_jdl(jdl_text, known_clusters=grid.cluster_backends(), user=user, base_dir=base_dir,
-                     default_walltime=settings.default_walltime,
-                     default_resources=settings.default_resources, source=source,
-                     classes=grid.config.class_users(), default_class=grid.config.default_class())
+    return submit_all(grid, [JDLText(jdl_text, base_dir, source)], user=user)[0]
+
+
+def submit_all(grid: Grid, jdls: Sequence[JDLText], *, user: str) -> list[tuple[int, int]]:
+    """Create several campaigns in one transaction, all or none: every JDL is validated before
+    any row is written, and a problem found while streaming a parameter file undoes them all.
+    Return (campaign id, tasks) per JDL, in order."""
+    specs = [_parse(grid, jdl, user) for jdl in jdls]
     with _ingest(grid) as conn:
-        campaign_id = conn.execute(
-            "INSERT INTO campaigns(name, user, state, jobs_type, jdl, submitted_at, class, priority) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [spec.name, user, CampaignState.IN_TREATMENT, spec.jobs_type, json.dumps(spec.document),
-             database.now(), spec.class_name, spec.priority]).lastrowid
-        assert campaign_id is not None
-        rows = []
-        for cluster, values in spec.clusters.items():
-            for key in cluster_keys():
-                if key in values:
-                    value = values[key]
-                    if isinstance(value, str):
-                        value = value.replace("{CAMPAIGN_ID}", str(campaign_id))
-                    rows.append((campaign_id, clusters[cluster], key, json.dumps(value)))
-        conn.executemany("INSERT INTO campaign_properties(campaign_id, cluster_id, name, value) "
-                         "VALUES (?, ?, ?, ?)", rows)
-        count = _insert_tasks(conn, campaign_id, spec.params)
-        if count == 0:
-            raise InputError(f"{source}: the campaign has no parameters")
+        return [_store(conn, grid, spec, user, jdl.source) for spec, jdl in zip(specs, jdls)]
+
+
+def _parse(grid: Grid, jdl: JDLText, user: str) -> CampaignSpec:
+    settings = grid.config.settings
+    return parse_jdl(jdl.text, known_clusters=grid.cluster_backends(), user=user, base_dir=jdl.base_dir,
+                     default_walltime=settings.default_walltime,
+                     default_resources=settings.default_resources, source=jdl.source,
+                     classes=grid.config.class_users(), default_class=grid.config.default_class())
+
+
+def _store(conn: sqlite3.Connection, grid: Grid, spec: CampaignSpec, user: str, source: str) -> tuple[int, int]:
+    """Write one campaign, its properties and its tasks inside the caller's transaction."""
+    clusters = grid.cluster_ids()
+    campaign_id = conn.execute(
+        "INSERT INTO campaigns(name, user, state, jobs_type, jdl, submitted_at, class, priority) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [spec.name, user, CampaignState.IN_TREATMENT, spec.jobs_type, json.dumps(spec.document),
+         database.now(), spec.class_name, spec.priority]).lastrowid
+    assert campaign_id is not None
+    rows = []
+    for cluster, values in spec.clusters.items():
+        for key in cluster_keys():
+            if key in values:
+                value = values[key]
+                if isinstance(value, str):
+                    value = value.replace("{CAMPAIGN_ID}", str(campaign_id))
+                rows.append((campaign_id, clusters[cluster], key, json.dumps(value)))
+    conn.executemany("INSERT INTO campaign_properties(campaign_id, cluster_id, name, value) "
+                     "VALUES (?, ?, ?, ?)", rows)
+    count = _insert_tasks(conn, campaign_id, spec.params)
+    if count == 0:
+        raise InputError(f"{source}: the campaign has no parameters")
     return campaign_id, count
 
 

@@ -104,3 +104,22 @@ def test_the_daemon_survives_a_failing_cycle(cigri: Cigri) -> None:
 def test_a_bad_daemon_period_is_one_line_naming_the_flag(cigri: Cigri, period: str) -> None:
     result = cigri.run("cigri", "daemon", "--period", period, "--cycles", "1", expect=2)
     assert result.stderr.splitlines() == ["cigri: --period: must be > 0 and finite"]
+
+
+def test_several_jdls_are_all_submitted_or_none(cigri: Cigri) -> None:
+    ok = cigri.jdl("ok", exec_file="/bin/true", params=["a", "b"])
+    bad = cigri.tmp / "bad.json"
+    bad.write_text('{"name": "x",')
+    cigri.run("cigri", "db", "init")
+    counts = cigri.db_counts()
+    result = cigri.run("gridsub", "-f", str(ok), "-f", str(bad), expect=2)
+    assert result.stderr.splitlines() == [f"gridsub: {bad}: not valid JSON: Expecting property name enclosed in "
+                                          "double quotes at line 1 column 14"]
+    assert cigri.db_counts() == counts
+    result = cigri.run("gridsub", "-f", "-", "-f", "-", expect=2, stdin=ok.read_text())
+    assert result.stderr.splitlines() == ["gridsub: -f -: stdin can be given only once"]
+    empty = cigri.jdl("empty", exec_file="/bin/true", params=[])  # found while storing: undoes the first
+    cigri.run("gridsub", "-f", str(ok), "-f", str(empty), expect=2)
+    assert cigri.db_counts() == counts
+    result = cigri.run("gridsub", "-f", str(ok), "-f", "-", stdin=ok.read_text())
+    assert result.stdout.splitlines() == ["Campaign number: 1", "Campaign number: 2"]
