@@ -59,11 +59,16 @@ def errors_to_exit(fn: F) -> F:
         except Exception as error:
             if os.environ.get("CIGRI_DEBUG"):
                 raise
-            for line in _error_lines(error):
-                print(f"{_program()}: {line}", file=sys.stderr)
+            print_error(error)
             raise typer.Exit(error.exit_code if isinstance(error, CigriError) else 1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def print_error(error: Exception) -> None:
+    """The error's lines on stderr, each naming the program."""
+    for line in _error_lines(error):
+        print(f"{_program()}: {line}", file=sys.stderr)
 
 
 def _error_lines(error: Exception) -> list[str]:

@@ -123,3 +123,18 @@ def test_several_jdls_are_all_submitted_or_none(cigri: Cigri) -> None:
     assert cigri.db_counts() == counts
     result = cigri.run("gridsub", "-f", str(ok), "-f", "-", stdin=ok.read_text())
     assert result.stdout.splitlines() == ["Campaign number: 1", "Campaign number: 2"]
+
+
+def test_griddel_acts_on_every_id_and_reports_each(cigri: Cigri) -> None:
+    jdl = cigri.jdl("three", exec_file="/bin/true", params=["a"])
+    first, second = cigri.submit(jdl), cigri.submit(jdl)
+    result = cigri.run("griddel", "-p", str(first), "999", str(second), expect=1)
+    assert result.stdout.splitlines() == [f"Campaign {first}: paused", f"Campaign {second}: paused"]
+    assert result.stderr.splitlines() == ["griddel: campaign 999: no such campaign"]
+    result = cigri.run("griddel", "-r", str(first), str(first), str(second), expect=1)
+    assert result.stdout.splitlines() == [f"Campaign {first}: resumed", f"Campaign {second}: resumed"]
+    assert result.stderr.splitlines() == [f"griddel: campaign {first} is in_treatment, not paused"]
+    result = cigri.run("griddel", "-j", "7", str(first), "999", str(second), expect=1)
+    assert result.stdout.splitlines() == [f"Campaign {first}: cancelled", f"Campaign {second}: cancelled"]
+    assert result.stderr.splitlines() == ["griddel: job 7: no such job", "griddel: campaign 999: no such campaign"]
+    assert {cigri.campaign_state(first), cigri.campaign_state(second)} == {"cancelled"}
