@@ -46,12 +46,19 @@ def grid(overrides: dict[str, Any] | None = None) -> Grid:
 def errors_to_exit(fn: F) -> F:
     """Turn every error into its lines on stderr and an exit status, never a traceback:
     expected errors (:class:`CigriError`) keep their own status, anything else is one
-    "internal error" line and exit 1. ``CIGRI_DEBUG=1`` lets the traceback through."""
+    "internal error" line and exit 1. ``CIGRI_DEBUG=1`` lets the traceback through. A closed
+    stdout (``| head``) ends the command quietly with status 141, as SIGPIPE ends Unix tools."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                sys.stdout.flush()  # a reader that left (``| head``) shows here, not at exit
+        except BrokenPipeError:
+            _drop_stdout()
+            raise typer.Exit(EXIT_BROKEN_PIPE) from None
         except (typer.Exit, typer.Abort, TyperException):  # the CLI's own control flow
             raise
         except KeyboardInterrupt:
@@ -63,6 +70,17 @@ def errors_to_exit(fn: F) -> F:
             raise typer.Exit(error.exit_code if isinstance(error, CigriError) else 1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+EXIT_BROKEN_PIPE = 128 + 13  # as a Unix tool killed by SIGPIPE
+
+
+def _drop_stdout() -> None:
+    """The reader of stdout is gone: what is left unwritten goes nowhere, so the final flush at
+    exit cannot fail again (the recipe of Python's ``signal`` documentation)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def print_error(error: Exception) -> None:

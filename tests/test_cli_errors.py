@@ -7,6 +7,7 @@ hand) makes ``cigri cluster list`` raise a ``JSONDecodeError`` nobody planned fo
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -138,3 +139,16 @@ def test_griddel_acts_on_every_id_and_reports_each(cigri: Cigri) -> None:
     assert result.stdout.splitlines() == [f"Campaign {first}: cancelled", f"Campaign {second}: cancelled"]
     assert result.stderr.splitlines() == ["griddel: job 7: no such job", "griddel: campaign 999: no such campaign"]
     assert {cigri.campaign_state(first), cigri.campaign_state(second)} == {"cancelled"}
+
+
+@pytest.mark.parametrize("args", [["-a"], ["-c", "1", "-f"], ["-a", "--json"]])
+def test_a_reader_that_left_ends_the_command_quietly_with_141(cigri: Cigri, args: list[str]) -> None:
+    cigri.submit(cigri.jdl("piped", exec_file="/bin/true", nb_jobs=100))
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # as `gridstat | head -0` once head has exited
+    try:
+        result = subprocess.run([str(BIN / "gridstat"), *args], env=cigri.env, cwd=cigri.tmp, stdout=write_end,
+                                stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert (result.returncode, result.stderr) == (141, "")
