@@ -103,6 +103,8 @@ def extend(grid: Grid, campaign_id: int, param_file: Path, *, user: str) -> int:
         if campaign["state"] == CampaignState.CANCELLED:
             raise Refused(f"campaign {campaign_id} is cancelled")
         count = _insert_tasks(conn, campaign_id, ParamSource(file=param_file))
+        if count == 0:  # as a submission without parameters; nor may an ended campaign reopen for none
+            raise InputError(f"{param_file}: no parameters to add")
         conn.execute("UPDATE campaigns SET state = ?, finished_at = NULL WHERE id = ? AND state IN (?, ?)",
                      [CampaignState.IN_TREATMENT, campaign_id, CampaignState.TERMINATED, CampaignState.FAILED])
     return count

@@ -152,3 +152,20 @@ def test_a_reader_that_left_ends_the_command_quietly_with_141(cigri: Cigri, args
     finally:
         os.close(write_end)
     assert (result.returncode, result.stderr) == (141, "")
+
+
+def test_adding_no_parameter_is_refused_and_leaves_an_ended_campaign_ended(cigri: Cigri) -> None:
+    jdl = cigri.jdl("ended", exec_file="/bin/true", params=["a"])
+    campaign_id = json.loads(cigri.run("gridsub", "-f", str(jdl), "--json", "--wait", "--period", "0.05").stdout)[
+        "campaign_id"]
+    before, counts = cigri.stat(campaign_id), cigri.db_counts()
+    empty = cigri.tmp / "comments.txt"
+    empty.write_text("# nothing here\n\n")
+    for path in ("/dev/null", str(empty)):
+        result = cigri.run("gridsub", "-c", str(campaign_id), "-F", path, expect=2)
+        assert result.stderr.splitlines() == [f"gridsub: {path}: no parameters to add"]
+        assert result.stdout == ""
+    after = cigri.stat(campaign_id)
+    assert before["state"] == "terminated" and before["finished_at"] is not None
+    assert (after["state"], after["finished_at"]) == (before["state"], before["finished_at"])
+    assert cigri.db_counts() == counts
