@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from cigri import bag, cluster_caps
 from cigri import db as database
@@ -483,6 +484,9 @@ def subscribe(grid: Grid, *, user: str, kind: str, target: str, severity: str) -
             raise InputError("webhook URL: expected http://HOST/... or https://HOST/...")
     else:
         raise InputError(f"kind: expected one of {', '.join(NOTIFY_KINDS)}, got {kind!r}")
+    if kind == "mail" and not grid.config.notify.smtp_host:  # what the notifier needs to send a mail
+        raise Refused("notify.smtp_host is not set: mail notifications cannot be sent on this grid "
+                      "(ask an admin, or subscribe a --webhook)")
     with database.write(grid.db) as conn:
         return conn.execute(
             "INSERT INTO subscriptions(user, kind, target, severity, created_at) VALUES (?, ?, ?, ?, ?) "
@@ -505,7 +509,7 @@ def subscriptions(grid: Grid, *, user: str, all_users: bool = False) -> list[dic
     """``user``'s subscriptions (an admin may ask for everyone's) with their messages' fate."""
     if all_users:
         require_admin(grid.config, user, "listing everyone's subscriptions")
-    return list(grid.db.query(
+    rows = list(grid.db.query(
         "SELECT s.id, s.user, s.kind, s.target, s.severity, s.created_at, "
         "count(o.id) FILTER (WHERE o.state = 'sent') AS sent, "
         "count(o.id) FILTER (WHERE o.state = 'pending') AS pending, "
@@ -514,6 +518,19 @@ def subscriptions(grid: Grid, *, user: str, all_users: bool = False) -> list[dic
         " ORDER BY id DESC LIMIT 1) AS last_error "
         "FROM subscriptions s LEFT JOIN outbox o ON o.subscription_id = s.id "
         f"{'' if all_users else 'WHERE s.user = ?'} GROUP BY s.id ORDER BY s.id", [] if all_users else [user]))
+    for row in rows:
+        row["target"] = shown_target(row["target"])
+    return rows
+
+
+def shown_target(target: str) -> str:
+    """A subscription's target as shown to people: the password in a webhook URL's userinfo
+    masked (``https://bot:***@host/...``), since secrets never appear in output."""
+    parts = urlsplit(target)
+    if parts.password is None:
+        return target
+    userinfo, _, host = parts.netloc.rpartition("@")
+    return target.replace(parts.netloc, f"{userinfo.split(':', 1)[0]}:***@{host}", 1)
 
 
 def clusters(grid: Grid) -> list[dict[str, Any]]:
