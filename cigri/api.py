@@ -171,9 +171,16 @@ def _refuse_duplicate_names(conn: sqlite3.Connection, campaign_id: int, source: 
 
 # --- control ------------------------------------------------------------------------------
 
+def _storable(row_id: int) -> bool:
+    """Whether SQLite can hold ``row_id`` (a 64-bit integer): a larger one names no row, and
+    binding it would raise OverflowError instead of the answer "no such ..."."""
+    return -2**63 <= row_id < 2**63
+
+
 def _owned_campaign(grid: Grid, conn: sqlite3.Connection, campaign_id: int, user: str) -> dict[str, Any]:
     """The campaign, if ``user`` may act on it: its owner or an admin; otherwise Refused (exit 1)."""
-    row = conn.execute("SELECT id, user, state FROM campaigns WHERE id = ?", [campaign_id]).fetchone()
+    row = conn.execute("SELECT id, user, state FROM campaigns WHERE id = ?", [campaign_id]).fetchone() \
+        if _storable(campaign_id) else None
     if row is None:
         raise NotFound(f"campaign {campaign_id}: no such campaign")
     if row[1] != user and not is_admin(grid.config, user):
@@ -214,7 +221,8 @@ def _move_campaign(grid: Grid, campaign_id: int, user: str, before: CampaignStat
 def cancel_job(grid: Grid, job_id: int, *, user: str) -> None:
     """Ask nikita to kill one job; its task is then cancelled, not resubmitted."""
     with database.write(grid.db) as conn:
-        row = conn.execute("SELECT campaign_id, state FROM jobs WHERE id = ?", [job_id]).fetchone()
+        row = conn.execute("SELECT campaign_id, state FROM jobs WHERE id = ?", [job_id]).fetchone() \
+            if _storable(job_id) else None
         if row is None:
             raise NotFound(f"job {job_id}: no such job")
         _owned_campaign(grid, conn, row[0], user)
@@ -237,7 +245,7 @@ def _task_counts(grid: Grid, campaign_id: int) -> dict[str, int]:
 
 
 def _campaign_row(grid: Grid, campaign_id: int) -> dict[str, Any]:
-    rows = list(grid.db.query("SELECT * FROM campaigns WHERE id = ?", [campaign_id]))
+    rows = list(grid.db.query("SELECT * FROM campaigns WHERE id = ?", [campaign_id])) if _storable(campaign_id) else []
     if not rows:
         raise NotFound(f"campaign {campaign_id}: no such campaign")
     return rows[0]
@@ -348,7 +356,7 @@ def campaign_tasks(grid: Grid, campaign_id: int) -> Iterator[dict[str, Any]]:
 def job_info(grid: Grid, job_id: int) -> dict[str, Any]:
     rows = list(grid.db.query(
         "SELECT j.*, c.name AS cluster, t.name AS task, t.param FROM jobs j JOIN clusters c ON c.id = j.cluster_id "
-        "LEFT JOIN tasks t ON t.id = j.task_id WHERE j.id = ?", [job_id]))
+        "LEFT JOIN tasks t ON t.id = j.task_id WHERE j.id = ?", [job_id])) if _storable(job_id) else []
     if not rows:
         raise NotFound(f"job {job_id}: no such job")
     return rows[0]
@@ -402,7 +410,7 @@ def events(grid: Grid, *, user: str, campaign_id: int | None = None, global_only
 
 def event(grid: Grid, event_id: int, *, user: str) -> dict[str, Any]:
     """One event with every detail; a campaign's event only for its owner or an admin."""
-    rows = _event_rows(grid, "e.id = ?", [event_id])
+    rows = _event_rows(grid, "e.id = ?", [event_id]) if _storable(event_id) else []
     if not rows:
         raise NotFound(f"event {event_id}: no such event")
     _may_fix_or_read(grid, rows[0], user, fixing=False)
@@ -497,7 +505,8 @@ def subscribe(grid: Grid, *, user: str, kind: str, target: str, severity: str) -
 def unsubscribe(grid: Grid, subscription_id: int, *, user: str) -> None:
     """Remove a subscription (its unsent messages go with it): its owner's or, for an admin, any."""
     with database.write(grid.db) as conn:
-        row = conn.execute("SELECT user FROM subscriptions WHERE id = ?", [subscription_id]).fetchone()
+        row = conn.execute("SELECT user FROM subscriptions WHERE id = ?", [subscription_id]).fetchone() \
+            if _storable(subscription_id) else None
         if row is None:
             raise NotFound(f"subscription {subscription_id}: no such subscription")
         if row[0] != user and not is_admin(grid.config, user):

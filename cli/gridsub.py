@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import signal
 import sys
 import threading
@@ -28,11 +29,13 @@ def gridsub(
     campaign: Optional[int] = typer.Option(None, "-c", "--campaign", metavar="N", help="Campaign to add parameters to (with -F)."),
     param_file: Optional[Path] = typer.Option(None, "-F", "--param-file", metavar="FILE", help="Parameter file to add to campaign -c."),
     wait: bool = typer.Option(False, "--wait", "-w", help="Stay attached with a live progress view until the campaigns end; drive cycles if no daemon runs."),
-    period: float = typer.Option(0.2, "--period", help="Pause after a cycle that sent no job, when --wait drives the cycles."),
+    period: float = typer.Option(0.2, "--period", help="Seconds to pause after a cycle that sent no job, when --wait drives the cycles (> 0)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON value."),
     version: bool = common.VersionOption,
 ) -> None:
     """Submit JDL campaigns; print their numbers. Exit 2 on invalid input, with nothing written."""
+    if not 0 < period < math.inf:  # also rejects nan; checked before anything is submitted
+        raise InputError("--period: must be > 0 and finite")
     grid = common.grid()
     user = api.current_user()
     if campaign is not None or param_file is not None:

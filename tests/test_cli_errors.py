@@ -169,3 +169,26 @@ def test_adding_no_parameter_is_refused_and_leaves_an_ended_campaign_ended(cigri
     assert before["state"] == "terminated" and before["finished_at"] is not None
     assert (after["state"], after["finished_at"]) == (before["state"], before["finished_at"])
     assert cigri.db_counts() == counts
+
+
+def test_ids_beyond_64_bits_are_no_such_ids(cigri: Cigri) -> None:
+    cigri.run("cigri", "db", "init")
+    huge = "99999999999999999999"
+    for argv, what in ((["gridstat", "-c", huge], "campaign"), (["gridstat", huge, "-f"], "campaign"),
+                       (["gridstat", "-j", huge], "job"), (["griddel", huge], "campaign"),
+                       (["griddel", "-j", huge], "job"), (["gridsub", "-c", huge, "-F", "/dev/null"], "campaign"),
+                       (["gridevents", "-e", huge], "event"), (["gridevents", "-c", "-" + huge], "campaign"),
+                       (["gridnotify", "unsubscribe", huge], "subscription")):
+        result = cigri.run(*argv, expect=1)
+        sign = "-" if "-" + huge in argv else ""
+        assert result.stderr.splitlines() == [f"{argv[0]}: {what} {sign}{huge}: no such {what}"], argv
+
+
+@pytest.mark.parametrize("period", ["0", "-1", "nan", "inf"])
+def test_a_bad_gridsub_period_is_refused_before_submitting(cigri: Cigri, period: str) -> None:
+    cigri.run("cigri", "db", "init")
+    counts = cigri.db_counts()
+    jdl = cigri.jdl("waited", exec_file="/bin/true", params=["a"])
+    result = cigri.run("gridsub", "-f", str(jdl), "--wait", "--period", period, expect=2)
+    assert result.stderr.splitlines() == ["gridsub: --period: must be > 0 and finite"]
+    assert result.stdout == "" and cigri.db_counts() == counts
