@@ -27,6 +27,8 @@ def griddel(
     """Cancel campaigns (their jobs are killed at the next cycle)."""
     if pause and resume:
         raise InputError("-p and -r exclude each other")
+    if job is not None and (pause or resume):
+        raise InputError("-p and -r pause and resume campaigns; a job (-j) can only be killed")
     if job is None and not campaigns:
         raise InputError("nothing to do: give campaign numbers or -j JOB")
     grid = common.grid()

@@ -29,8 +29,12 @@ def gridstat(
     version: bool = common.VersionOption,
 ) -> None:
     """Without arguments: your unfinished campaigns."""
-    grid = common.grid()
+    if campaign is not None and campaign_arg is not None:
+        raise InputError("give the campaign once: CAMPAIGN or -c CAMPAIGN")
     campaign = campaign if campaign is not None else campaign_arg
+    if job is not None and campaign is not None:
+        raise InputError("-j JOB excludes a campaign")
+    grid = common.grid()
     if job is not None:
         return _job(grid, job, stdout, stderr, as_json)
     if stdout or stderr:

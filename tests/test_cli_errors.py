@@ -192,3 +192,50 @@ def test_a_bad_gridsub_period_is_refused_before_submitting(cigri: Cigri, period:
     result = cigri.run("gridsub", "-f", str(jdl), "--wait", "--period", period, expect=2)
     assert result.stderr.splitlines() == ["gridsub: --period: must be > 0 and finite"]
     assert result.stdout == "" and cigri.db_counts() == counts
+
+
+def test_byte_order_marks_are_dropped_from_jdls_and_parameter_files(cigri: Cigri) -> None:
+    params = cigri.tmp / "bom.txt"
+    params.write_bytes(b"\xef\xbb\xbfa 1\nb 2\n")
+    jdl = cigri.jdl("bom", exec_file="/bin/true", param_file=str(params))
+    jdl.write_bytes(b"\xef\xbb\xbf" + jdl.read_bytes())
+    campaign_id = cigri.submit(jdl)
+    assert [(t["name"], t["param"]) for t in cigri.tasks(campaign_id)] == [("a", "a 1"), ("b", "b 2")]
+    cigri.run("gridsub", "-c", str(campaign_id), "-F", "/dev/stdin", stdin="\ufeffc 3\n")
+    assert cigri.tasks(campaign_id)[-1]["name"] == "c"
+
+
+def test_bad_names_duplicate_keys_and_ignored_arguments_are_one_line_errors(cigri: Cigri) -> None:
+    cigri.submit(cigri.jdl("valid", exec_file="/bin/true", params=["a"]))
+    counts = cigri.db_counts()
+    long_name = "n" * 100_000
+
+    def named(label: str, name: str) -> Path:
+        path = cigri.jdl(label, exec_file="/bin/true", params=["a"])
+        path.write_text(json.dumps({**json.loads(path.read_text()), "name": name}))
+        return path
+
+    duplicate = cigri.tmp / "duplicate.json"
+    duplicate.write_text('{"name": "x", "params": ["a"], "exec_file": "/bin/true", "clusters": {"local": {}}, '
+                         '"name": "y"}')
+    cases = [
+        (["gridsub", "-f", str(named("nl", "two\nlines"))],
+         f"gridsub: {cigri.tmp / 'nl.json'}: $.name: contains the control character U+000A; a name is one line "
+         "of text"),
+        (["gridsub", "-f", str(named("esc", "red\x1b[31m"))],
+         f"gridsub: {cigri.tmp / 'esc.json'}: $.name: contains the control character U+001B; a name is one line "
+         "of text"),
+        (["gridsub", "-f", str(named("long", long_name))],
+         f"gridsub: {cigri.tmp / 'long.json'}: $.name: {repr(long_name)[:60]}… (100002 characters) is too long"),
+        (["gridsub", "-f", str(duplicate)],
+         f"gridsub: {duplicate}: duplicate key 'name' (JSON would keep only the last)"),
+        (["griddel", "-p", "-j", "1"], "griddel: -p and -r pause and resume campaigns; a job (-j) can only be killed"),
+        (["griddel", "-r", "-j", "1"], "griddel: -p and -r pause and resume campaigns; a job (-j) can only be killed"),
+        (["gridstat", "-c", "1", "5"], "gridstat: give the campaign once: CAMPAIGN or -c CAMPAIGN"),
+        (["gridstat", "-j", "1", "1"], "gridstat: -j JOB excludes a campaign"),
+    ]
+    for argv, line in cases:
+        result = cigri.run(*argv, expect=2)
+        assert result.stderr.splitlines() == [line], argv
+        assert result.stdout == "" and cigri.db_counts() == counts, argv
+    assert cigri.campaign_state(1) == "in_treatment"
