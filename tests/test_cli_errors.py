@@ -239,3 +239,15 @@ def test_bad_names_duplicate_keys_and_ignored_arguments_are_one_line_errors(cigr
         assert result.stderr.splitlines() == [line], argv
         assert result.stdout == "" and cigri.db_counts() == counts, argv
     assert cigri.campaign_state(1) == "in_treatment"
+
+
+def test_a_jobs_output_with_json_is_one_json_value(cigri: Cigri) -> None:
+    program = cigri.script("talk.sh", 'echo "out $1"; echo "err $1" >&2\n')
+    jdl = cigri.jdl("talk", exec_file=str(program), params=["a"])
+    campaign_id = json.loads(cigri.run("gridsub", "-f", str(jdl), "--json", "--wait", "--period", "0.05").stdout)[
+        "campaign_id"]
+    [task] = cigri.tasks(campaign_id)
+    job = str(task["jobs"][0]["id"])
+    assert cigri.json("gridstat", "-j", job, "-O", "-E") == {"job": int(job), "stdout": "out a\n", "stderr": "err a\n"}
+    assert cigri.json("gridstat", "-j", job, "-E") == {"job": int(job), "stderr": "err a\n"}
+    assert cigri.run("gridstat", "-j", job, "-O", "-E").stdout == "out a\nerr a\n"
