@@ -6,11 +6,12 @@ import json
 import math
 import sqlite3
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from cigri import bag, cluster_caps
 from cigri import db as database
@@ -22,7 +23,7 @@ from cigri.grid import Grid
 from cigri.users import acting_user, is_admin, require_admin
 from cigri.jdl import iter_params, parse_jdl
 from cigri.jdl.params import describe, param_rows
-from cigri.jdl.parser import ParamSource, cluster_keys
+from cigri.jdl.parser import CampaignSpec, ParamSource, cluster_keys
 from cigri.states import (CAMPAIGN_ACTIVE, JOB_ACTIVE, TASK_OPEN, CampaignState, JobState, KillReason, TaskState,
                           sql_in)
 
@@ -39,34 +40,65 @@ def current_user() -> str:
 
 # --- submission -------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class JDLText:
+    """A JDL as read, with what it is resolved against: the directory of its relative
+    ``param_file`` and the name its errors give it."""
+
+    text: str
+    base_dir: Path
+    source: str = "JDL"
+
+
 def submit(grid: Grid, jdl_text: str, *, base_dir: Path, user: str, source: str = "JDL") -> tuple[int, int]:
     """Create a campaign and all its tasks in one transaction; return (campaign id, tasks)."""
-    clusters = grid.cluster_ids()
-    settings = grid.config.settings
-    spec = parse_jdl(jdl_text, known_clusters=grid.cluster_backends(), user=user, base_dir=base_dir,
-                     default_walltime=settings.default_walltime,
-                     default_resources=settings.default_resources, source=source,
-                     classes=grid.config.class_users(), default_class=grid.config.default_class())
+    return submit_all(grid, [JDLText(jdl_text, base_dir, source)], user=user)[0]
+
+
+def submit_all(grid: Grid, jdls: Sequence[JDLText], *, user: str) -> list[tuple[int, int]]:
+    """Create several campaigns in one transaction, all or none: every JDL is validated before
+    any row is written, and a problem found while streaming a parameter file undoes them all.
+    Return (campaign id, tasks) per JDL, in order."""
+    specs = [_parse(grid, jdl, user) for jdl in jdls]
+    stored: list[tuple[int, int]] = []
     with _ingest(grid) as conn:
-        campaign_id = conn.execute(
-            "INSERT INTO campaigns(name, user, state, jobs_type, jdl, submitted_at, class, priority) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [spec.name, user, CampaignState.IN_TREATMENT, spec.jobs_type, json.dumps(spec.document),
-             database.now(), spec.class_name, spec.priority]).lastrowid
-        assert campaign_id is not None
-        rows = []
-        for cluster, values in spec.clusters.items():
-            for key in cluster_keys():
-                if key in values:
-                    value = values[key]
-                    if isinstance(value, str):
-                        value = value.replace("{CAMPAIGN_ID}", str(campaign_id))
-                    rows.append((campaign_id, clusters[cluster], key, json.dumps(value)))
-        conn.executemany("INSERT INTO campaign_properties(campaign_id, cluster_id, name, value) "
-                         "VALUES (?, ?, ?, ?)", rows)
-        count = _insert_tasks(conn, campaign_id, spec.params, settings.max_submission_tasks)
-        if count == 0:
-            raise InputError(f"{source}: the campaign has no parameters")
+        for spec, jdl in zip(specs, jdls):  # the task limit bounds the transaction, so all its JDLs
+            stored.append(_store(conn, grid, spec, user, jdl.source, before=sum(n for _, n in stored)))
+    return stored
+
+
+def _parse(grid: Grid, jdl: JDLText, user: str) -> CampaignSpec:
+    settings = grid.config.settings
+    return parse_jdl(jdl.text, known_clusters=grid.cluster_backends(), user=user, base_dir=jdl.base_dir,
+                     default_walltime=settings.default_walltime,
+                     default_resources=settings.default_resources, source=jdl.source,
+                     classes=grid.config.class_users(), default_class=grid.config.default_class())
+
+
+def _store(conn: sqlite3.Connection, grid: Grid, spec: CampaignSpec, user: str, source: str,
+           before: int) -> tuple[int, int]:
+    """Write one campaign, its properties and its tasks inside the caller's transaction, which
+    has added ``before`` tasks already."""
+    clusters = grid.cluster_ids()
+    campaign_id = conn.execute(
+        "INSERT INTO campaigns(name, user, state, jobs_type, jdl, submitted_at, class, priority) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [spec.name, user, CampaignState.IN_TREATMENT, spec.jobs_type, json.dumps(spec.document),
+         database.now(), spec.class_name, spec.priority]).lastrowid
+    assert campaign_id is not None
+    rows = []
+    for cluster, values in spec.clusters.items():
+        for key in cluster_keys():
+            if key in values:
+                value = values[key]
+                if isinstance(value, str):
+                    value = value.replace("{CAMPAIGN_ID}", str(campaign_id))
+                rows.append((campaign_id, clusters[cluster], key, json.dumps(value)))
+    conn.executemany("INSERT INTO campaign_properties(campaign_id, cluster_id, name, value) "
+                     "VALUES (?, ?, ?, ?)", rows)
+    count = _insert_tasks(conn, campaign_id, spec.params, grid.config.settings.max_submission_tasks, before)
+    if count == 0:
+        raise InputError(f"{source}: the campaign has no parameters")
     return campaign_id, count
 
 
@@ -78,6 +110,8 @@ def extend(grid: Grid, campaign_id: int, param_file: Path, *, user: str) -> int:
             raise Refused(f"campaign {campaign_id} is cancelled")
         count = _insert_tasks(conn, campaign_id, ParamSource(file=param_file),
                               grid.config.settings.max_submission_tasks)
+        if count == 0:  # as a submission without parameters; nor may an ended campaign reopen for none
+            raise InputError(f"{param_file}: no parameters to add")
         conn.execute("UPDATE campaigns SET state = ?, finished_at = NULL WHERE id = ? AND state IN (?, ?)",
                      [CampaignState.IN_TREATMENT, campaign_id, CampaignState.TERMINATED, CampaignState.FAILED])
     return count
@@ -95,10 +129,11 @@ def _ingest(grid: Grid) -> Iterator[sqlite3.Connection]:
         grid.db.conn.execute("PRAGMA foreign_keys = ON")
 
 
-def _insert_tasks(conn: sqlite3.Connection, campaign_id: int, source: ParamSource, limit: int) -> int:
+def _insert_tasks(conn: sqlite3.Connection, campaign_id: int, source: ParamSource, limit: int,
+                  before: int = 0) -> int:
     """Stream parameters into the bag a block at a time, as one block of fresh tasks (see
-    :mod:`cigri.bag`); a duplicate name, or more than ``limit`` tasks (the write lock is held
-    throughout, and cycles wait for it), aborts the transaction.
+    :mod:`cigri.bag`); a duplicate name, or more than ``limit`` tasks with the ``before`` this
+    transaction added (the write lock is held throughout, and cycles wait for it), aborts it.
 
     One prepared statement, bound to whole blocks, with the campaign id in the SQL: the
     per-row work left is SQLite's, and no index is maintained. Names are checked once at the
@@ -110,11 +145,11 @@ def _insert_tasks(conn: sqlite3.Connection, campaign_id: int, source: ParamSourc
     where = "$.nb_jobs" if source.count is not None else source.file or "$.params"
     too_many = InputError(f"{where}: more than the {limit:,} tasks one submission may add "
                           "(cigri.max_submission_tasks); add the rest with gridsub -c N -F FILE")
-    if source.count is not None and source.count > limit:
+    if source.count is not None and before + source.count > limit:
         raise too_many
     for rows in param_rows(source, INSERT_CHUNK):
         total += len(rows)
-        if total > limit:
+        if before + total > limit:
             raise too_many
         conn.executemany(sql, rows)
     if total == 0:
@@ -151,9 +186,16 @@ def _refuse_duplicate_names(conn: sqlite3.Connection, campaign_id: int, source: 
 
 # --- control ------------------------------------------------------------------------------
 
+def _storable(row_id: int) -> bool:
+    """Whether SQLite can hold ``row_id`` (a 64-bit integer): a larger one names no row, and
+    binding it would raise OverflowError instead of the answer "no such ..."."""
+    return -2**63 <= row_id < 2**63
+
+
 def _owned_campaign(grid: Grid, conn: sqlite3.Connection, campaign_id: int, user: str) -> dict[str, Any]:
     """The campaign, if ``user`` may act on it: its owner or an admin; otherwise Refused (exit 1)."""
-    row = conn.execute("SELECT id, user, state FROM campaigns WHERE id = ?", [campaign_id]).fetchone()
+    row = conn.execute("SELECT id, user, state FROM campaigns WHERE id = ?", [campaign_id]).fetchone() \
+        if _storable(campaign_id) else None
     if row is None:
         raise NotFound(f"campaign {campaign_id}: no such campaign")
     if row[1] != user and not is_admin(grid.config, user):
@@ -194,7 +236,8 @@ def _move_campaign(grid: Grid, campaign_id: int, user: str, before: CampaignStat
 def cancel_job(grid: Grid, job_id: int, *, user: str) -> None:
     """Ask nikita to kill one job; its task is then cancelled, not resubmitted."""
     with database.write(grid.db) as conn:
-        row = conn.execute("SELECT campaign_id, state FROM jobs WHERE id = ?", [job_id]).fetchone()
+        row = conn.execute("SELECT campaign_id, state FROM jobs WHERE id = ?", [job_id]).fetchone() \
+            if _storable(job_id) else None
         if row is None:
             raise NotFound(f"job {job_id}: no such job")
         _owned_campaign(grid, conn, row[0], user)
@@ -217,7 +260,7 @@ def _task_counts(grid: Grid, campaign_id: int) -> dict[str, int]:
 
 
 def _campaign_row(grid: Grid, campaign_id: int) -> dict[str, Any]:
-    rows = list(grid.db.query("SELECT * FROM campaigns WHERE id = ?", [campaign_id]))
+    rows = list(grid.db.query("SELECT * FROM campaigns WHERE id = ?", [campaign_id])) if _storable(campaign_id) else []
     if not rows:
         raise NotFound(f"campaign {campaign_id}: no such campaign")
     return rows[0]
@@ -328,7 +371,7 @@ def campaign_tasks(grid: Grid, campaign_id: int) -> Iterator[dict[str, Any]]:
 def job_info(grid: Grid, job_id: int) -> dict[str, Any]:
     rows = list(grid.db.query(
         "SELECT j.*, c.name AS cluster, t.name AS task, t.param FROM jobs j JOIN clusters c ON c.id = j.cluster_id "
-        "LEFT JOIN tasks t ON t.id = j.task_id WHERE j.id = ?", [job_id]))
+        "LEFT JOIN tasks t ON t.id = j.task_id WHERE j.id = ?", [job_id])) if _storable(job_id) else []
     if not rows:
         raise NotFound(f"job {job_id}: no such job")
     return rows[0]
@@ -382,7 +425,7 @@ def events(grid: Grid, *, user: str, campaign_id: int | None = None, global_only
 
 def event(grid: Grid, event_id: int, *, user: str) -> dict[str, Any]:
     """One event with every detail; a campaign's event only for its owner or an admin."""
-    rows = _event_rows(grid, "e.id = ?", [event_id])
+    rows = _event_rows(grid, "e.id = ?", [event_id]) if _storable(event_id) else []
     if not rows:
         raise NotFound(f"event {event_id}: no such event")
     _may_fix_or_read(grid, rows[0], user, fixing=False)
@@ -485,6 +528,9 @@ def subscribe(grid: Grid, *, user: str, kind: str, target: str, severity: str) -
             raise InputError("webhook URL: expected http://HOST/... or https://HOST/...")
     else:
         raise InputError(f"kind: expected one of {', '.join(NOTIFY_KINDS)}, got {kind!r}")
+    if kind == "mail" and not grid.config.notify.smtp_host:  # what the notifier needs to send a mail
+        raise Refused("notify.smtp_host is not set: mail notifications cannot be sent on this grid "
+                      "(ask an admin, or subscribe a --webhook)")
     with database.write(grid.db) as conn:
         return conn.execute(
             "INSERT INTO subscriptions(user, kind, target, severity, created_at) VALUES (?, ?, ?, ?, ?) "
@@ -495,7 +541,8 @@ def subscribe(grid: Grid, *, user: str, kind: str, target: str, severity: str) -
 def unsubscribe(grid: Grid, subscription_id: int, *, user: str) -> None:
     """Remove a subscription (its unsent messages go with it): its owner's or, for an admin, any."""
     with database.write(grid.db) as conn:
-        row = conn.execute("SELECT user FROM subscriptions WHERE id = ?", [subscription_id]).fetchone()
+        row = conn.execute("SELECT user FROM subscriptions WHERE id = ?", [subscription_id]).fetchone() \
+            if _storable(subscription_id) else None
         if row is None:
             raise NotFound(f"subscription {subscription_id}: no such subscription")
         if row[0] != user and not is_admin(grid.config, user):
@@ -507,7 +554,7 @@ def subscriptions(grid: Grid, *, user: str, all_users: bool = False) -> list[dic
     """``user``'s subscriptions (an admin may ask for everyone's) with their messages' fate."""
     if all_users:
         require_admin(grid.config, user, "listing everyone's subscriptions")
-    return list(grid.db.query(
+    rows = list(grid.db.query(
         "SELECT s.id, s.user, s.kind, s.target, s.severity, s.created_at, "
         "count(o.id) FILTER (WHERE o.state = 'sent') AS sent, "
         "count(o.id) FILTER (WHERE o.state = 'pending') AS pending, "
@@ -516,6 +563,19 @@ def subscriptions(grid: Grid, *, user: str, all_users: bool = False) -> list[dic
         " ORDER BY id DESC LIMIT 1) AS last_error "
         "FROM subscriptions s LEFT JOIN outbox o ON o.subscription_id = s.id "
         f"{'' if all_users else 'WHERE s.user = ?'} GROUP BY s.id ORDER BY s.id", [] if all_users else [user]))
+    for row in rows:
+        row["target"] = shown_target(row["target"])
+    return rows
+
+
+def shown_target(target: str) -> str:
+    """A subscription's target as shown to people: the password in a webhook URL's userinfo
+    masked (``https://bot:***@host/...``), since secrets never appear in output."""
+    parts = urlsplit(target)
+    if parts.password is None:
+        return target
+    userinfo, _, host = parts.netloc.rpartition("@")
+    return target.replace(parts.netloc, f"{userinfo.split(':', 1)[0]}:***@{host}", 1)
 
 
 def clusters(grid: Grid) -> list[dict[str, Any]]:

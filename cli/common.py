@@ -47,12 +47,19 @@ def grid(overrides: dict[str, Any] | None = None) -> Grid:
 def errors_to_exit(fn: F) -> F:
     """Turn every error into its lines on stderr and an exit status, never a traceback:
     expected errors (:class:`CigriError`) keep their own status, anything else is one
-    "internal error" line and exit 1. ``CIGRI_DEBUG=1`` lets the traceback through."""
+    "internal error" line and exit 1. ``CIGRI_DEBUG=1`` lets the traceback through. A closed
+    stdout (``| head``) ends the command quietly with status 141, as SIGPIPE ends Unix tools."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                sys.stdout.flush()  # a reader that left (``| head``) shows here, not at exit
+        except BrokenPipeError:
+            _drop_stdout()
+            raise typer.Exit(EXIT_BROKEN_PIPE) from None
         except (typer.Exit, typer.Abort, TyperException):  # the CLI's own control flow
             raise
         except KeyboardInterrupt:
@@ -60,11 +67,27 @@ def errors_to_exit(fn: F) -> F:
         except Exception as error:
             if os.environ.get("CIGRI_DEBUG"):
                 raise
-            for line in _error_lines(error):
-                print(f"{_program()}: {line}", file=sys.stderr)
+            print_error(error)
             raise typer.Exit(error.exit_code if isinstance(error, CigriError) else 1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+EXIT_BROKEN_PIPE = 128 + 13  # as a Unix tool killed by SIGPIPE
+
+
+def _drop_stdout() -> None:
+    """The reader of stdout is gone: what is left unwritten goes nowhere, so the final flush at
+    exit cannot fail again (the recipe of Python's ``signal`` documentation)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def print_error(error: Exception) -> None:
+    """The error's lines on stderr, each naming the program."""
+    for line in _error_lines(error):
+        print(f"{_program()}: {line}", file=sys.stderr)
 
 
 def _error_lines(error: Exception) -> list[str]:

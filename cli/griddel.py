@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Optional
 
 import typer
 
 from cigri import api
 from cigri.cli import common
-from cigri.errors import InputError
+from cigri.errors import CigriError, InputError
 
 app = typer.Typer(add_completion=True, help="Cancel, pause or resume campaigns.")
 
@@ -25,18 +27,32 @@ def griddel(
     """Cancel campaigns (their jobs are killed at the next cycle)."""
     if pause and resume:
         raise InputError("-p and -r exclude each other")
+    if job is not None and (pause or resume):
+        raise InputError("-p and -r pause and resume campaigns; a job (-j) can only be killed")
     if job is None and not campaigns:
         raise InputError("nothing to do: give campaign numbers or -j JOB")
     grid = common.grid()
     user = api.current_user()
+    done = True
     if job is not None:
-        api.cancel_job(grid, job, user=user)
-        print(f"Job {job}: kill requested")
+        done &= _act(functools.partial(api.cancel_job, grid, job, user=user), f"Job {job}: kill requested")
     action, verb = ((api.pause, "paused") if pause else (api.resume, "resumed") if resume else (api.cancel, "cancelled"))
     for campaign_id in campaigns or []:
-        action(grid, campaign_id, user=user)
-        print(f"Campaign {campaign_id}: {verb}")
+        done &= _act(functools.partial(action, grid, campaign_id, user=user), f"Campaign {campaign_id}: {verb}")
+    if not done:
+        raise typer.Exit(1)
 
+
+def _act(action: Callable[[], None], success: str) -> bool:
+    """Do one id's action and say how it went: a refusal is reported, not raised, so that every
+    other id is still acted on and the user learns the fate of each."""
+    try:
+        action()
+    except CigriError as error:
+        common.print_error(error)
+        return False
+    print(success)
+    return True
 
 def main() -> None:
     app()

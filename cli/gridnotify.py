@@ -36,7 +36,7 @@ def subscribe(
                                     severity=severity)
     if as_json:
         return common.print_json({"id": subscription_id})
-    print(f"Subscription {subscription_id}: {kind} {target}, severity {severity} and above")
+    print(f"Subscription {subscription_id}: {kind} {api.shown_target(target)}, severity {severity} and above")
     return None
 
 

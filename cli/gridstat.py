@@ -25,12 +25,16 @@ def gridstat(
     stderr: bool = typer.Option(False, "-E", "--stderr", help="With -j: print the job's stderr."),
     user: Optional[str] = typer.Option(None, "-u", "--user", help="Only this user's campaigns."),
     all_campaigns: bool = typer.Option(False, "-a", "--all", help="Finished campaigns too."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON value."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON value (with -O/-E: {job, stdout, stderr})."),
     version: bool = common.VersionOption,
 ) -> None:
     """Without arguments: your unfinished campaigns."""
-    grid = common.grid()
+    if campaign is not None and campaign_arg is not None:
+        raise InputError("give the campaign once: CAMPAIGN or -c CAMPAIGN")
     campaign = campaign if campaign is not None else campaign_arg
+    if job is not None and campaign is not None:
+        raise InputError("-j JOB excludes a campaign")
+    grid = common.grid()
     if job is not None:
         return _job(grid, job, stdout, stderr, as_json)
     if stdout or stderr:
@@ -94,10 +98,13 @@ def _tasks(grid, campaign_id: int, as_json: bool) -> None:
 
 def _job(grid, job_id: int, want_stdout: bool, want_stderr: bool, as_json: bool) -> None:
     if want_stdout or want_stderr:
-        for stream, wanted in (("stdout", want_stdout), ("stderr", want_stderr)):
-            if wanted:
-                sys.stdout.write(api.job_output(grid, job_id, stream, user=api.current_user()))
-        return
+        streams = [stream for stream, wanted in (("stdout", want_stdout), ("stderr", want_stderr)) if wanted]
+        tails = {stream: api.job_output(grid, job_id, stream, user=api.current_user()) for stream in streams}
+        if as_json:
+            return common.print_json({"job": job_id, **tails})
+        for text in tails.values():
+            sys.stdout.write(text)
+        return None
     info = api.job_info(grid, job_id)
     if as_json:
         return common.print_json(info)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import signal
 import sys
 import threading
@@ -24,15 +25,17 @@ app = typer.Typer(add_completion=True, help="Submit a campaign to the grid.")
 @app.command()
 @common.errors_to_exit
 def gridsub(
-    jdl: list[Path] = typer.Option([], "-f", "--file", metavar="FILE", help="JDL file (JSON); repeat for several campaigns; - reads stdin."),
+    jdl: list[Path] = typer.Option([], "-f", "--file", metavar="FILE", help="JDL file (JSON); repeat for several campaigns, submitted all or none; - reads stdin."),
     campaign: Optional[int] = typer.Option(None, "-c", "--campaign", metavar="N", help="Campaign to add parameters to (with -F)."),
     param_file: Optional[Path] = typer.Option(None, "-F", "--param-file", metavar="FILE", help="Parameter file to add to campaign -c."),
     wait: bool = typer.Option(False, "--wait", "-w", help="Stay attached with a live progress view until the campaigns end; drive cycles if no daemon runs."),
-    period: float = typer.Option(0.2, "--period", help="Pause after a cycle that sent no job, when --wait drives the cycles."),
+    period: float = typer.Option(0.2, "--period", help="Seconds to pause after a cycle that sent no job, when --wait drives the cycles (> 0)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON value."),
     version: bool = common.VersionOption,
 ) -> None:
     """Submit JDL campaigns; print their numbers. Exit 2 on invalid input, with nothing written."""
+    if not 0 < period < math.inf:  # also rejects nan; checked before anything is submitted
+        raise InputError("--period: must be > 0 and finite")
     grid = common.grid()
     user = api.current_user()
     if campaign is not None or param_file is not None:
@@ -45,11 +48,8 @@ def gridsub(
     else:
         if not jdl:
             raise InputError("nothing to submit: give a JDL with -f FILE (see gridsub --help)")
-        submitted = []
-        for path in jdl:
-            text, base = (sys.stdin.read(), Path.cwd()) if str(path) == "-" else (_read(path), path.resolve().parent)
-            campaign_id, count = api.submit(grid, text, base_dir=base, user=user, source=str(path))
-            submitted.append({"campaign_id": campaign_id, "tasks": count})
+        results = api.submit_all(grid, _read_all(jdl), user=user)
+        submitted = [{"campaign_id": campaign_id, "tasks": count} for campaign_id, count in results]
         if as_json:
             common.print_json(submitted[0] if len(submitted) == 1 else submitted)
         else:
@@ -58,6 +58,14 @@ def gridsub(
         ids = [e["campaign_id"] for e in submitted]
     if wait:
         raise typer.Exit(_wait(grid, ids, period, quiet=as_json))
+
+
+def _read_all(paths: list[Path]) -> list[api.JDLText]:
+    """Every JDL read before any is submitted; ``-`` is stdin, which can be read only once."""
+    if sum(str(path) == "-" for path in paths) > 1:
+        raise InputError("-f -: stdin can be given only once")
+    return [api.JDLText(sys.stdin.read(), Path.cwd(), "-") if str(path) == "-"
+            else api.JDLText(_read(path), path.resolve().parent, str(path)) for path in paths]
 
 
 def _read(path: Path) -> str:

@@ -91,6 +91,7 @@ def param_rows(source: ParamSource, chunk: int) -> Iterator[list[tuple[str, str]
                    if line and line[0] != "#"]
 
 
+BOM = b"\xef\xbb\xbf"  # UTF-8's byte order mark
 BLOCK_BYTES = 1 << 20  # a file is read in blocks of whole lines this big (plus one partial line)
 # The bytes of plain lines (see _NEEDS_SHLEX) and the newline: deleting them from a block
 # leaves nothing when every line in it is plain (and then ASCII, one byte per character).
@@ -109,6 +110,8 @@ def _file_blocks(source: ParamSource) -> Iterator[tuple[int, list[str], bool]]:
     except OSError as error:
         raise InputError(f"param_file {source.file}: {error.strerror}") from None
     with handle:
+        if handle.peek(len(BOM))[:len(BOM)] == BOM:  # dropped, as UTF-8 readers do (and the JDL's)
+            handle.read(len(BOM))
         for number, block, longest in _blocks(handle, source):
             if not block.translate(None, _PLAIN_BYTES):
                 lines = block.decode("ascii").split("\n")

@@ -11,6 +11,7 @@ import json
 import os
 import pwd
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -84,8 +85,10 @@ def parse_jdl(text: str, *, known_clusters: Mapping[str, str], user: str, base_d
     ``classes`` maps each configured class to its allowed users (None: everyone); None means
     the one implicit class ``default``.
     """
-    try:
-        document = json.loads(text)
+    try:  # a byte order mark is dropped, as UTF-8 readers do
+        document = json.loads(text.removeprefix("\ufeff"), object_pairs_hook=_unique_keys)
+    except _DuplicateKey as error:
+        raise InputError(f"{source}: duplicate key {_shown(error.args[0])} (JSON would keep only the last)") from None
     except json.JSONDecodeError as error:
         raise InputError(f"{source}: not valid JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
     except RecursionError:
@@ -118,6 +121,30 @@ def parse_jdl(text: str, *, known_clusters: Mapping[str, str], user: str, base_d
     )
 
 
+class _DuplicateKey(ValueError):
+    """A JSON object names a key twice: json would silently keep the last value."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    document = dict(pairs)
+    if len(document) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return document
+
+
+SHOWN_CHARACTERS = 60
+
+
+def _shown(value: object) -> str:
+    """A value echoed in an error, cut short: a 100,000-character name must not fill the terminal."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARACTERS else f"{text[:SHOWN_CHARACTERS]}… ({len(text)} characters)"
+
+
 def _one_line(problem: str) -> str:
     """A key or value with a line break must not split a problem over two lines."""
     return problem.replace("\r", "\\r").replace("\n", "\\n")
@@ -135,16 +162,19 @@ def _message(error: jsonschema.ValidationError) -> str:
     schema = error.schema if isinstance(error.schema, Mapping) else {}
     if error.validator == "additionalProperties" and isinstance(error.instance, Mapping):
         extra = sorted(set(error.instance) - set(schema.get("properties", {})))
-        return "unknown key " + ", ".join(repr(k) for k in extra)
+        return "unknown key " + ", ".join(_shown(k) for k in extra)
     if error.validator == "anyOf":
-        return f"{error.instance!r} is not valid: {schema.get('description', 'wrong type')}"
+        return f"{_shown(error.instance)} is not valid: {schema.get('description', 'wrong type')}"
     if error.validator == "required":
         return f"missing mandatory key {error.message.split(' ')[0]}"
-    return error.message
+    return error.message.replace(repr(error.instance), _shown(error.instance))
 
 
 def _semantic_problems(document: dict[str, Any], known_clusters: Mapping[str, str]) -> list[str]:
     problems = []
+    control = next((c for c in document["name"] if unicodedata.category(c) in ("Cc", "Zl", "Zp")), None)
+    if control is not None:  # a line break or an escape sequence would break gridstat's table
+        problems.append(f"$.name: contains the control character U+{ord(control):04X}; a name is one line of text")
     sources = [k for k in ("param_file", "nb_jobs", "params") if k in document]
     if document.get("jobs_type") == "desktop_computing":
         problems.append("$.jobs_type: desktop_computing campaigns are not supported")
@@ -192,7 +222,7 @@ def _job_type_problems(cluster: str, backend: str | None, value: str | list[str]
 
 def _class_problems(name: str, user: str, classes: Mapping[str, frozenset[str] | None]) -> list[str]:
     if name not in classes:
-        return [f"$.class: unknown class {name!r} (known: {', '.join(sorted(classes))})"]
+        return [f"$.class: unknown class {_shown(name)} (known: {', '.join(sorted(classes))})"]
     allowed = classes[name]
     if allowed is not None and user not in allowed:
         return [f"$.class: user {user} is not allowed in class {name!r}"]

@@ -7,6 +7,7 @@ hand) makes ``cigri cluster list`` raise a ``JSONDecodeError`` nobody planned fo
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -181,3 +182,149 @@ def test_an_empty_cigri_home_is_refused(cigri: Cigri) -> None:
     cigri.env["CIGRI_HOME"] = ""
     result = cigri.run("gridstat", expect=2)
     assert result.stderr.splitlines() == ["gridstat: CIGRI_HOME: must not be empty (unset it for the default)"]
+
+
+def test_several_jdls_are_all_submitted_or_none(cigri: Cigri) -> None:
+    ok = cigri.jdl("ok", exec_file="/bin/true", params=["a", "b"])
+    bad = cigri.tmp / "bad.json"
+    bad.write_text('{"name": "x",')
+    cigri.run("cigri", "db", "init")
+    counts = cigri.db_counts()
+    result = cigri.run("gridsub", "-f", str(ok), "-f", str(bad), expect=2)
+    assert result.stderr.splitlines() == [f"gridsub: {bad}: not valid JSON: Expecting property name enclosed in "
+                                          "double quotes at line 1 column 14"]
+    assert cigri.db_counts() == counts
+    result = cigri.run("gridsub", "-f", "-", "-f", "-", expect=2, stdin=ok.read_text())
+    assert result.stderr.splitlines() == ["gridsub: -f -: stdin can be given only once"]
+    empty = cigri.jdl("empty", exec_file="/bin/true", params=[])  # found while storing: undoes the first
+    cigri.run("gridsub", "-f", str(ok), "-f", str(empty), expect=2)
+    assert cigri.db_counts() == counts
+    result = cigri.run("gridsub", "-f", str(ok), "-f", "-", stdin=ok.read_text())
+    assert result.stdout.splitlines() == ["Campaign number: 1", "Campaign number: 2"]
+
+
+def test_griddel_acts_on_every_id_and_reports_each(cigri: Cigri) -> None:
+    jdl = cigri.jdl("three", exec_file="/bin/true", params=["a"])
+    first, second = cigri.submit(jdl), cigri.submit(jdl)
+    result = cigri.run("griddel", "-p", str(first), "999", str(second), expect=1)
+    assert result.stdout.splitlines() == [f"Campaign {first}: paused", f"Campaign {second}: paused"]
+    assert result.stderr.splitlines() == ["griddel: campaign 999: no such campaign"]
+    result = cigri.run("griddel", "-r", str(first), str(first), str(second), expect=1)
+    assert result.stdout.splitlines() == [f"Campaign {first}: resumed", f"Campaign {second}: resumed"]
+    assert result.stderr.splitlines() == [f"griddel: campaign {first} is in_treatment, not paused"]
+    result = cigri.run("griddel", "-j", "7", str(first), "999", str(second), expect=1)
+    assert result.stdout.splitlines() == [f"Campaign {first}: cancelled", f"Campaign {second}: cancelled"]
+    assert result.stderr.splitlines() == ["griddel: job 7: no such job", "griddel: campaign 999: no such campaign"]
+    assert {cigri.campaign_state(first), cigri.campaign_state(second)} == {"cancelled"}
+
+
+@pytest.mark.parametrize("args", [["-a"], ["-c", "1", "-f"], ["-a", "--json"]])
+def test_a_reader_that_left_ends_the_command_quietly_with_141(cigri: Cigri, args: list[str]) -> None:
+    cigri.submit(cigri.jdl("piped", exec_file="/bin/true", nb_jobs=100))
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # as `gridstat | head -0` once head has exited
+    try:
+        result = subprocess.run([str(BIN / "gridstat"), *args], env=cigri.env, cwd=cigri.tmp, stdout=write_end,
+                                stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert (result.returncode, result.stderr) == (141, "")
+
+
+def test_adding_no_parameter_is_refused_and_leaves_an_ended_campaign_ended(cigri: Cigri) -> None:
+    jdl = cigri.jdl("ended", exec_file="/bin/true", params=["a"])
+    campaign_id = json.loads(cigri.run("gridsub", "-f", str(jdl), "--json", "--wait", "--period", "0.05").stdout)[
+        "campaign_id"]
+    before, counts = cigri.stat(campaign_id), cigri.db_counts()
+    empty = cigri.tmp / "comments.txt"
+    empty.write_text("# nothing here\n\n")
+    for path in ("/dev/null", str(empty)):
+        result = cigri.run("gridsub", "-c", str(campaign_id), "-F", path, expect=2)
+        assert result.stderr.splitlines() == [f"gridsub: {path}: no parameters to add"]
+        assert result.stdout == ""
+    after = cigri.stat(campaign_id)
+    assert before["state"] == "terminated" and before["finished_at"] is not None
+    assert (after["state"], after["finished_at"]) == (before["state"], before["finished_at"])
+    assert cigri.db_counts() == counts
+
+
+def test_ids_beyond_64_bits_are_no_such_ids(cigri: Cigri) -> None:
+    cigri.run("cigri", "db", "init")
+    huge = "99999999999999999999"
+    for argv, what in ((["gridstat", "-c", huge], "campaign"), (["gridstat", huge, "-f"], "campaign"),
+                       (["gridstat", "-j", huge], "job"), (["griddel", huge], "campaign"),
+                       (["griddel", "-j", huge], "job"), (["gridsub", "-c", huge, "-F", "/dev/null"], "campaign"),
+                       (["gridevents", "-e", huge], "event"), (["gridevents", "-c", "-" + huge], "campaign"),
+                       (["gridnotify", "unsubscribe", huge], "subscription")):
+        result = cigri.run(*argv, expect=1)
+        sign = "-" if "-" + huge in argv else ""
+        assert result.stderr.splitlines() == [f"{argv[0]}: {what} {sign}{huge}: no such {what}"], argv
+
+
+@pytest.mark.parametrize("period", ["0", "-1", "nan", "inf"])
+def test_a_bad_gridsub_period_is_refused_before_submitting(cigri: Cigri, period: str) -> None:
+    cigri.run("cigri", "db", "init")
+    counts = cigri.db_counts()
+    jdl = cigri.jdl("waited", exec_file="/bin/true", params=["a"])
+    result = cigri.run("gridsub", "-f", str(jdl), "--wait", "--period", period, expect=2)
+    assert result.stderr.splitlines() == ["gridsub: --period: must be > 0 and finite"]
+    assert result.stdout == "" and cigri.db_counts() == counts
+
+
+def test_byte_order_marks_are_dropped_from_jdls_and_parameter_files(cigri: Cigri) -> None:
+    params = cigri.tmp / "bom.txt"
+    params.write_bytes(b"\xef\xbb\xbfa 1\nb 2\n")
+    jdl = cigri.jdl("bom", exec_file="/bin/true", param_file=str(params))
+    jdl.write_bytes(b"\xef\xbb\xbf" + jdl.read_bytes())
+    campaign_id = cigri.submit(jdl)
+    assert [(t["name"], t["param"]) for t in cigri.tasks(campaign_id)] == [("a", "a 1"), ("b", "b 2")]
+    cigri.run("gridsub", "-c", str(campaign_id), "-F", "/dev/stdin", stdin="\ufeffc 3\n")
+    assert cigri.tasks(campaign_id)[-1]["name"] == "c"
+
+
+def test_bad_names_duplicate_keys_and_ignored_arguments_are_one_line_errors(cigri: Cigri) -> None:
+    cigri.submit(cigri.jdl("valid", exec_file="/bin/true", params=["a"]))
+    counts = cigri.db_counts()
+    long_name = "n" * 100_000
+
+    def named(label: str, name: str) -> Path:
+        path = cigri.jdl(label, exec_file="/bin/true", params=["a"])
+        path.write_text(json.dumps({**json.loads(path.read_text()), "name": name}))
+        return path
+
+    duplicate = cigri.tmp / "duplicate.json"
+    duplicate.write_text('{"name": "x", "params": ["a"], "exec_file": "/bin/true", "clusters": {"local": {}}, '
+                         '"name": "y"}')
+    cases = [
+        (["gridsub", "-f", str(named("nl", "two\nlines"))],
+         f"gridsub: {cigri.tmp / 'nl.json'}: $.name: contains the control character U+000A; a name is one line "
+         "of text"),
+        (["gridsub", "-f", str(named("esc", "red\x1b[31m"))],
+         f"gridsub: {cigri.tmp / 'esc.json'}: $.name: contains the control character U+001B; a name is one line "
+         "of text"),
+        (["gridsub", "-f", str(named("long", long_name))],
+         f"gridsub: {cigri.tmp / 'long.json'}: $.name: {repr(long_name)[:60]}… (100002 characters) is too long"),
+        (["gridsub", "-f", str(duplicate)],
+         f"gridsub: {duplicate}: duplicate key 'name' (JSON would keep only the last)"),
+        (["griddel", "-p", "-j", "1"], "griddel: -p and -r pause and resume campaigns; a job (-j) can only be killed"),
+        (["griddel", "-r", "-j", "1"], "griddel: -p and -r pause and resume campaigns; a job (-j) can only be killed"),
+        (["gridstat", "-c", "1", "5"], "gridstat: give the campaign once: CAMPAIGN or -c CAMPAIGN"),
+        (["gridstat", "-j", "1", "1"], "gridstat: -j JOB excludes a campaign"),
+    ]
+    for argv, line in cases:
+        result = cigri.run(*argv, expect=2)
+        assert result.stderr.splitlines() == [line], argv
+        assert result.stdout == "" and cigri.db_counts() == counts, argv
+    assert cigri.campaign_state(1) == "in_treatment"
+
+
+def test_a_jobs_output_with_json_is_one_json_value(cigri: Cigri) -> None:
+    program = cigri.script("talk.sh", 'echo "out $1"; echo "err $1" >&2\n')
+    jdl = cigri.jdl("talk", exec_file=str(program), params=["a"])
+    campaign_id = json.loads(cigri.run("gridsub", "-f", str(jdl), "--json", "--wait", "--period", "0.05").stdout)[
+        "campaign_id"]
+    [task] = cigri.tasks(campaign_id)
+    job = str(task["jobs"][0]["id"])
+    assert cigri.json("gridstat", "-j", job, "-O", "-E") == {"job": int(job), "stdout": "out a\n", "stderr": "err a\n"}
+    assert cigri.json("gridstat", "-j", job, "-E") == {"job": int(job), "stderr": "err a\n"}
+    assert cigri.run("gridstat", "-j", job, "-O", "-E").stdout == "out a\nerr a\n"

@@ -244,3 +244,29 @@ def test_gridnotify_command(cigri: Cigri, hook: str) -> None:
     assert cigri.run("gridnotify", "unsubscribe", "999", expect=1).stderr.count("\n") == 1
     cigri.run("gridnotify", "unsubscribe", str(created["id"]))
     assert cigri.json("gridnotify", "list") == []
+
+
+def test_gridnotify_masks_a_webhook_password_and_refuses_mail_without_smtp(cigri: Cigri) -> None:
+    cigri.run("cigri", "db", "init")
+    result = cigri.run("gridnotify", "subscribe", "--mail", "me@example.org", expect=1)
+    assert result.stderr.splitlines() == ["gridnotify: notify.smtp_host is not set: mail notifications cannot be "
+                                          "sent on this grid (ask an admin, or subscribe a --webhook)"]
+    assert cigri.json("gridnotify", "list") == []
+    url = "https://bot:s3cr3t@hooks.example.org/T0/B0/XXXX?s3cr3t=no"
+    shown = "https://bot:***@hooks.example.org/T0/B0/XXXX?s3cr3t=no"
+    outputs = [cigri.run("gridnotify", "subscribe", "--webhook", url).stdout]
+    outputs += [cigri.run("gridnotify", "list", *args).stdout for args in ([], ["--json"], ["-a", "--json"])]
+    assert shown in outputs[0] and shown in outputs[1]
+    assert [s["target"] for s in json.loads(outputs[2])] == [s["target"] for s in json.loads(outputs[3])] == [shown]
+    assert not any(":s3cr3t@" in output for output in outputs)
+
+
+def test_failed_notifications_go_to_the_log_not_to_the_terminal_driving_the_cycle(cigri: Cigri) -> None:
+    with cigri.config.open("a") as conf:
+        conf.write("[notify]\nretry_delay = 0.0\n")
+    cigri.run("gridnotify", "subscribe", "--webhook", f"http://127.0.0.1:{free_port()}/closed", "-s", "low")
+    waited = cigri.run("gridsub", "-f", str(cigri.jdl("noisy", exec_file="/bin/true", params=["a"])),
+                       "--wait", "--period", "0.05")
+    cycled = cigri.run("cigri", "cycle")  # tries the message again
+    assert "notification" not in waited.stderr + cycled.stderr
+    assert "notification 1 (webhook, try 2/8) failed: ConnectError" in (cigri.home / "log" / "cigri.log").read_text()

@@ -257,6 +257,11 @@ def test_one_submission_adds_at_most_max_submission_tasks(grid: Grid, tmp_path: 
         path.write_text("".join(f"t{i}\n" for i in range(INSERT_CHUNK + 5)))
         campaign_id, count = submit(limited, param_jdl(path), tmp_path)
         assert count == INSERT_CHUNK + 5
+        halves = [api.JDLText(json.dumps({**base, "nb_jobs": INSERT_CHUNK // 2 + 3}), tmp_path)] * 2
+        before = snapshot(limited)  # several JDLs are one transaction: the limit bounds them together
+        with pytest.raises(InputError, match=f"more than the {INSERT_CHUNK + 5:,} tasks"):
+            api.submit_all(limited, halves, user=USER)
+        assert snapshot(limited) == before
         more = tmp_path / "more.txt"
         more.write_text("".join(f"u{i}\n" for i in range(INSERT_CHUNK + 6)))
         before = snapshot(limited)

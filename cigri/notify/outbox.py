@@ -96,8 +96,10 @@ def deliver(grid: Grid) -> int:
             tries = message["tries"] + 1
             reason = _reason(error)
             dead = tries >= settings.max_tries
-            log.warning("notification %s (%s, try %s/%s) failed: %s", message["id"], message["kind"], tries,
-                        settings.max_tries, reason)
+            # the subscriber's business, shown by gridnotify list: the log keeps it, while the
+            # terminal of whoever drives this cycle (gridsub --wait) does not
+            log.info("notification %s (%s, try %s/%s) failed: %s", message["id"], message["kind"], tries,
+                     settings.max_tries, reason)
             with database.write(grid.db) as conn:
                 conn.execute("UPDATE outbox SET tries = ?, last_error = ?, state = ?, next_try_at = ? "
                              "WHERE id = ? AND state = 'pending'",
