@@ -19,7 +19,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cigri.errors import InputError
+from cigri.backends.slurm.batch import shape
+from cigri.errors import InputError, SubmissionRefused
 from cigri.jdl.memory import parse_memory
 from cigri.jdl.walltime import parse_walltime
 
@@ -34,6 +35,9 @@ PATH_KEYS = ("exec_file", "exec_directory")
 # One OAR job type (``idempotent``, ``timesharing=user,*``, ``token:licence=2``): no space, no
 # quote, nothing a shell or OAR's REST API would interpret.
 _JOB_TYPE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:=,*+/@-]*\Z")
+# An OAR resource request: {property filters} (SQL, opaque here) and levels name=N|ALL|BEST.
+_RESOURCE_FILTER = re.compile(r"\{[^{}]*\}")
+_RESOURCE_LEVEL = re.compile(r"\s*([A-Za-z_]\w*)\s*=\s*([0-9]+|ALL|BEST)\s*\Z")
 
 
 @cache
@@ -197,7 +201,28 @@ def _semantic_problems(document: dict[str, Any], known_clusters: Mapping[str, st
             problems.append(f"$.clusters.{name}.dimensional_grouping: not supported by cigri")
         problems += _job_type_problems(name, known_clusters.get(name),
                                        settings.get("cluster_job_type", document.get("cluster_job_type", "")))
+        if (resources := settings.get("resources", document.get("resources"))) is not None:
+            problems += _resources_problems(name, known_clusters.get(name), resources)
     return problems
+
+
+def _resources_problems(cluster: str, backend: str | None, resources: str) -> list[str]:
+    """A request in OAR's syntax (``/nodes=2/core=4``, groups joined by ``+``), each count at
+    least 1; on Slurm, the shapes sbatch can express (checked by the Slurm dialect itself), so
+    a request no cluster could read fails here and not as every task's submission error."""
+    where = f"$.clusters.{cluster}.resources"
+    for group in _RESOURCE_FILTER.sub("", resources).split("+"):
+        for level in group.strip().removeprefix("/").split("/"):
+            match = _RESOURCE_LEVEL.match(level)
+            if match is None or match[1] == "walltime" or match[2].isdigit() and int(match[2]) < 1:
+                return [f"{where}: {_shown(level)} is not a resource level (name=N with N >= 1, ALL or BEST; "
+                        "e.g. core=1 or /nodes=2/core=4; the walltime goes in walltime)"]
+    if backend == "slurm":
+        try:
+            shape(resources)
+        except SubmissionRefused as error:
+            return [f"{where}: {error}"]
+    return []
 
 
 def oar_job_types(value: str | list[str]) -> tuple[str, ...]:

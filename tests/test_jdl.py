@@ -139,6 +139,11 @@ INVALID: list[tuple[str, dict[str, Any] | str, str]] = [
     ("bad prologue_walltime", jdl(clusters={"local": {"prologue_walltime": "soon"}}),
      "$.clusters.local.prologue_walltime"),
     ("memory with a space", jdl(memory="4 GB"), "$.memory"),
+    ("negative core count", jdl(resources="core=-1"), "$.clusters.local.resources: 'core=-1' is not a resource level"),
+    ("core count not a number", jdl(resources="/nodes=1/core=abc"), "'core=abc' is not a resource level"),
+    ("resources without a count", jdl(clusters={"local": {"resources": "foo"}}), "$.clusters.local.resources: 'foo'"),
+    ("zero cores", jdl(resources="core=0"), "'core=0' is not a resource level"),
+    ("walltime in resources", jdl(resources="core=1,walltime=1:00:00"), "the walltime goes in walltime"),
     ("memory 0", jdl(clusters={"local": {"memory": "0G"}}), "$.clusters.local.memory"),
     ("memory negative", jdl(memory=-1), "$.memory"),
     ("memory float", jdl(memory=1.5), "$.memory"),
@@ -284,3 +289,19 @@ def test_huge_line_is_rejected_without_reading_it_whole(tmp_path: Path) -> None:
     finally:
         tracemalloc.stop()
     assert peak < 20 * 2**20
+
+
+def test_resources_in_oar_syntax_and_in_the_shapes_slurm_can_run() -> None:
+    """Any OAR request is read on OAR (filters, levels a site defines, ALL, BEST, groups); on
+    Slurm only what sbatch can express, refused at gridsub rather than at every submission."""
+    clusters = {"local": "local", "oar": "oar", "slurm": "slurm"}
+    request = "{gpu='YES'}/host=1/gpu=2+/nodes=1/core=ALL"
+
+    def parse_on(cluster: str, resources: str) -> CampaignSpec:
+        return parse_jdl(json.dumps(jdl(resources=resources, clusters={cluster: {}})), known_clusters=clusters,
+                         user=USER, base_dir=Path("/base"), default_walltime="00:02:00", default_resources="core=1")
+
+    assert parse_on("oar", request).clusters["oar"]["resources"] == request
+    assert parse_on("slurm", "/nodes=2/core=4").clusters["slurm"]["resources"] == "/nodes=2/core=4"
+    with pytest.raises(InputError, match=r"\$\.clusters\.slurm\.resources: resources .*Slurm cannot run 'gpu=2'"):
+        parse_on("slurm", "/host=1/gpu=2")
