@@ -54,5 +54,6 @@ def _act(action: Callable[[], None], success: str) -> bool:
     print(success)
     return True
 
+
 def main() -> None:
     app()
