@@ -100,6 +100,6 @@ def drive(grid: Grid, daemon_running: bool) -> CycleReport | None:
     if daemon_running:
         return None
     try:
-        return run_cycle(grid)
+        return run_logged(grid)
     except Busy:
         return None

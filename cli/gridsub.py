@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from cigri import api
 from cigri.cli import common
 from cigri.errors import InputError
+from cigri.users import is_admin
 
 app = typer.Typer(add_completion=True, help="Submit a campaign to the grid.")
 
@@ -28,7 +29,7 @@ def gridsub(
     jdl: list[Path] = typer.Option([], "-f", "--file", metavar="FILE", help="JDL file (JSON); repeat for several campaigns, submitted all or none; - reads stdin."),
     campaign: Optional[int] = typer.Option(None, "-c", "--campaign", metavar="N", help="Campaign to add parameters to (with -F)."),
     param_file: Optional[Path] = typer.Option(None, "-F", "--param-file", metavar="FILE", help="Parameter file to add to campaign -c."),
-    wait: bool = typer.Option(False, "--wait", "-w", help="Stay attached with a live progress view until the campaigns end; drive cycles if no daemon runs."),
+    wait: bool = typer.Option(False, "--wait", "-w", help="Stay attached with a live progress view until the campaigns end; an admin's drives the cycles if no daemon runs."),
     period: float = typer.Option(0.2, "--period", help="Seconds to pause after a cycle that sent no job, when --wait drives the cycles (> 0)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON value."),
     version: bool = common.VersionOption,
@@ -57,7 +58,7 @@ def gridsub(
                 print(f"Campaign number: {entry['campaign_id']}")
         ids = [e["campaign_id"] for e in submitted]
     if wait:
-        raise typer.Exit(_wait(grid, ids, period, quiet=as_json))
+        raise typer.Exit(_wait(grid, ids, period, quiet=as_json, drives=is_admin(grid.config, user)))
 
 
 def _read_all(paths: list[Path]) -> list[api.JDLText]:
@@ -81,8 +82,13 @@ VIEW_PERIOD = 0.25  # seconds between two reads of the campaigns' counts while c
 ENDED = ("terminated", "failed", "cancelled")
 
 
-def _wait(grid, ids: list[int], period: float, quiet: bool) -> int:
+def _wait(grid, ids: list[int], period: float, quiet: bool, drives: bool) -> int:
     """Follow the campaigns to their end; 0 if every task succeeded, 1 otherwise.
+
+    An admin's wait ``drives`` the cycles when no daemon runs, logging them as ``cigri cycle``
+    does; anyone else only watches: a cycle runs the local cluster's jobs as whoever runs it,
+    and reads the clusters' key files, which only cigri's account may read (another user's
+    cycles would run others' programs as that user, and fail every cluster's calls).
 
     Cycles run back to back while they send jobs (a sleep would only idle the clusters) and
     ``period`` apart while they only watch jobs run and end, so no cluster's status command
@@ -92,6 +98,12 @@ def _wait(grid, ids: list[int], period: float, quiet: bool) -> int:
     """
     from cigri.cycle import drive  # here: the whole cycle's imports would slow every plain submit
     from cigri.daemon import daemon_running
+
+    if drives:
+        common.log_to_file(grid.config.log_path / "cigri.log", grid.config.settings)
+    elif not quiet:
+        print("gridsub: waiting for the grid's cycles (cigri daemon or cron): only an admin's gridsub runs them",
+              file=sys.stderr)
 
     columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[detail]}"), TimeRemainingColumn()]
@@ -103,7 +115,7 @@ def _wait(grid, ids: list[int], period: float, quiet: bool) -> int:
         while True:
             if interrupted.is_set():
                 raise KeyboardInterrupt
-            report = drive(grid, daemon_running(grid))
+            report = drive(grid, daemon_running(grid)) if drives else None
             if report is not None:
                 ended.update(report.finished)
             now = time.monotonic()

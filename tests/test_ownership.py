@@ -8,6 +8,7 @@ import json
 import os
 import pwd
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -167,3 +168,40 @@ def test_tokens_and_passwords_never_appear_in_logs_errors_or_json(cigri: Cigri) 
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_only_an_admins_gridsub_wait_drives_the_cycles(grid: Grid, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cycle runs local jobs as whoever runs it and reads the clusters' key files: bob's
+    ``gridsub --wait`` only watches (no job appears while nobody else cycles), and ends once an
+    admin's cycles have run his campaign."""
+    from typer.testing import CliRunner
+
+    from cigri.cli import gridsub
+    from cigri.cycle import run_cycle
+
+    monkeypatch.setattr(api, "current_user", lambda: "bob")
+    jdl = tmp_path / "bob.json"
+    jdl.write_text(json.dumps({"name": "b", "params": ["a", "b"], "exec_file": "/bin/true",
+                               "exec_directory": str(tmp_path), "clusters": {"local": {}}}))
+    jobs_before_cycles: list[int] = []
+
+    def admin_cycles() -> None:  # the daemon's, in production
+        deadline = time.monotonic() + 30
+        while not grid.db.execute("SELECT 1 FROM campaigns").fetchone() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1)  # twenty of bob's periods: a driving wait would have sent the jobs by now
+        jobs_before_cycles.append(grid.db.execute("SELECT count(*) FROM jobs").fetchone()[0])
+        while grid.db.execute("SELECT state FROM campaigns").fetchone() != ("terminated",) \
+                and time.monotonic() < deadline:
+            run_cycle(grid)
+            time.sleep(0.05)
+
+    cycling = threading.Thread(target=admin_cycles)
+    cycling.start()
+    result = [CliRunner().invoke(gridsub.app, ["-f", str(jdl), "--wait", "--period", "0.05"])]
+    cycling.join()
+    assert jobs_before_cycles == [0]
+    assert result[0].exit_code == 0, result[0].output
+    assert "only an admin's gridsub runs them" in result[0].output
+    assert grid.db.execute("SELECT user, state FROM campaigns").fetchall() == [("bob", "terminated")]
