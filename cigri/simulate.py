@@ -40,6 +40,8 @@ from cigri.grid import Grid, open_grid
 from cigri.metascheduler import windows
 from cigri.states import CAMPAIGN_ACTIVE, TASK_OPEN, JobState, TaskState, sql_in
 
+MOST_TASKS = 20_000_000  # of one campaign entry, all its copies: every run time is drawn up front (160 MB)
+MOST_GRICAD_CAMPAIGNS = 10_000  # a few years of a Gricad-sized site's campaigns
 START = 1_767_225_600.0  # 2026-01-01 00:00 UTC: every run starts at the same virtual time
 LAWS = {"constant": ("seconds",), "lognormal": ("median", "sigma"), "exponential": ("mean",),
         "uniform": ("min", "max"), "gricad": ()}  # each law's parameters, all required
@@ -117,18 +119,19 @@ def _no_unknown(where: str, data: Mapping[str, Any], known: set[str]) -> None:
 
 
 def _number(where: str, data: Mapping[str, Any], key: str, default: float, kind: type = float,
-             least: float = 0.0, positive: bool = False) -> Any:
+             least: float = 0.0, positive: bool = False, most: float = math.inf) -> Any:
     """``data[key]`` (``default`` if absent) as a finite ``kind`` of at least ``least`` (above
-    it if ``positive``). Every number of the scenario's own keys goes through here (the cluster
-    and config tables are the configuration's to check): NaN passes every comparison, and a
-    negative duration or submission window ran as if it were valid."""
+    it if ``positive``) and at most ``most``. Every number of the scenario's own keys goes
+    through here (the cluster and config tables are the configuration's to check): NaN passes
+    every comparison, and a negative duration or submission window ran as if it were valid."""
     value = data.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int if kind is int else (int, float)) \
             or (isinstance(value, float) and not math.isfinite(value)) or value < least \
-            or (positive and value == least):
-        bound = f"{'>' if positive else '>='} {least:g}"
+            or (positive and value == least) or value > most:
+        bound = f"{'>' if positive else '>='} {least:g}" + (f" and <= {most:,}" if most < math.inf else "")
+        shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:40]}… ({len(repr(value))} characters)"
         raise InputError(f"{where}.{key}: expected {'an integer' if kind is int else 'a number'} {bound}, "
-                         f"got {value!r}")
+                         f"got {shown}")
     return kind(value)
 
 
@@ -156,7 +159,8 @@ def _campaign_plans(where: str, entry: Any, clusters: list[str], max_hours: floa
     for key in ("user", "tasks"):
         if key not in entry:
             raise InputError(f"{where}.{key}: required")
-    tasks, count = _number(where, entry, "tasks", 1, int, 1), _number(where, entry, "count", 1, int, 1)
+    tasks = _number(where, entry, "tasks", 1, int, 1, most=configuration.Settings.max_submission_tasks)
+    count = _number(where, entry, "count", 1, int, 1, most=MOST_TASKS // tasks)
     named = entry.get("clusters", clusters)
     if not isinstance(named, list) or not named or any(c not in clusters for c in named):
         raise InputError(f"{where}.clusters: expected a list of the scenario's clusters, got {named!r}")
@@ -236,7 +240,8 @@ def _gricad_campaigns(spec: Any, clusters: list[str], max_hours: float, rng: ran
     users = spec.get("users", ["user"])
     if not isinstance(users, list) or not users:
         raise InputError(f"{where}.users: expected a list of user names")
-    count, cap = _number(where, spec, "campaigns", 10, int, 1), _number(where, spec, "max_tasks", 100_000, int, 1)
+    cap = _number(where, spec, "max_tasks", 100_000, int, 1, most=configuration.Settings.max_submission_tasks)
+    count = _number(where, spec, "campaigns", 10, int, 1, most=MOST_GRICAD_CAMPAIGNS)
     hours, kind = _submission(where, spec, "over_hours", 24, max_hours), _job_type(where, spec)
     plans = []
     for i in range(count):

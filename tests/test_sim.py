@@ -343,6 +343,9 @@ GRICAD = {"clusters": TWO_USERS["clusters"], "gricad": {"campaigns": 1, "max_tas
     ({**GRICAD, "gricad": {"over_hours": -5}}, "scenario.gricad.over_hours"),
     ({**GRICAD, "max_hours": 10, "gricad": {"over_hours": 24}}, "scenario.gricad.over_hours"),
     ({**GRICAD, "gricad": {"max_tasks": 0}}, "scenario.gricad.max_tasks"),
+    ({**GRICAD, "gricad": {"campaigns": 10**12}}, "scenario.gricad.campaigns"),
+    ({**TWO_USERS, "campaigns": [{"user": "a", "tasks": 10**300}]}, "scenario.campaigns[0].tasks"),
+    ({**TWO_USERS, "campaigns": [{"user": "a", "tasks": 1000, "count": 10**9}]}, "scenario.campaigns[0].count"),
     ({**GRICAD, "gricad": {"type": "bogus"}}, "scenario.gricad.type"),
     ({**TWO_USERS, "config": {"foo": {}}}, "scenario.config.foo"),
 ])
@@ -352,6 +355,16 @@ def test_bad_numbers_types_and_sections_name_their_key(bad: dict[str, Any], key:
     unknown config section never reached the configuration's own check."""
     with pytest.raises(InputError, match=re.escape(key) + ": "):
         parse_scenario(bad)
+
+
+def test_task_counts_are_bounded_before_any_run_time_is_drawn() -> None:
+    """Every run time is drawn up front: 10^300 tasks hung the parser; the value echoed is cut."""
+    with pytest.raises(InputError) as error:
+        parse_scenario({**TWO_USERS, "campaigns": [{"user": "a", "tasks": 10**300}]})
+    assert str(error.value) == ("scenario.campaigns[0].tasks: expected an integer >= 1 and <= 5,000,000, got "
+                                "1000000000000000000000000000000000000000… (301 characters)")
+    with pytest.raises(InputError, match=r"count: expected an integer >= 1 and <= 20,000, got 1000000000$"):
+        parse_scenario({**TWO_USERS, "campaigns": [{"user": "a", "tasks": 1000, "count": 10**9}]})
 
 
 def test_a_campaign_due_at_max_hours_is_submitted_by_a_last_cycle(tmp_path: Path) -> None:
