@@ -150,6 +150,9 @@ BAD_FILES = [
     ("[clusters.c]\nbackend = 'sim'\nlocal_load = 0.5\n", "clusters.c.cores"),
     ("[clusters.c]\nbackend = 'sim'\ncores = 4\nlocal_load = 5\n", "clusters.c.local_load"),
     ("[clusters.c]\nbackend = 'sim'\ncores = 4\nlocal_load_steps = 'garbage'\n", "clusters.c.local_load_steps"),
+    ("[clusters.c]\nbackend = 'sim'\ncores = 4\nlocal_load_steps = '-1:0.5'\n", "clusters.c.local_load_steps"),
+    ("[clusters.c]\nbackend = 'sim'\ncores = 4\nlocal_load_steps = 'inf:0.5'\n", "clusters.c.local_load_steps"),
+    ("[clusters.c]\nbackend = 'sim'\ncores = 4\nlocal_load_steps = 'nan:0.5'\n", "clusters.c.local_load_steps"),
     ("[clusters.c]\nbackend = 'sim'\ncores = 4\nnode_cores = 3\n", "clusters.c.node_cores"),
     ("clusters = 3\n", "clusters"),
     ("[users.root.affinity]\nlocal = nan\n", "users.root.affinity.local"),  # cigri users --json printed NaN

@@ -23,6 +23,7 @@ than it has) is refused whole, as Slurm refuses a job no node can run.
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import zlib
@@ -168,8 +169,8 @@ def load_steps(options: dict[str, object]) -> list[tuple[float, float]]:
             steps.append((float(hours) * 3600, float(level)))
         except ValueError:
             raise ValueError(f"local_load_steps: expected HOURS:LOAD items, got {item!r}") from None
-        if not sep:
-            raise ValueError(f"local_load_steps: expected HOURS:LOAD items, got {item!r}")
+        if not sep or not 0 <= steps[-1][0] < math.inf:  # also nan
+            raise ValueError(f"local_load_steps: expected HOURS:LOAD items, HOURS >= 0 and finite, got {item!r}")
     for _, load in steps:
         if not 0 <= load <= 1:
             raise ValueError(f"local_load: expected a fraction between 0 and 1, got {load}")
