@@ -34,6 +34,8 @@ def gridstat(
     campaign = campaign if campaign is not None else campaign_arg
     if job is not None and campaign is not None:
         raise InputError("-j JOB excludes a campaign")
+    if (job is not None or campaign is not None) and (user is not None or all_campaigns):
+        raise InputError("-u and -a select campaigns to list; with -c or -j they would be ignored")
     grid = common.grid()
     if job is not None:
         return _job(grid, job, stdout, stderr, as_json)
