@@ -81,3 +81,23 @@ def test_finalize_false_in_the_jdl_leaves_the_straggler_alone(cigri: Cigri) -> N
         assert conn.execute("SELECT count(*) FROM jobs WHERE kind = 'task'").fetchone()[0] == 3
     finally:
         conn.close()
+
+
+@pytest.mark.slow
+def test_a_straggler_past_its_walltime_is_not_replicated_again_and_fails(cigri: Cigri) -> None:
+    """A replica of a task that then hits its walltime would itself be replicated before its
+    own timeout, and so on: colombo judges only a task's latest copy, so the timeouts never
+    counted and the campaign never ended. A task a copy of which timed out is not replicated."""
+    cigri.config.write_text(cigri.config.read_text() + "[metascheduler]\nreplica_delay = 1\n")
+    program = cigri.script("quick.sh", 'sleep "$2"\n')
+    campaign = cigri.submit(cigri.jdl("walled", exec_file=str(program), type="best-effort", walltime="00:00:04",
+                                      walltime_resubmit=0, params=["a 0", "b 0", "c 0", "slow 60"]))
+    final = cigri.drain(campaign, timeout=40)
+    assert (final["state"], final["tasks"]["failed"], final["tasks"]["terminated"]) == ("failed", 1, 3)
+    conn = sqlite3.connect(cigri.home / "cigri.db")
+    try:
+        copies = [state for (state,) in conn.execute(
+            "SELECT j.state FROM jobs j JOIN tasks t ON t.id = j.task_id WHERE t.name = 'slow' ORDER BY j.id")]
+    finally:
+        conn.close()
+    assert copies == ["timeout", "timeout"], copies  # the original and its one replica

@@ -112,7 +112,10 @@ def _tail_size(conn: sqlite3.Connection, campaign_id: int, room: int) -> int:
 
 def _stragglers(conn: sqlite3.Connection, campaign_id: int, since: float) -> list[tuple[int, int]]:
     """Tasks running with a single active copy from before ``since`` less the campaign's mean
-    task duration, longest running first, with that copy's cluster; none before a task has ended."""
+    task duration, longest running first, with that copy's cluster; none before a task has ended,
+    and never a task a copy of which has failed or hit its walltime: its replica would end the
+    same way, and colombo judges only a task's latest copy, so a chain of replicas each
+    outliving the one before would keep the timeouts from ever counting (a livelock)."""
     done, total = conn.execute("SELECT coalesce(sum(terminated), 0), coalesce(sum(duration_sum), 0) "
                                "FROM campaign_stats WHERE campaign_id = ?", [campaign_id]).fetchone()
     if not done:
@@ -120,5 +123,7 @@ def _stragglers(conn: sqlite3.Connection, campaign_id: int, since: float) -> lis
     return conn.execute(
         f"SELECT task_id, min(cluster_id) FROM jobs WHERE campaign_id = ? AND kind = 'task' "
         f"AND state IN {sql_in(JOB_ACTIVE)} AND kill_reason IS NULL GROUP BY task_id "
-        "HAVING count(*) = 1 AND max(state) = ? AND min(started_at) < ? ORDER BY min(started_at), task_id",
-        [campaign_id, JobState.RUNNING, since - total / done]).fetchall()
+        "HAVING count(*) = 1 AND max(state) = ? AND min(started_at) < ? "
+        "AND NOT EXISTS (SELECT 1 FROM jobs b WHERE b.task_id = jobs.task_id AND b.state IN (?, ?)) "
+        "ORDER BY min(started_at), task_id",
+        [campaign_id, JobState.RUNNING, since - total / done, JobState.FAILED, JobState.TIMEOUT]).fetchall()
