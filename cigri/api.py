@@ -72,7 +72,8 @@ def _parse(grid: Grid, jdl: JDLText, user: str) -> CampaignSpec:
     return parse_jdl(jdl.text, known_clusters=grid.cluster_backends(), user=user, base_dir=jdl.base_dir,
                      default_walltime=settings.default_walltime,
                      default_resources=settings.default_resources, source=jdl.source,
-                     classes=grid.config.class_users(), default_class=grid.config.default_class())
+                     classes=grid.config.class_users(), default_class=grid.config.default_class(),
+                     homes=grid.cluster_homes(user))
 
 
 def _store(conn: sqlite3.Connection, grid: Grid, spec: CampaignSpec, user: str, source: str,

@@ -161,6 +161,7 @@ _REMOTE_KEYS: dict[str, type] = {
     "base_url": str, "timeout": float, "min_interval": float,
     "api_chunk_size": int, "max_waiting": int, "max_jobs": int, "properties": str, "project": str,
     "job_ratio": str, "remote_waiting_timeout": float, "stress_factor": float, "group_seconds": int,
+    "home": str,
 }
 CLUSTER_KEYS: dict[str, dict[str, type]] = {
     "local": {"slots": int, "max_waiting": int, "max_jobs": int, "job_ratio": str,

@@ -20,6 +20,7 @@ from cigri.backends import Capacity
 from cigri.errors import BackendError
 from cigri.events import CONNECTION_CODES, blacklist_cluster, close, close_cluster_problems, record
 from cigri.grid import Grid
+from cigri.jdl.parser import cluster_home
 
 log = logging.getLogger("cigri.cycle")
 
@@ -30,11 +31,16 @@ class CycleContext:
     capacities: dict[int, Capacity] = field(default_factory=dict)  # usable clusters only
     draining: set[int] = field(default_factory=set)  # blacklisted by an admin: no new job, the others followed
     options: dict[int, dict[str, Any]] = field(default_factory=dict)
+    backends: dict[int, str] = field(default_factory=dict)  # each cluster's backend name (slurm, oar, local, sim)
     failed: set[int] = field(default_factory=set)  # clusters with a failed call this cycle
     drains: dict[tuple[int, int], int] = field(default_factory=dict)  # (campaign, cluster): jobs ending within a period
 
     def cluster_options(self, cluster_id: int) -> dict[str, Any]:
         return self.options.get(cluster_id, {})
+
+    def home(self, cluster_id: int, user: str) -> str:
+        """Where ``user``'s prologues and epilogues run on the cluster (:func:`cluster_home`)."""
+        return cluster_home(self.backends[cluster_id], self.cluster_options(cluster_id), user)
 
     def cluster_failed(self, cluster_id: int, what: str, error: Exception, campaign_id: int | None = None) -> None:
         """A cluster call failed: the cluster is left out of this cycle, an event says why, and
@@ -68,9 +74,9 @@ def gather(grid: Grid) -> CycleContext:
     """Ask every usable cluster for its capacity, and re-check automatic blacklists that are due."""
     ctx = CycleContext(grid)
     now = database.now()
-    for cluster_id, options, blacklisted, event_id, checked_at in grid.db.execute(
-            "SELECT id, options, blacklisted, blacklist_event_id, checked_at FROM clusters").fetchall():
-        ctx.options[cluster_id] = json.loads(options)
+    for cluster_id, backend, options, blacklisted, event_id, checked_at in grid.db.execute(
+            "SELECT id, backend, options, blacklisted, blacklist_event_id, checked_at FROM clusters").fetchall():
+        ctx.options[cluster_id], ctx.backends[cluster_id] = json.loads(options), backend
         if blacklisted and event_id is None:  # an admin's blacklist, lifted by an admin only
             ctx.draining.add(cluster_id)
             continue

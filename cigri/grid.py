@@ -13,6 +13,7 @@ from cigri import db as database
 from cigri.backends import ClusterBackend, open_backend
 from cigri.config import Config
 from cigri.errors import CigriError
+from cigri.jdl.parser import cluster_home
 from cigri.properties import campaign_properties
 
 
@@ -47,6 +48,11 @@ class Grid:
     def cluster_backends(self) -> dict[str, str]:
         """Each cluster's backend (``oar``, ``slurm``, ``local``, ``sim``), by name."""
         return dict(self.db.execute("SELECT name, backend FROM clusters ORDER BY name"))
+
+    def cluster_homes(self, user: str) -> dict[str, str]:
+        """What ``{HOME}`` means on each cluster for ``user``'s jobs (:func:`cluster_home`)."""
+        return {name: cluster_home(backend, json.loads(options), user)
+                for name, backend, options in self.db.execute("SELECT name, backend, options FROM clusters")}
 
     def close(self) -> None:
         for backend in self._backends.values():

@@ -35,7 +35,7 @@ from cigri.cycle_context import CycleContext
 from cigri.errors import SubmissionRefused, SubmitLimitReached
 from cigri.events import open_event, record
 from cigri.jdl import split_param
-from cigri.jdl.parser import home_of, oar_job_types
+from cigri.jdl.parser import cluster_home, oar_job_types
 from cigri.jdl.walltime import format_walltime
 from cigri.metascheduler import windows
 from cigri.states import JOB_ACTIVE, JobState, TaskState, sql_in
@@ -70,7 +70,7 @@ def run(ctx: CycleContext) -> int:
         group_walltime = grouping.group_walltime(max(Counter(j["run_group"] for j in jobs).values()),
                                                  values["walltime"],
                                                  grouping.target_seconds(values, ctx.cluster_options(cluster_id)))
-        specs = batch_specs(jobs, values, group_walltime, night)
+        specs = batch_specs(jobs, values, ctx.home(cluster_id, jobs[0]["user"]), group_walltime, night)
         try:
             remote_ids = ctx.grid.backend(cluster_id).submit(specs)
         except SubmitLimitReached as error:
@@ -205,31 +205,33 @@ def _group_size(ctx: CycleContext, campaign_id: int, cluster_id: int, values: di
                                capacity.free_slots if capacity else 1)
 
 
-def batch_specs(jobs: list[dict[str, Any]], settings: dict[str, Any], group_walltime: int = 0,
+def batch_specs(jobs: list[dict[str, Any]], settings: dict[str, Any], home: str, group_walltime: int = 0,
                 night: bool = False) -> list[JobSpec]:
-    """Translate the job rows of one batch and their campaign's settings on that cluster into
-    JobSpecs (``group_walltime``: the walltime of the remote job when a job is grouped). What
-    the whole batch shares is worked out once."""
+    """Translate the job rows of one batch (one campaign's) and their campaign's settings on
+    that cluster into JobSpecs (``home``: where its prologue or epilogue runs there;
+    ``group_walltime``: the walltime of the remote job when a job is grouped). What the whole
+    batch shares is worked out once."""
     shared = {
         "resources": settings["resources"], "properties": settings.get("properties", ""),
         "project": settings.get("project", ""), "job_types": oar_job_types(settings.get("cluster_job_type", "")),
         "best_effort": windows.job_type(settings.get("type"), night) == windows.BEST_EFFORT
         and not settings.get("test_mode"),
     }
-    return [_job_spec(job, settings, group_walltime, shared) for job in jobs]
+    return [_job_spec(job, settings, home, group_walltime, shared) for job in jobs]
 
 
-def _job_spec(job: dict[str, Any], settings: dict[str, Any], group_walltime: int, shared: dict[str, Any]) -> JobSpec:
+def _job_spec(job: dict[str, Any], settings: dict[str, Any], home: str, group_walltime: int,
+              shared: dict[str, Any]) -> JobSpec:
     kind = job["kind"]
     walltime = settings["walltime"] if kind == "task" else settings.get(f"{kind}_walltime", settings["walltime"])
     directory = settings["exec_directory"]
     if kind == "task":
         argv = (settings["exec_file"], *split_param(job["param"]))
         name = job["task"]
-    else:  # prologue/epilogue: the user's own shell lines, run from their home (CiGri issue #35)
+    else:  # prologue/epilogue: the user's own shell lines, run from the home there (CiGri issue #35)
         argv = ("/bin/sh", "-c", settings[kind])
         name = kind
-        directory = home_of(job["user"])
+        directory = home
     environment = {
         "CIGRI_JOB_ID": str(job["id"]),
         "CIGRI_CAMPAIGN_ID": str(job["campaign_id"]),

@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cigri.backends import remote_home
 from cigri.backends.slurm.batch import shape
 from cigri.errors import InputError, SubmissionRefused
 from cigri.jdl.memory import parse_memory
@@ -82,10 +83,11 @@ class CampaignSpec:
 def parse_jdl(text: str, *, known_clusters: Mapping[str, str], user: str, base_dir: Path,
               default_walltime: str, default_resources: str, source: str = "JDL",
               classes: Mapping[str, frozenset[str] | None] | None = None,
-              default_class: str = "default") -> CampaignSpec:
+              default_class: str = "default", homes: Mapping[str, str] | None = None) -> CampaignSpec:
     """Validate a JDL text; raise :class:`InputError` listing every problem, one per line.
 
     ``known_clusters`` maps each cluster's name to its backend (``oar``, ``slurm``…);
+    ``homes`` each cluster's :func:`cluster_home` (absent: ``user``'s home here);
     ``classes`` maps each configured class to its allowed users (None: everyone); None means
     the one implicit class ``default``.
     """
@@ -111,8 +113,8 @@ def parse_jdl(text: str, *, known_clusters: Mapping[str, str], user: str, base_d
     problems += _class_problems(class_name, user, {"default": None} if classes is None else classes)
     if problems:
         raise InputError("\n".join(_one_line(f"{source}: {p}") for p in problems))
-    home = home_of(user)
-    clusters = {name: _resolve(document, name, home, default_walltime, default_resources)
+    home = home_of(user)  # the parameter file is read here
+    clusters = {name: _resolve(document, name, (homes or {}).get(name, home), default_walltime, default_resources)
                 for name in document["clusters"]}
     return CampaignSpec(
         name=document["name"],
@@ -256,6 +258,13 @@ def _class_problems(name: str, user: str, classes: Mapping[str, frozenset[str] |
 
 def _boolean(value: bool | str) -> bool:
     return value if isinstance(value, bool) else value.lower() == "true"
+
+
+def cluster_home(backend: str, options: Mapping[str, Any], user: str) -> str:
+    """The home of whoever runs ``user``'s jobs on a cluster, what ``{HOME}`` and ``~`` mean
+    there and where prologues run: on Slurm and OAR the cluster account's (its ``home``
+    option, else ``/home/USER`` of its ``user``), elsewhere ``user``'s on this machine."""
+    return remote_home(options) if backend in ("slurm", "oar") else home_of(user)
 
 
 def home_of(user: str) -> str:

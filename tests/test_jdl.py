@@ -15,7 +15,7 @@ import pytest
 from cigri.errors import InputError
 from cigri.jdl import CampaignSpec, iter_params, parse_jdl, split_param
 from cigri.jdl.params import MAX_LINE_BYTES
-from cigri.jdl.parser import ParamSource, oar_job_types
+from cigri.jdl.parser import ParamSource, cluster_home, oar_job_types
 
 USER = getpass.getuser()
 HOME = pwd.getpwnam(USER).pw_dir
@@ -94,6 +94,22 @@ def test_home_expanded_and_campaign_id_left_for_submission() -> None:
     assert spec.clusters["local"]["exec_file"] == f"{HOME}/bin/run"
     assert spec.clusters["local"]["exec_directory"] == f"{HOME}/work/{{CAMPAIGN_ID}}"
     assert parse(jdl()).clusters["local"]["exec_directory"] == HOME  # default {HOME}
+
+
+def test_home_is_the_home_of_the_account_that_runs_the_jobs_on_each_cluster(tmp_path: Path) -> None:
+    """On Slurm and OAR, {HOME} and ~ are the cluster account's home (its ``home`` option, else
+    /home/USER); the parameter file is read here, from the submitting user's home."""
+    assert cluster_home("oar", {"user": "gridtest"}, USER) == "/home/gridtest"
+    assert cluster_home("slurm", {"user": "gridtest", "home": "/users/g/gridtest"}, USER) == "/users/g/gridtest"
+    assert cluster_home("local", {}, USER) == HOME
+    document = jdl(exec_file="~/bin/run", exec_directory="{HOME}/work", param_file="~/p.txt", nb_jobs=None,
+                   clusters={"local": {}, "other": {}})
+    spec = parse_jdl(json.dumps(document), known_clusters={"local": "local", "other": "oar"}, user=USER,
+                     base_dir=tmp_path, default_walltime="00:02:00", default_resources="core=1",
+                     homes={"local": HOME, "other": "/home/gridtest"})
+    assert [spec.clusters[c]["exec_file"] for c in ("local", "other")] == [f"{HOME}/bin/run", "/home/gridtest/bin/run"]
+    assert spec.clusters["other"]["exec_directory"] == "/home/gridtest/work"
+    assert spec.params.file == Path(HOME) / "p.txt"
 
 
 def test_parameter_sources() -> None:

@@ -113,3 +113,34 @@ def test_each_cycle_stays_within_its_remote_call_budget(grid_setup: tuple[Cigri,
     assert all(calls["poll"] <= 1 and calls["submit"] <= 1 for cycle in budgets for calls in cycle.values()), budgets
     assert sum(cycle[name]["submit"] for cycle in budgets for name in CLUSTERS) >= 3  # every cluster got work
     assert runs_per_task(exec_dir) == Counter({f"t{i:03d}": 1 for i in range(TASKS)})
+
+
+def test_prologues_and_home_are_the_cluster_accounts_over_ssh_and_rest(cigri: Cigri) -> None:
+    """A prologue and an epilogue run from the home of the cluster's account (its ``home``,
+    default /home/USER), and ``{HOME}`` in exec_directory is that home there. Both used to be
+    the submitting user's home on cigri's machine (/root here), so every prologue failed on
+    Slurm and OAR and the campaign's tasks with it."""
+    names = ("slurm-a-ssh", "slurm-a-rest", "oar-ssh", "oar-rest")
+    with (clusters_dir() / "cigri.toml").open("rb") as handle:
+        clusters = tomllib.load(handle)["clusters"]
+    lines = ["[runner]", "tap_initial = 10"]
+    for name in names:
+        lines += [f"[clusters.{name}]"] + [f"{key} = {json.dumps(value)}" for key, value in clusters[name].items()]
+    cigri.config.write_text("\n".join(lines) + "\n")
+    home = Path("/home") / clusters["oar-ssh"]["user"]
+    work = f"cigri-home-{time.monotonic_ns()}"
+    program = marker_exec_dir("home") / "task.sh"
+    jdl = cigri.jdl("home", exec_file=str(program), exec_directory=f"{{HOME}}/{work}/{{CAMPAIGN_ID}}",
+                    walltime="00:01:00", type="normal", params=[f"t{i}" for i in range(8)],
+                    prologue=[f'mkdir -p "$HOME/{work}/$CIGRI_CAMPAIGN_ID"', f'echo "$PWD" >> "$HOME/{work}/prologues"'],
+                    epilogue=[f'echo "$PWD" >> "$HOME/{work}/epilogues"'], clusters={name: {} for name in names})
+    campaign_id = cigri.submit(jdl)
+    deadline = time.monotonic() + 240
+    while cigri.campaign_state(campaign_id) not in ("terminated", "failed"):
+        assert time.monotonic() < deadline, cigri.stat(campaign_id)
+        cigri.cycle()
+        time.sleep(1)
+    assert cigri.stat(campaign_id)["tasks"]["terminated"] == 8, cigri.events(campaign_id)
+    assert len(list((home / work / str(campaign_id)).glob("marker.t*"))) == 8  # every task ran in {HOME} there
+    for script in ("prologues", "epilogues"):
+        assert (home / work / script).read_text().split() == [str(home)] * len(names), script

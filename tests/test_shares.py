@@ -139,7 +139,7 @@ def test_semi_best_effort_jobs_are_best_effort_by_day_and_normal_by_night(make_g
     settings = campaign_properties(grid.db, [campaign_id])[campaign_id]
     job = {"id": 1, "campaign_id": campaign_id, "kind": "task", "batch": "1", "task": "60", "param": "60",
            "user": "alice", "run_group": None}
-    assert [batch_specs([job], settings[ids[k]], night=n)[0].best_effort for k in "ab" for n in (False, True)] == \
+    assert [batch_specs([job], settings[ids[k]], "/home/alice", night=n)[0].best_effort for k in "ab" for n in (False, True)] == \
         [True, False, False, False]
 
 
@@ -150,8 +150,9 @@ def test_a_task_job_asks_the_jdl_memory_and_a_script_job_the_default(make_grid: 
     settings = campaign_properties(grid.db, [campaign_id])[campaign_id][grid.cluster_ids()["a"]]
     job = {"id": 1, "campaign_id": campaign_id, "kind": "task", "batch": "1", "task": "60", "param": "60",
            "user": "alice", "run_group": None}
-    assert batch_specs([job], settings)[0].memory_mb == 3072
-    assert batch_specs([{**job, "kind": "prologue"}], settings)[0].memory_mb == 0
+    assert batch_specs([job], settings, "/home/alice")[0].memory_mb == 3072
+    prologue = batch_specs([{**job, "kind": "prologue"}], settings, "/home/alice")[0]
+    assert (prologue.memory_mb, prologue.directory) == (0, "/home/alice")
 
 
 # --- JDL class ----------------------------------------------------------------------------

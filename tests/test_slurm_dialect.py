@@ -370,14 +370,15 @@ def test_rest_submit_payload_and_answer() -> None:
     options = {"partition": "main", "best_effort_partition": "besteffort"}
     batch = build([spec(resources="/nodes=2/core=4", best_effort=True, walltime_seconds=90),
                    spec("2", resources="/nodes=2/core=4", best_effort=True, walltime_seconds=90)], options)
-    payload = rest.submit_payload(batch)
+    payload = rest.submit_payload(batch, "alice", "/home/users/alice")
     assert payload["script"] == batch.script
     assert payload["job"] == {
         "name": batch.name, "array": "0-1", "current_working_directory": "/tmp", "standard_output": "/dev/null",
-        "standard_error": "/dev/null", "environment": rest.ENVIRONMENT, "time_limit": 2, "tasks": 2,
+        "standard_error": "/dev/null", "time_limit": 2, "tasks": 2, "environment": {  # sbatch would pass the login's
+            **rest.ENVIRONMENT, "HOME": "/home/users/alice", "USER": "alice", "LOGNAME": "alice"},
         "cpus_per_task": 4, "nodes": [2, 2], "tasks_per_node": 1, "partition": "besteffort"}
     assert "memory_per_node" not in payload["job"]
-    assert rest.submit_payload(build([spec(memory_mb=2048)], {}))["job"]["memory_per_node"] == 2048
+    assert rest.submit_payload(build([spec(memory_mb=2048)], {}), "a", "/a")["job"]["memory_per_node"] == 2048
     assert rest.parse_submit({"errors": [], "job_id": 25, "step_id": "BATCH"}) == "25"
     with pytest.raises(SubmissionRefused, match="Invalid partition name specified"):
         rest.parse_submit({"errors": [{"error": "Invalid partition name specified", "error_number": 2000}]})

@@ -18,7 +18,7 @@ attempt. A backend that cannot read a group's per-task status runs each spec alo
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
@@ -82,6 +82,11 @@ def node_size(sizes: Iterable[tuple[int, int | None]]) -> tuple[int | None, int 
     """``(CPUs, MiB)`` of a cluster's usable nodes, each None unless every node has the same."""
     cpus, memory = {c for c, _ in sizes}, {m for _, m in sizes}
     return (next(iter(cpus)) if len(cpus) == 1 else None, next(iter(memory)) if len(memory) == 1 else None)
+
+
+def remote_home(options: Mapping[str, object]) -> str:
+    """The home of a Slurm or OAR cluster's account: its ``home`` option, else ``/home/USER``."""
+    return str(options.get("home") or f"/home/{options['user']}")
 
 
 class ClusterBackend(Protocol):

@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from cigri.backends import Capacity, JobSpec, RemoteJob
+from cigri.backends import Capacity, JobSpec, RemoteJob, remote_home
 from cigri.backends import _grouping as grouping
 from cigri.backends._http import HTTPTransport
 from cigri.backends._ssh import SSHTransport
@@ -62,14 +62,14 @@ class _OverSSH:
 
 
 class _OverREST:
-    def __init__(self, http: HTTPTransport, user: str) -> None:
-        self.http, self.user = http, user
+    def __init__(self, http: HTTPTransport, user: str, home: str) -> None:
+        self.http, self.user, self.home = http, user, home
 
     def submit(self, batch: Batch) -> str:
         job = rest.find_array(self.http.request("GET", rest.JOBS), batch.name, self.user)
         if job is None:
             # a refusal (bad partition, impossible request) comes as 4xx/5xx with its reason in ``errors``
-            remote_id = rest.parse_submit(self.http.request("POST", rest.SUBMIT, json=rest.submit_payload(batch),
+            remote_id = rest.parse_submit(self.http.request("POST", rest.SUBMIT, json=rest.submit_payload(batch, self.user, self.home),
                                                             accept=(200, 201, 400, 500)))
             # an accepted array may still never start: its pending reason says so at once
             job = rest.parse_job(self.http.request("GET", rest.job_path(remote_id)))
@@ -115,7 +115,7 @@ class SlurmBackend:
                 raise ConfigError(f"clusters.{name}.token_file: {error.strerror}") from None
             self._http = HTTPTransport(name, str(options["base_url"]), rest.headers(user, token), timeout,
                                        min_interval=pace)
-            self._via = _OverREST(self._http, user)
+            self._via = _OverREST(self._http, user, remote_home(options))
         elif self._ssh is not None:
             self._via = _OverSSH(self._ssh)
         else:

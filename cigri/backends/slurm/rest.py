@@ -25,7 +25,8 @@ JOB_PREFIX = "cigri."
 # ESLURM_ACCOUNTING_POLICY: a submit limit reached, or a job over a size or time limit; unlike
 # sbatch, slurmrestd 22.05 does not say which (HTTP 500, "Job violates accounting/QOS policy")
 ACCOUNTING_POLICY = 2050
-# the job starts with this environment only; the script exports each job's own variables
+# the job starts with this environment only, and the account's HOME, USER and LOGNAME (sbatch
+# would pass the login's): the script exports each job's own variables
 ENVIRONMENT = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
 _USABLE = {"idle", "mixed", "allocated", "completing"}
 _UNUSABLE_FLAGS = {"DRAIN", "DRAINING", "DRAINED", "NOT_RESPONDING", "MAINTENANCE", "POWERED_DOWN",
@@ -36,11 +37,12 @@ def headers(user: str, token: str) -> dict[str, str]:
     return {"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": token}
 
 
-def submit_payload(batch: Batch) -> dict[str, Any]:
+def submit_payload(batch: Batch, user: str, home: str) -> dict[str, Any]:
     shape = batch.shape
     job: dict[str, Any] = {
         "name": batch.name, "array": f"0-{batch.size - 1}", "current_working_directory": batch.directory,
-        "standard_output": "/dev/null", "standard_error": "/dev/null", "environment": ENVIRONMENT,
+        "standard_output": "/dev/null", "standard_error": "/dev/null",
+        "environment": {**ENVIRONMENT, "HOME": home, "USER": user, "LOGNAME": user},
         "time_limit": batch.minutes, "tasks": shape.tasks, "cpus_per_task": shape.cpus_per_task,
     }
     if shape.nodes is not None:
