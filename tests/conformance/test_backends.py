@@ -192,6 +192,20 @@ def test_shell_metacharacters_arrive_literally(cluster: Target) -> None:
     assert not list(directory.parent.glob("**/pwned*"))
 
 
+def test_characters_of_the_latin1_range_arrive_as_utf8(cluster: Target) -> None:
+    """Alone in a batch (no character beyond U+00FF beside them), é and ï once reached OAR's
+    REST API's jobs as Latin-1 bytes: arguments, environment and directory arrive as sent."""
+    key = token()
+    directory = cluster.workdir(f"répertoire-{key}")
+    program = 'printf "%s\\0" "$@" > argv.bin; printf "%s" "$WORD" > env.bin'
+    remote_id = cluster.submit([spec(key, directory, "/bin/sh", "-c", program, "sh", "héllo", "naïve",
+                                     environment={"WORD": "déjà"})])[key]
+    job = wait(cluster, [remote_id], ended)[remote_id]
+    assert (job.state, job.exit_code) == (RemoteState.COMPLETED, 0)
+    assert (directory / "argv.bin").read_bytes() == "héllo\0naïve\0".encode()
+    assert (directory / "env.bin").read_bytes() == "déjà".encode()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("field", ["properties", "project"])
 def test_hostile_properties_and_project_are_refused_or_literal(cluster: Target, field: str) -> None:

@@ -9,8 +9,9 @@ how an output tail finds its file, whatever the order of array indexes.
 
 The script ``cd``\\ s into the directory, exports the job's environment, sends its output to
 ``cigri.<key>.stdout`` and ``cigri.<key>.stderr`` there and ``exec``\\ s the argv. Every value
-goes through :func:`shlex.quote` into the script or the parameter file, and both reach the
-cluster as files (never through a command line OAR re-parses), so every value arrives literally.
+goes through :func:`_word` (:func:`shlex.quote`, in ASCII) into the script or the parameter
+file, and both reach the cluster as files (never through a command line OAR re-parses), so
+every value arrives literally.
 
 OAR itself cannot launch a job in just any directory (its launcher puts the path between single
 quotes in a Perl script; its REST API pastes it unquoted into shell lines), so OAR launches the
@@ -108,7 +109,7 @@ def build(specs: list[JobSpec], cluster_properties: str = "", cluster_project: s
         if any("\0" in word for word in (*spec.argv, *spec.environment.values())):
             raise SubmissionRefused(f"job {spec.key}: a NUL byte cannot be passed to a program")
     script_text = script(specs)
-    parameters = tuple(f"{shlex.quote(directory)} {key}" for key in job_keys(specs))
+    parameters = tuple(f"{_word(directory)} {key}" for key in job_keys(specs))
     digest = hashlib.sha256("\0".join((script_text, *parameters)).encode()).hexdigest()[:12]
     plain = [p for p in (cluster_properties.strip(), first.properties.strip()) if p]
     return Batch(
@@ -138,13 +139,31 @@ def launch_directory(directory: str) -> str:
 
 
 def _word(value: str) -> str:
-    """One shell word for ``value``, without the text ``/~/``.
+    """One shell word for ``value``, in ASCII and without the text ``/~/``.
 
     OAR's REST API replaces ``/~/`` anywhere in a submitted script by the user's home; a
     quoted ``~`` is written as ``'"~"'`` (leave the single quotes, a double-quoted tilde,
-    back in), which the shell reads as the same literal ``~``.
+    back in), which the shell reads as the same literal ``~``. It also writes the script
+    without encoding it (Perl): a character from U+0080 to U+00FF arrived as its Latin-1 byte,
+    unless another in the batch was beyond U+00FF. So a value that is not ASCII becomes the
+    octal escapes of its UTF-8 bytes, which the job's shell turns back with ``printf`` (cigri's
+    own code, all escapes: nothing of the value is read as shell syntax; a trailing newline
+    would be lost, but a value here is a parameter word, a name or a path, from one line).
     """
+    if not value.isascii():
+        return "\"$(printf '" + "".join(f"\\{byte:03o}" for byte in value.encode()) + "')\""
     return shlex.quote(value).replace("~", "'\"~\"'")
+
+
+_PRINTED = re.compile(r"\$\(printf '((?:\\[0-7]{3})+)'\)\Z")
+
+
+def _value(word: str) -> str:
+    """The value a word of :func:`_word` stands for, once the shell has removed its quotes."""
+    printed = _PRINTED.match(word)
+    if printed is None:
+        return word
+    return bytes(int(octal, 8) for octal in printed[1].split("\\")[1:]).decode(errors="replace")
 
 
 def script(specs: list[JobSpec]) -> str:
@@ -204,9 +223,9 @@ def job_of(command: str) -> tuple[str, str] | None:
         words = shlex.split(match[1])
     except ValueError:
         return None
-    if len(words) != 2 or not words[0].startswith("/") or not _SAFE_NAME.match(words[1]):
+    if len(words) != 2 or not _value(words[0]).startswith("/") or not _SAFE_NAME.match(words[1]):
         return None
-    return words[0], words[1]
+    return _value(words[0]), words[1]
 
 
 def output_path(command: str, stream: str, member: int | None = None) -> str | None:
