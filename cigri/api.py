@@ -672,8 +672,10 @@ def set_blacklist(grid: Grid, name: str, reason: str | None) -> None:
                      "WHERE id = ?", [reason is not None, reason, database.now() if reason else None, row[0]])
 
 
-def test_cluster(grid: Grid, name: str, directory: str, timeout: float) -> dict[str, Any]:
-    """Submit a tiny job to a cluster and follow it to its end (CiGri's grid_test_cluster)."""
+def test_cluster(grid: Grid, name: str, directory: str | None, timeout: float, *, user: str) -> dict[str, Any]:
+    """Submit a tiny job to a cluster and follow it to its end (CiGri's grid_test_cluster), in
+    ``directory``, else the home of the account that runs ``user``'s jobs there (not /tmp:
+    OAR's REST API copies its script from /tmp into the job's directory, and fails on itself)."""
     import time
 
     from cigri.backends import JobSpec, RemoteState
@@ -682,6 +684,7 @@ def test_cluster(grid: Grid, name: str, directory: str, timeout: float) -> dict[
     if cluster_id is None:
         raise NotFound(f"cluster {name}: no such cluster")
     backend = grid.backend(cluster_id)
+    directory = directory or grid.cluster_homes(user)[name]
     key = f"test-{int(time.time() * 1000)}"
     spec = JobSpec(key=key, batch=key, name=f"cigri.test.{key}", argv=("/bin/echo", "cigri test"),
                    directory=directory, walltime_seconds=300, resources="core=1",

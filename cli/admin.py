@@ -271,12 +271,12 @@ def _key_value(text: str) -> tuple[str, Any]:
 @cluster_app.command("test")
 @common.errors_to_exit
 def cluster_test(name: str,
-                 directory: str = typer.Option("/tmp", "--directory", help="Directory the test job runs in on the cluster."),
+                 directory: Optional[str] = typer.Option(None, "--directory", help="Directory the test job runs in on the cluster (default: the home of the account that runs the jobs there)."),
                  timeout: float = typer.Option(120.0, "--timeout", help="Seconds to wait for the job to end."),
                  as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
     """Submit a tiny job to a cluster and report the round trip; exit 1 if it fails."""
     timeout = _positive("--timeout", timeout)  # before the grid opens: nothing is submitted or written
-    result = api.test_cluster(_grid(), name, directory, timeout)
+    result = api.test_cluster(_grid(), name, directory, timeout, user=api.current_user())
     if as_json:
         return common.print_json(result)
     print(f"Cluster {name}: job {result['remote_id']} ran in {result['round_trip_seconds']}s "

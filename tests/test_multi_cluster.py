@@ -144,3 +144,17 @@ def test_prologues_and_home_are_the_cluster_accounts_over_ssh_and_rest(cigri: Ci
     assert len(list((home / work / str(campaign_id)).glob("marker.t*"))) == 8  # every task ran in {HOME} there
     for script in ("prologues", "epilogues"):
         assert (home / work / script).read_text().split() == [str(home)] * len(names), script
+
+
+def test_cigri_cluster_test_runs_in_the_accounts_home_on_every_transport(cigri: Cigri) -> None:
+    """``cigri cluster test`` ran its job in /tmp, where OAR's REST API, which copies its script
+    from /tmp into the job's directory, failed on itself ("are the same file")."""
+    names = ("slurm-a-ssh", "slurm-a-rest", "oar-ssh", "oar-rest")
+    with (clusters_dir() / "cigri.toml").open("rb") as handle:
+        clusters = tomllib.load(handle)["clusters"]
+    cigri.config.write_text("".join(f"[clusters.{name}]\n" + "".join(f"{key} = {json.dumps(value)}\n"
+                                                                      for key, value in clusters[name].items())
+                                    for name in names))
+    for name in names:
+        result = json.loads(cigri.run("cigri", "cluster", "test", name, "--json").stdout)
+        assert (result["state"], result["exit_code"]) == ("completed", 0), (name, result)
