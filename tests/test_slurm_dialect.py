@@ -8,9 +8,11 @@ import os
 import subprocess
 from pathlib import Path
 
+import httpx
 import pytest
 
 from cigri.backends import Capacity, JobSpec, RemoteJob, RemoteState
+from cigri.backends._http import refusal
 from cigri.backends.slurm import commands, rest
 from cigri.backends.slurm.batch import Shape, array_task_ids, build, constraint, job_script, shape
 from cigri.backends.slurm.states import STATES, exit_code, never_starts, translate
@@ -404,3 +406,16 @@ def test_rest_capacity_counts_usable_nodes_of_the_partition() -> None:
     assert rest.parse_nodes(answer, "main") == Capacity(16, 13, 0, None, 8, None, 3000)  # a node that does not say
     with pytest.raises(ClusterBadAnswer):
         rest.parse_nodes({"errors": ["x"]}, "main")
+
+
+def test_an_unexpected_answer_is_told_by_what_it_says_on_one_line() -> None:
+    """A CLUSTER_BAD_ANSWER event once quoted the first 200 characters of slurmrestd's
+    pretty-printed JSON, its metadata, over several lines of the gridevents table."""
+    slurm = json.loads((RECORDED / "slurmrestd-submit-limit.json").read_text())
+    pretty = httpx.Response(500, text=json.dumps(slurm, indent=2))
+    assert refusal(pretty) == "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
+    oar = json.loads((RECORDED / "oar-rest-submit-admission-refused.json").read_text())
+    assert refusal(httpx.Response(500, json=oar)).startswith("Oarsub command exited with status 254: [ADMISSION RULE]")
+    assert "\n" not in refusal(httpx.Response(500, json=oar))
+    assert refusal(httpx.Response(502, text="<html>\n<h1>Bad   gateway</h1>\n" + "x" * 400)) == \
+        "<html> <h1>Bad gateway</h1> " + "x" * 272 + "…"

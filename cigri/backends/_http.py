@@ -21,6 +21,23 @@ from cigri.errors import (
 )
 
 
+def refusal(response: httpx.Response) -> str:
+    """What an answer cigri did not expect says, on one line of at most 300 characters:
+    slurmrestd's ``errors`` and oarapi's ``message`` first, for the first characters of their
+    pretty-printed JSON are metadata (``"meta": {"plugin"...``)."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    said: list[str] = []
+    if isinstance(body, dict):
+        said = [str(e.get("error") or e.get("description")) for e in body.get("errors") or []
+                if isinstance(e, dict) and (e.get("error") or e.get("description"))]
+        said += [body["message"]] if isinstance(body.get("message"), str) else []
+    text = " ".join(("; ".join(said) or response.text).split())
+    return text if len(text) <= 300 else f"{text[:300]}…"
+
+
 class HTTPTransport:
     def __init__(self, cluster: str, base_url: str, headers: dict[str, str], timeout: float,
                  auth: tuple[str, str] | None = None, min_interval: float = 0.0) -> None:
@@ -36,7 +53,7 @@ class HTTPTransport:
         where = f"{self.cluster}: {method} {path}"
         response = self._send(where, method, path, json=json, params=params)
         if response.status_code not in accept:
-            raise ClusterBadAnswer(f"{where}: HTTP {response.status_code}: {response.text[:200]}")
+            raise ClusterBadAnswer(f"{where}: HTTP {response.status_code}: {refusal(response)}")
         if not response.content:
             return None
         try:
