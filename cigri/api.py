@@ -113,9 +113,15 @@ def extend(grid: Grid, campaign_id: int, param_file: Path, *, user: str) -> int:
                               grid.config.settings.max_submission_tasks)
         if count == 0:  # as a submission without parameters; nor may an ended campaign reopen for none
             raise InputError(f"{param_file}: no parameters to add")
-        conn.execute("UPDATE campaigns SET state = ?, finished_at = NULL WHERE id = ? AND state IN (?, ?)",
-                     [CampaignState.IN_TREATMENT, campaign_id, CampaignState.TERMINATED, CampaignState.FAILED])
+        _reopen(conn, "id = ?", [campaign_id])
     return count
+
+
+def _reopen(conn: sqlite3.Connection, where: str, args: list[Any]) -> None:
+    """Put the ended campaigns matching ``where`` (a fixed SQL condition) back in treatment:
+    new tasks or resubmitted ones. A cancelled campaign stays cancelled."""
+    conn.execute(f"UPDATE campaigns SET state = ?, finished_at = NULL WHERE state IN (?, ?) AND {where}",
+                 [CampaignState.IN_TREATMENT, CampaignState.TERMINATED, CampaignState.FAILED, *args])
 
 
 @contextmanager
@@ -483,8 +489,7 @@ def _retry_prologues(conn: sqlite3.Connection, event_ids: list[int], resubmit: b
             f"AND id IN ({','.join('?' * len(event_ids))})", event_ids).fetchall():
         if resubmit and (requeued := bag.requeue_never_run(conn, campaign_id)):
             resubmitted += requeued
-            conn.execute("UPDATE campaigns SET state = ?, finished_at = NULL WHERE id = ? AND state IN (?, ?)",
-                         [CampaignState.IN_TREATMENT, campaign_id, CampaignState.TERMINATED, CampaignState.FAILED])
+            _reopen(conn, "id = ?", [campaign_id])
         if conn.execute(f"SELECT state IN {sql_in(CAMPAIGN_ACTIVE)} FROM campaigns WHERE id = ?",
                         [campaign_id]).fetchone()[0]:
             workqueue.add_script_job(conn, campaign_id, cluster_id, "prologue")
@@ -496,10 +501,8 @@ def _resubmit_failed(conn: sqlite3.Connection, event_ids: list[int]) -> int:
     ended campaigns (not cancelled ones) are in treatment again."""
     marks = ",".join("?" * len(event_ids))
     tasks = f"SELECT ej.task_id FROM event_jobs ej WHERE ej.event_id IN ({marks}) AND ej.task_id IS NOT NULL"
-    conn.execute(f"UPDATE campaigns SET state = ?, finished_at = NULL WHERE state IN (?, ?) AND id IN "
-                 f"(SELECT campaign_id FROM tasks WHERE state = ? AND id IN ({tasks}))",
-                 [CampaignState.IN_TREATMENT, CampaignState.TERMINATED, CampaignState.FAILED, TaskState.FAILED,
-                  *event_ids])
+    _reopen(conn, f"id IN (SELECT campaign_id FROM tasks WHERE state = ? AND id IN ({tasks}))",
+            [TaskState.FAILED, *event_ids])
     return conn.execute(
         f"UPDATE tasks SET state = ?, priority = {bag.PRIORITY_HEAD}, resubmits = 0, walltime_kills = 0 WHERE state = ? "
         f"AND id IN ({tasks}) AND campaign_id IN (SELECT id FROM campaigns WHERE state IN (?, ?))",

@@ -67,3 +67,10 @@ class SubmissionRefused(BackendError):
     partition...): resending the same batch will fail again until the campaign changes."""
 
     code = "SUBMISSION_ERROR"
+
+
+def shown(value: object, width: int = 60) -> str:
+    """A value echoed in an error, cut to ``width`` characters: a 100,000-character name or a
+    300-digit number must not fill the terminal."""
+    text = repr(value)
+    return text if len(text) <= width else f"{text[:width]}… ({len(text)} characters)"

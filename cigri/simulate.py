@@ -35,7 +35,7 @@ from cigri import config as configuration
 from cigri.backends.sim import SimBackend
 from cigri.backends.sim.world import GRICAD_MEDIAN_SECONDS, GRICAD_SIGMA, lognormal
 from cigri.cycle import run_cycle
-from cigri.errors import InputError
+from cigri.errors import InputError, shown
 from cigri.grid import Grid, open_grid
 from cigri.metascheduler import windows
 from cigri.states import CAMPAIGN_ACTIVE, TASK_OPEN, JobState, TaskState, sql_in
@@ -129,9 +129,8 @@ def _number(where: str, data: Mapping[str, Any], key: str, default: float, kind:
             or (isinstance(value, float) and not math.isfinite(value)) or value < least \
             or (positive and value == least) or value > most:
         bound = f"{'>' if positive else '>='} {least:g}" + (f" and <= {most:,}" if most < math.inf else "")
-        shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:40]}… ({len(repr(value))} characters)"
         raise InputError(f"{where}.{key}: expected {'an integer' if kind is int else 'a number'} {bound}, "
-                         f"got {shown}")
+                         f"got {shown(value, 40)}")
     return kind(value)
 
 
@@ -293,7 +292,7 @@ def simulate(scenario: Scenario, workdir: Path | None = None) -> dict[str, Any]:
             grid.close()
 
 
-_OUTSIDE = ("cigri.home", "cigri.database", "cigri.spool", "cigri.log_dir", "clusters")
+_OUTSIDE = (*(f"cigri.{key}" for key in configuration.PATH_KEYS), "clusters")
 
 
 def _private_grid(scenario: Scenario, home: Path) -> Grid:
@@ -520,6 +519,7 @@ def _report(grid: Grid, run: Run) -> dict[str, Any]:
     # over: terminated, failed (some task failed) or cancelled; nothing is left to run
     over = db.execute(f"SELECT count(*) FROM campaigns WHERE state NOT IN {sql_in(CAMPAIGN_ACTIVE)}").fetchone()[0]
     finished = over == len(run.scenario.campaigns)  # else the run stopped at max_hours: no makespan to measure
+    measured = finished and makespan > 0
     ends = dict(db.execute("SELECT id, finished_at FROM campaigns WHERE state = 'terminated'").fetchall())
     mape = eta_mape(run.etas, ends)
     return {
@@ -532,9 +532,9 @@ def _report(grid: Grid, run: Run) -> dict[str, Any]:
         "simulated_hours": round((clock.now() - START) / 3600, 3),
         "makespan_hours": round(makespan / 3600, 4) if finished else None,
         "makespan_bound_hours": round(bound / 3600, 4),
-        "bound_ratio": round(bound / makespan, 4) if finished and makespan > 0 else None,
+        "bound_ratio": round(bound / makespan, 4) if measured else None,
         "list_schedule_hours": _round(None if listed is None else listed / 3600),
-        "list_schedule_ratio": round(listed / makespan, 4) if finished and listed is not None and makespan > 0 else None,
+        "list_schedule_ratio": round(listed / makespan, 4) if measured and listed is not None else None,
         "bag_drained_hours": _round(_bag_drained(db, first)) if finished else None,
         "utilization": round(cigri / harvestable, 4) if harvestable else None,
         "useful_utilization": round(useful / harvestable, 4) if harvestable else None,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import tomllib
 from pathlib import Path
 from typing import Any, Optional
@@ -42,13 +41,6 @@ def options(
     common.setup_logging(verbose)
 
 
-def _positive(option: str, value: float) -> float:
-    """A duration from the command line: > 0 and finite (nan fails every comparison)."""
-    if not 0 < value < math.inf:
-        raise InputError(f"{option}: must be > 0 and finite")
-    return value
-
-
 def _grid():
     """The grid, for admins only (README, "Ownership"): these commands change its state."""
     config = configuration.load(overrides)
@@ -78,7 +70,7 @@ def daemon(period: Optional[float] = typer.Option(None, "--period", help="Second
     if cycles is not None and cycles < 1:
         raise InputError("--cycles: must be >= 1")
     if period is not None:
-        overrides["cigri.cycle_period"] = _positive("--period", period)  # the predictor's drain floor and flood timeout use it too
+        overrides["cigri.cycle_period"] = common.positive("--period", period)  # the predictor's drain floor and flood timeout use it too
     grid = _grid()
     common.log_to_file(grid.config.log_path / "cigri.log", grid.config.settings)
     run_daemon(grid, cycles)
@@ -275,7 +267,7 @@ def cluster_test(name: str,
                  timeout: float = typer.Option(120.0, "--timeout", help="Seconds to wait for the job to end."),
                  as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
     """Submit a tiny job to a cluster and report the round trip; exit 1 if it fails."""
-    timeout = _positive("--timeout", timeout)  # before the grid opens: nothing is submitted or written
+    timeout = common.positive("--timeout", timeout)  # before the grid opens: nothing is submitted or written
     result = api.test_cluster(_grid(), name, directory, timeout, user=api.current_user())
     if as_json:
         return common.print_json(result)

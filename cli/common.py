@@ -11,6 +11,7 @@ import copy
 import functools
 import json
 import logging
+import math
 import os
 import sqlite3
 import sys
@@ -25,7 +26,7 @@ from rich.table import Table
 from typer.exceptions import TyperException
 
 from cigri import config as configuration
-from cigri.errors import CigriError
+from cigri.errors import CigriError, InputError
 from cigri.grid import Grid, open_grid
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -82,6 +83,13 @@ def _drop_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
+
+
+def positive(option: str, value: float) -> float:
+    """A duration from the command line: > 0 and finite (nan fails every comparison)."""
+    if not 0 < value < math.inf:
+        raise InputError(f"{option}: must be > 0 and finite")
+    return value
 
 
 def print_error(error: Exception) -> None:

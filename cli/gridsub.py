@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import signal
 import sys
 import threading
@@ -35,8 +34,7 @@ def gridsub(
     version: bool = common.VersionOption,
 ) -> None:
     """Submit JDL campaigns; print their numbers. Exit 2 on invalid input, with nothing written."""
-    if not 0 < period < math.inf:  # also rejects nan; checked before anything is submitted
-        raise InputError("--period: must be > 0 and finite")
+    common.positive("--period", period)  # before anything is submitted
     grid = common.grid()
     user = api.current_user()
     if campaign is not None or param_file is not None:

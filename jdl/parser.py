@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from cigri.backends import remote_home
 from cigri.backends.slurm.batch import shape
-from cigri.errors import InputError, SubmissionRefused
+from cigri.errors import InputError, SubmissionRefused, shown
 from cigri.jdl.memory import parse_memory
 from cigri.jdl.walltime import parse_walltime
 
@@ -94,7 +94,7 @@ def parse_jdl(text: str, *, known_clusters: Mapping[str, str], user: str, base_d
     try:  # a byte order mark is dropped, as UTF-8 readers do
         document = json.loads(text.removeprefix("\ufeff"), object_pairs_hook=_unique_keys)
     except _DuplicateKey as error:
-        raise InputError(f"{source}: duplicate key {_shown(error.args[0])} (JSON would keep only the last)") from None
+        raise InputError(f"{source}: duplicate key {shown(error.args[0])} (JSON would keep only the last)") from None
     except json.JSONDecodeError as error:
         raise InputError(f"{source}: not valid JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
     except RecursionError:
@@ -142,15 +142,6 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return document
 
 
-SHOWN_CHARACTERS = 60
-
-
-def _shown(value: object) -> str:
-    """A value echoed in an error, cut short: a 100,000-character name must not fill the terminal."""
-    text = repr(value)
-    return text if len(text) <= SHOWN_CHARACTERS else f"{text[:SHOWN_CHARACTERS]}… ({len(text)} characters)"
-
-
 def _one_line(problem: str) -> str:
     """A key or value with a line break must not split a problem over two lines."""
     return problem.replace("\r", "\\r").replace("\n", "\\n")
@@ -168,12 +159,12 @@ def _message(error: jsonschema.ValidationError) -> str:
     schema = error.schema if isinstance(error.schema, Mapping) else {}
     if error.validator == "additionalProperties" and isinstance(error.instance, Mapping):
         extra = sorted(set(error.instance) - set(schema.get("properties", {})))
-        return "unknown key " + ", ".join(_shown(k) for k in extra)
+        return "unknown key " + ", ".join(shown(k) for k in extra)
     if error.validator == "anyOf":
-        return f"{_shown(error.instance)} is not valid: {schema.get('description', 'wrong type')}"
+        return f"{shown(error.instance)} is not valid: {schema.get('description', 'wrong type')}"
     if error.validator == "required":
         return f"missing mandatory key {error.message.split(' ')[0]}"
-    return error.message.replace(repr(error.instance), _shown(error.instance))
+    return error.message.replace(repr(error.instance), shown(error.instance))
 
 
 def _semantic_problems(document: dict[str, Any], known_clusters: Mapping[str, str]) -> list[str]:
@@ -217,7 +208,7 @@ def _resources_problems(cluster: str, backend: str | None, resources: str) -> li
         for level in group.strip().removeprefix("/").split("/"):
             match = _RESOURCE_LEVEL.match(level)
             if match is None or match[1] == "walltime" or match[2].isdigit() and int(match[2]) < 1:
-                return [f"{where}: {_shown(level)} is not a resource level (name=N with N >= 1, ALL or BEST; "
+                return [f"{where}: {shown(level)} is not a resource level (name=N with N >= 1, ALL or BEST; "
                         "e.g. core=1 or /nodes=2/core=4; the walltime goes in walltime)"]
     if backend == "slurm":
         try:
@@ -249,7 +240,7 @@ def _job_type_problems(cluster: str, backend: str | None, value: str | list[str]
 
 def _class_problems(name: str, user: str, classes: Mapping[str, frozenset[str] | None]) -> list[str]:
     if name not in classes:
-        return [f"$.class: unknown class {_shown(name)} (known: {', '.join(sorted(classes))})"]
+        return [f"$.class: unknown class {shown(name)} (known: {', '.join(sorted(classes))})"]
     allowed = classes[name]
     if allowed is not None and user not in allowed:
         return [f"$.class: user {user} is not allowed in class {name!r}"]

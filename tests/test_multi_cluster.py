@@ -115,18 +115,26 @@ def test_each_cycle_stays_within_its_remote_call_budget(grid_setup: tuple[Cigri,
     assert runs_per_task(exec_dir) == Counter({f"t{i:03d}": 1 for i in range(TASKS)})
 
 
+EVERY_TRANSPORT = ("slurm-a-ssh", "slurm-a-rest", "oar-ssh", "oar-rest")
+
+
+def use_clusters(cigri: Cigri, names: tuple[str, ...], head: str = "") -> dict[str, dict[str, Any]]:
+    """Point the harness's installation at these real clusters (after the TOML ``head``);
+    return every test cluster's table."""
+    with (clusters_dir() / "cigri.toml").open("rb") as handle:
+        clusters: dict[str, dict[str, Any]] = tomllib.load(handle)["clusters"]
+    cigri.config.write_text(head + "".join(f"[clusters.{name}]\n" + "".join(
+        f"{key} = {json.dumps(value)}\n" for key, value in clusters[name].items()) for name in names))
+    return clusters
+
+
 def test_prologues_and_home_are_the_cluster_accounts_over_ssh_and_rest(cigri: Cigri) -> None:
     """A prologue and an epilogue run from the home of the cluster's account (its ``home``,
     default /home/USER), and ``{HOME}`` in exec_directory is that home there. Both used to be
     the submitting user's home on cigri's machine (/root here), so every prologue failed on
     Slurm and OAR and the campaign's tasks with it."""
-    names = ("slurm-a-ssh", "slurm-a-rest", "oar-ssh", "oar-rest")
-    with (clusters_dir() / "cigri.toml").open("rb") as handle:
-        clusters = tomllib.load(handle)["clusters"]
-    lines = ["[runner]", "tap_initial = 10"]
-    for name in names:
-        lines += [f"[clusters.{name}]"] + [f"{key} = {json.dumps(value)}" for key, value in clusters[name].items()]
-    cigri.config.write_text("\n".join(lines) + "\n")
+    names = EVERY_TRANSPORT
+    clusters = use_clusters(cigri, names, "[runner]\ntap_initial = 10\n")
     home = Path("/home") / clusters["oar-ssh"]["user"]
     work = f"cigri-home-{time.monotonic_ns()}"
     program = marker_exec_dir("home") / "task.sh"
@@ -149,12 +157,7 @@ def test_prologues_and_home_are_the_cluster_accounts_over_ssh_and_rest(cigri: Ci
 def test_cigri_cluster_test_runs_in_the_accounts_home_on_every_transport(cigri: Cigri) -> None:
     """``cigri cluster test`` ran its job in /tmp, where OAR's REST API, which copies its script
     from /tmp into the job's directory, failed on itself ("are the same file")."""
-    names = ("slurm-a-ssh", "slurm-a-rest", "oar-ssh", "oar-rest")
-    with (clusters_dir() / "cigri.toml").open("rb") as handle:
-        clusters = tomllib.load(handle)["clusters"]
-    cigri.config.write_text("".join(f"[clusters.{name}]\n" + "".join(f"{key} = {json.dumps(value)}\n"
-                                                                      for key, value in clusters[name].items())
-                                    for name in names))
-    for name in names:
+    use_clusters(cigri, EVERY_TRANSPORT)
+    for name in EVERY_TRANSPORT:
         result = json.loads(cigri.run("cigri", "cluster", "test", name, "--json").stdout)
         assert (result["state"], result["exit_code"]) == ("completed", 0), (name, result)
