@@ -85,7 +85,7 @@ def shares(scenario: Optional[Path] = typer.Option(None, "--scenario", metavar="
     if scenario is not None:
         result = api.shares_of_scenario(scenario, configuration.load(overrides))
     else:
-        result = api.shares(_grid())
+        result = api.current_shares(_grid())
     if as_json:
         return common.print_json(result)
     common.print_table("classes", ["class", "priority", "weight", "policy", "campaigns", "demand", "running", "target",
@@ -133,7 +133,7 @@ FINALIZE = {True: "yes", False: "no", None: "best-effort"}  # a class's finalize
 def classes(as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
     """List the classes in evaluation order: their configuration and their active campaigns, users,
     pending tasks, waiting and running jobs (from the database: no cluster is asked)."""
-    result = api.classes(common.grid(overrides))
+    result = api.list_classes(common.grid(overrides))
     if as_json:
         return common.print_json({"classes": result})
     common.print_table(None, ["class", "priority", "weight", "policy", "users", "clusters", "default", "finalize",
@@ -148,7 +148,7 @@ def classes(as_json: bool = typer.Option(False, "--json", help="Print one JSON v
 def users(as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
     """List the users configured or with active campaigns: allotment, affinity, classes, load, and
     what their fixed_share and reserve jobs hold against the allotment (no cluster is asked)."""
-    result = api.users(common.grid(overrides))
+    result = api.list_users(common.grid(overrides))
     if as_json:
         return common.print_json(result)
     common.print_table(None, ["user", "configured", "classes", "campaigns", "pending", "waiting", "running",

@@ -29,7 +29,7 @@ def gridclusters(
     samples (kept cigri.counts_retention_days)."""
     if history is not None:
         return _history(api.usage(common.grid(), history), as_json)
-    clusters = api.clusters(common.grid())
+    clusters = api.list_clusters(common.grid())
     if as_json:
         return common.print_json(clusters)
     common.print_table(None, ["cluster", "backend", "total", "free", "free memory", "used by cigri", "cigri's cap",

@@ -49,7 +49,7 @@ def gridevents(
         if as_json:
             return common.print_json(event)
         return _print_event(event)
-    events = api.events(grid, user=user, campaign_id=campaign, global_only=global_only, include_closed=all_events)
+    events = api.list_events(grid, user=user, campaign_id=campaign, global_only=global_only, include_closed=all_events)
     if as_json:
         return common.print_json(events)
     if not events:

@@ -55,7 +55,7 @@ def list_subscriptions(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON value."),
 ) -> None:
     """Your subscriptions, with how many messages were sent, are pending or failed for good."""
-    rows = api.subscriptions(common.grid(), user=api.current_user(), all_users=all_users)
+    rows = api.list_subscriptions(common.grid(), user=api.current_user(), all_users=all_users)
     if as_json:
         return common.print_json(rows)
     common.print_table(None, ["id", "user", "kind", "target", "severity", "sent", "pending", "failed", "last error"],

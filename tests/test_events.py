@@ -137,7 +137,7 @@ def test_identical_failures_are_one_event_and_fix_resubmit_puts_them_back(grid: 
     campaign_id, task_ids = campaign(grid, tmp_path, 300, taken=True)
     jobs = [end_job(grid, t, JobState.FAILED, 1) for t in task_ids]
     analyse(grid)
-    events = api.events(grid, user=USER, campaign_id=campaign_id)
+    events = api.list_events(grid, user=USER, campaign_id=campaign_id)
     exit_errors = [e for e in events if e["code"] == "EXIT_ERROR"]
     assert len(exit_errors) == 1 and exit_errors[0]["count"] == 300
     assert [x["job_id"] for x in exit_errors[0]["examples"]] == jobs[:5]
@@ -248,7 +248,7 @@ def test_a_failing_cluster_is_blacklisted_after_k_cycles_the_others_go_on_and_au
             assert not grid.db.execute("SELECT blacklisted FROM clusters WHERE id = ?", [broken]).fetchone()[0]
             run_cycle(grid)
         assert grid.db.execute("SELECT blacklisted, failures FROM clusters WHERE id = ?", [broken]).fetchone() == (1, 3)
-        global_events = api.events(grid, user=USER, global_only=True)
+        global_events = api.list_events(grid, user=USER, global_only=True)
         assert [(e["code"], e["count"]) for e in global_events] == [("CLUSTER_BAD_ANSWER", 3), ("BLACKLISTED", 1)]
         calls = len(FakeOAR.auth)
         run_cycle(grid)  # blacklisted and not due for a re-check: not even asked
@@ -263,8 +263,8 @@ def test_a_failing_cluster_is_blacklisted_after_k_cycles_the_others_go_on_and_au
         grid.db.execute("UPDATE clusters SET checked_at = checked_at - 1")
         run_cycle(grid)
         assert grid.db.execute("SELECT blacklisted, failures FROM clusters WHERE id = ?", [broken]).fetchone() == (0, 0)
-        assert api.events(grid, user=USER, global_only=True) == []  # problem and blacklist both closed
-        assert [c for c in api.clusters(grid) if c["name"] == "broken"][0]["blacklisted"] is False
+        assert api.list_events(grid, user=USER, global_only=True) == []  # problem and blacklist both closed
+        assert [c for c in api.list_clusters(grid) if c["name"] == "broken"][0]["blacklisted"] is False
     finally:
         grid.close()
 

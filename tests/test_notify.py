@@ -175,7 +175,7 @@ def test_a_failing_webhook_is_retried_with_backoff_then_given_up(grid: Grid, tmp
         notify.notify(grid)
         time.sleep(0.45)
     assert grid.db.execute("SELECT state, tries FROM outbox ORDER BY id DESC LIMIT 1").fetchone() == ("dead", 3)
-    listed = api.subscriptions(grid, user=USER)
+    listed = api.list_subscriptions(grid, user=USER)
     assert (listed[0]["sent"], listed[0]["failed"], listed[0]["last_error"]) == (1, 1, "HTTP 500")
 
 
@@ -225,13 +225,13 @@ def test_subscriptions_check_their_input_and_belong_to_their_user(grid: Grid) ->
         api.subscribe(grid, user=USER, kind="webhook", target="file:///etc/passwd", severity="low")
     first = api.subscribe(grid, user="alice", kind="mail", target="a@example.org", severity="low")
     assert api.subscribe(grid, user="alice", kind="mail", target="a@example.org", severity="high") == first
-    assert [s["severity"] for s in api.subscriptions(grid, user="alice")] == ["high"]
+    assert [s["severity"] for s in api.list_subscriptions(grid, user="alice")] == ["high"]
     with pytest.raises(Refused):
         api.unsubscribe(grid, first, user="bob")
     with pytest.raises(Refused):
-        api.subscriptions(grid, user="bob", all_users=True)
+        api.list_subscriptions(grid, user="bob", all_users=True)
     api.unsubscribe(grid, first, user="alice")
-    assert api.subscriptions(grid, user="alice") == []
+    assert api.list_subscriptions(grid, user="alice") == []
 
 
 @pytest.mark.slow

@@ -40,20 +40,20 @@ def test_users_act_only_on_their_own_campaigns_jobs_and_events(grid: Grid, tmp_p
         lambda: api.pause(grid, campaign_id, user="bob"),
         lambda: api.cancel_job(grid, job_id, user="bob"),
         lambda: api.job_output(grid, job_id, "stderr", user="bob"),
-        lambda: api.events(grid, user="bob", campaign_id=campaign_id),
+        lambda: api.list_events(grid, user="bob", campaign_id=campaign_id),
     ]
     for call in refused:
         with pytest.raises(Refused, match="belongs to alice, not to bob"):
             call()
     grid.db.execute("UPDATE jobs SET state = 'failed' WHERE id = ?", [job_id])
     analyse(grid)
-    event_id = api.events(grid, user="alice", campaign_id=campaign_id)[0]["id"]
+    event_id = api.list_events(grid, user="alice", campaign_id=campaign_id)[0]["id"]
     for call in (lambda: api.event(grid, event_id, user="bob"),
                  lambda: api.fix_events(grid, user="bob", event_id=event_id, resubmit=True),
                  lambda: api.fix_events(grid, user="bob", campaign_id=campaign_id)):
         with pytest.raises(Refused):
             call()
-    assert api.events(grid, user="bob") == []  # bob's listing simply does not show alice's events
+    assert api.list_events(grid, user="bob") == []  # bob's listing simply does not show alice's events
     assert api.fix_events(grid, user="carol", event_id=event_id) == {"closed": 1, "resubmitted": 0}  # an admin
     api.pause(grid, campaign_id, user="alice")
     api.cancel(grid, campaign_id, user="root")
@@ -65,7 +65,7 @@ def test_cluster_events_are_fixed_by_admins_only(grid: Grid) -> None:
 
     with database.write(grid.db) as conn:
         event_id = record(conn, "CLUSTER_TIMEOUT", "capacity failed", cluster_id=1)
-    assert [e["id"] for e in api.events(grid, user="bob")] == [event_id]  # everyone sees the clusters' state
+    assert [e["id"] for e in api.list_events(grid, user="bob")] == [event_id]  # everyone sees the clusters' state
     with pytest.raises(Refused, match="needs the admin role"):
         api.fix_events(grid, user="bob", event_id=event_id)
     with pytest.raises(Refused, match="needs the admin role"):
@@ -87,7 +87,7 @@ def test_a_removed_cluster_takes_its_samples_and_events_with_it(grid: Grid) -> N
         record(conn, "CLUSTER_TIMEOUT", "capacity failed", cluster_id=extra)
     assert grid.db.execute("SELECT count(*) FROM counts WHERE cluster_id = ?", [extra]).fetchone()[0] == 1
     api.remove_cluster(grid, "extra")
-    assert "extra" not in {c["name"] for c in api.clusters(grid)}
+    assert "extra" not in {c["name"] for c in api.list_clusters(grid)}
     assert grid.db.execute("SELECT count(*) FROM events WHERE cluster_id = ?", [extra]).fetchone()[0] == 0
 
 

@@ -96,8 +96,8 @@ def test_classes_and_users_search_every_table_they_read(unanalysed, analysed: bo
         unanalysed.db.execute("ANALYZE")
     seen: list[str] = []
     unanalysed.db.conn.set_trace_callback(seen.append)
-    api.classes(unanalysed)
-    api.users(unanalysed)
+    api.list_classes(unanalysed)
+    api.list_users(unanalysed)
     unanalysed.db.conn.set_trace_callback(None)
     assert_no_scan(unanalysed, seen)
     assert any("FROM campaign_properties" in statement for statement in seen)

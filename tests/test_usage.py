@@ -129,7 +129,7 @@ def test_usage_figures_by_hand(tmp_path: Path) -> None:
     with sim_grid(START, environment(tmp_path)) as (grid, now):
         cycles_at(grid, now, START, OFFSETS)
         assert api.usage(grid, 1) == expected(START)
-        assert [u["name"] for u in api.usage(grid, 1)] == [c["name"] for c in api.clusters(grid)]
+        assert [u["name"] for u in api.usage(grid, 1)] == [c["name"] for c in api.list_clusters(grid)]
         # the last half hour holds the samples at 400, 1000 and 2200 s only
         busy = api.usage(grid, 0.5)[0]
         assert (busy["samples"], busy["since"], busy["mean_running"], busy["mean_free_slots"]) == (3, START + 400, 4.0, 0.0)

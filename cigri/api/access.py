@@ -1,0 +1,42 @@
+"""The rows every use case reads or moves, and who may act on them: a campaign is its owner's
+or an admin's; an id SQLite cannot hold names no row."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from cigri.errors import NotFound, Refused
+from cigri.grid import Grid
+from cigri.states import CampaignState
+from cigri.users import is_admin
+
+
+def storable(row_id: int) -> bool:
+    """Whether SQLite can hold ``row_id`` (a 64-bit integer): a larger one names no row, and
+    binding it would raise OverflowError instead of the answer "no such ..."."""
+    return -2**63 <= row_id < 2**63
+
+
+def owned_campaign(grid: Grid, conn: sqlite3.Connection, campaign_id: int, user: str) -> dict[str, Any]:
+    """The campaign, if ``user`` may act on it: its owner or an admin; otherwise Refused (exit 1)."""
+    row = conn.execute("SELECT id, user, state FROM campaigns WHERE id = ?", [campaign_id]).fetchone() \
+        if storable(campaign_id) else None
+    if row is None:
+        raise NotFound(f"campaign {campaign_id}: no such campaign")
+    if row[1] != user and not is_admin(grid.config, user):
+        raise Refused(f"campaign {campaign_id}: belongs to {row[1]}, not to {user}")
+    return {"id": row[0], "user": row[1], "state": row[2]}
+
+def campaign_row(grid: Grid, campaign_id: int) -> dict[str, Any]:
+    rows = list(grid.db.query("SELECT * FROM campaigns WHERE id = ?", [campaign_id])) if storable(campaign_id) else []
+    if not rows:
+        raise NotFound(f"campaign {campaign_id}: no such campaign")
+    return rows[0]
+
+
+def reopen(conn: sqlite3.Connection, where: str, args: list[Any]) -> None:
+    """Put the ended campaigns matching ``where`` (a fixed SQL condition) back in treatment:
+    new tasks or resubmitted ones. A cancelled campaign stays cancelled."""
+    conn.execute(f"UPDATE campaigns SET state = ?, finished_at = NULL WHERE state IN (?, ?) AND {where}",
+                 [CampaignState.IN_TREATMENT, CampaignState.TERMINATED, CampaignState.FAILED, *args])

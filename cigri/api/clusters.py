@@ -1,0 +1,143 @@
+"""Clusters: their capacity and cigri's use of them, their history, and the admin's operations."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from cigri import cluster_caps
+from cigri import db as database
+from cigri.errors import InputError, NotFound, Refused
+from cigri.events import close
+from cigri.grid import Grid
+
+
+def list_clusters(grid: Grid) -> list[dict[str, Any]]:
+    """Every cluster with its capacity (asked live), cigri's own use of it and the most jobs it
+    takes from cigri (``max_jobs``, or the submit limit learned; None: no cap)."""
+    result = []
+    used = cluster_caps.active_jobs(grid.db.conn)
+    caps = cluster_caps.caps(grid.db.conn, database.now())
+    for row in grid.db.query("SELECT * FROM clusters ORDER BY name"):
+        entry: dict[str, Any] = {"name": row["name"], "backend": row["backend"], "source": row["source"],
+                                 "blacklisted": bool(row["blacklisted"]),
+                                 "blacklist_reason": row["blacklist_reason"],
+                                 "used_by_cigri": used.get(row["id"], 0), "max_jobs": caps.get(row["id"])}
+        try:
+            capacity = grid.backend(row["id"]).capacity()
+            entry.update(total_slots=capacity.total_slots, free_slots=capacity.free_slots,
+                         free_memory_mb=capacity.free_memory_mb, queued_jobs=capacity.queued_jobs, error=None)
+        except Exception as error:  # a broken cluster is reported, not fatal for the listing
+            entry.update(total_slots=None, free_slots=None, free_memory_mb=None, queued_jobs=None, error=str(error))
+        result.append(entry)
+    return result
+
+
+_USAGE = """
+WITH samples AS (
+    SELECT cluster_id, at, waiting, running, total_slots, free_slots,
+           coalesce(lead(at) OVER (PARTITION BY cluster_id ORDER BY at), at + :period) - at AS span
+    FROM counts WHERE cluster_id IN (SELECT id FROM clusters) AND at >= :since),
+figures AS (
+    SELECT cluster_id, count(*) AS samples, min(at) AS since, max(at) AS until,
+           round(avg(total_slots), 3) AS mean_total_slots, round(avg(free_slots), 3) AS mean_free_slots,
+           round(avg(running), 3) AS mean_running, max(running) AS max_running,
+           round(avg(waiting), 3) AS mean_waiting, round(sum(running * span) / 3600, 3) AS cigri_job_hours
+    FROM samples GROUP BY cluster_id)
+SELECT c.name, coalesce(f.samples, 0) AS samples, f.since, f.until, f.mean_total_slots, f.mean_free_slots,
+       f.mean_running, f.max_running, f.mean_waiting, f.cigri_job_hours
+FROM clusters c LEFT JOIN figures f ON f.cluster_id = c.id ORDER BY c.name
+"""
+
+
+def usage(grid: Grid, hours: float) -> list[dict[str, Any]]:
+    """Every cluster's use over the last ``hours``, from the counts each cycle samples (CiGri's
+    grid_usage), in :func:`clusters`' order: means of its total and free slots and of cigri's
+    running and waiting jobs, cigri's most running jobs, and the job-hours cigri ran there (each
+    sample's running jobs until the cluster's next sample, the last one's for a cycle period).
+    A cluster without a sample in the window has None for each figure."""
+    if not 0 < hours < math.inf:  # also rejects nan
+        raise InputError(f"hours: must be > 0 and finite, got {hours!r}")
+    return list(grid.db.query(_USAGE, {"since": database.now() - hours * 3600,
+                                       "period": grid.config.settings.cycle_period}))
+
+
+def add_cluster(grid: Grid, name: str, backend: str, options: dict[str, Any]) -> None:
+    from cigri.config import _cluster_configs
+
+    [cluster] = _cluster_configs({name: {"backend": backend, **options}})  # validates, raises ConfigError
+    with database.write(grid.db) as conn:
+        if conn.execute("SELECT 1 FROM clusters WHERE name = ?", [name]).fetchone():
+            raise Refused(f"cluster {name} already exists")
+        conn.execute("INSERT INTO clusters(name, backend, options, source) VALUES (?, ?, ?, 'admin')",
+                     [name, backend, json.dumps(cluster.options, sort_keys=True)])
+
+
+def remove_cluster(grid: Grid, name: str) -> None:
+    """Remove an admin-added cluster no campaign names, with what only it refers to: its taps,
+    its usage samples and its own events (a campaign's rows would block it: blacklist instead)."""
+    with database.write(grid.db) as conn:
+        row = conn.execute("SELECT id, source FROM clusters WHERE name = ?", [name]).fetchone()
+        if row is None:
+            raise NotFound(f"cluster {name}: no such cluster")
+        if row[1] == "config":
+            raise Refused(f"cluster {name} is defined in the configuration; remove it there")
+        if conn.execute("SELECT 1 FROM campaign_properties WHERE cluster_id = ? LIMIT 1", [row[0]]).fetchone():
+            raise Refused(f"cluster {name} is used by campaigns; blacklist it instead")
+        for table in ("taps", "counts"):
+            conn.execute(f"DELETE FROM {table} WHERE cluster_id = ?", [row[0]])
+        conn.execute("DELETE FROM event_jobs WHERE event_id IN (SELECT id FROM events WHERE cluster_id = ?)", [row[0]])
+        conn.execute("DELETE FROM events WHERE cluster_id = ?", [row[0]])
+        conn.execute("DELETE FROM clusters WHERE id = ?", [row[0]])
+
+
+def set_blacklist(grid: Grid, name: str, reason: str | None) -> None:
+    """Blacklist (reason given) or unblacklist (reason None) a whole cluster."""
+    with database.write(grid.db) as conn:
+        row = conn.execute("SELECT id, blacklist_event_id FROM clusters WHERE name = ?", [name]).fetchone()
+        if row is None:
+            raise NotFound(f"cluster {name}: no such cluster")
+        if row[1] is not None:  # an automatic blacklist: an admin's decision replaces it
+            close(conn, "id = ?", [row[1]])
+        conn.execute("UPDATE clusters SET blacklisted = ?, blacklist_reason = ?, blacklisted_at = ?, failures = 0 "
+                     "WHERE id = ?", [reason is not None, reason, database.now() if reason else None, row[0]])
+
+
+def test_cluster(grid: Grid, name: str, directory: str | None, timeout: float, *, user: str) -> dict[str, Any]:
+    """Submit a tiny job to a cluster and follow it to its end (CiGri's grid_test_cluster), in
+    ``directory``, else the home of the account that runs ``user``'s jobs there (not /tmp:
+    OAR's REST API copies its script from /tmp into the job's directory, and fails on itself)."""
+    import time
+
+    from cigri.backends import JobSpec, RemoteState
+
+    cluster_id = grid.cluster_ids().get(name)
+    if cluster_id is None:
+        raise NotFound(f"cluster {name}: no such cluster")
+    backend = grid.backend(cluster_id)
+    directory = directory or grid.cluster_homes(user)[name]
+    key = f"test-{int(time.time() * 1000)}"
+    spec = JobSpec(key=key, batch=key, name=f"cigri.test.{key}", argv=("/bin/echo", "cigri test"),
+                   directory=directory, walltime_seconds=300, resources="core=1",
+                   environment={"CIGRI_JOB_ID": key})
+    started = time.monotonic()
+    capacity = backend.capacity()
+    remote_id = backend.submit([spec])[key]
+    submitted = time.monotonic()
+    while True:
+        job = backend.poll([remote_id])[remote_id]
+        if job.state not in (RemoteState.QUEUED, RemoteState.RUNNING):
+            break
+        if time.monotonic() - started > timeout:
+            backend.cancel([remote_id])
+            raise Refused(f"cluster {name}: test job {remote_id} still {job.state} after {timeout:.0f}s; cancelled")
+        time.sleep(0.5)
+    result = {"cluster": name, "remote_id": remote_id, "state": str(job.state), "exit_code": job.exit_code,
+              "total_slots": capacity.total_slots, "free_slots": capacity.free_slots,
+              "submit_seconds": round(submitted - started, 3),
+              "round_trip_seconds": round(time.monotonic() - started, 3),
+              "stdout": backend.output_tail(remote_id, "stdout", 5)}
+    if job.state != RemoteState.COMPLETED or job.exit_code != 0:
+        raise Refused(f"cluster {name}: test job ended {job.state} with exit code {job.exit_code}")
+    return result

@@ -1,0 +1,127 @@
+"""Events: what went wrong, who may read it, and fixing it (closing, resubmitting)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from cigri import bag
+from cigri import db as database
+from cigri.api.access import owned_campaign, reopen, storable
+from cigri.errors import InputError, NotFound, Refused
+from cigri.events import close
+from cigri.grid import Grid
+from cigri.states import CAMPAIGN_ACTIVE, TaskState, sql_in
+from cigri.users import is_admin, require_admin
+
+_EVENT_COLUMNS = ("e.id, e.class, e.code, e.severity, e.state, e.campaign_id, c.name AS cluster, e.job_id, e.task_id, "
+                  "e.count, e.examples, e.message, e.stderr_tail, e.created_at, e.updated_at, e.closed_at")
+
+
+def _event_rows(grid: Grid, where: str, args: list[Any]) -> list[dict[str, Any]]:
+    rows = list(grid.db.query(f"SELECT {_EVENT_COLUMNS} FROM events e LEFT JOIN clusters c ON c.id = e.cluster_id "
+                              f"LEFT JOIN campaigns p ON p.id = e.campaign_id WHERE {where} ORDER BY e.id", args))
+    for row in rows:
+        row["examples"] = json.loads(row["examples"])
+    return rows
+
+
+def list_events(grid: Grid, *, user: str, campaign_id: int | None = None, global_only: bool = False,
+           include_closed: bool = False) -> list[dict[str, Any]]:
+    """Events ``user`` may read, oldest first: a campaign's (its owner's or an admin's), the
+    clusters' own (``global_only``; anyone), or by default every event of the user's campaigns
+    plus the clusters' (an admin: every event)."""
+    where: list[str] = ["1"]
+    args: list[object] = []
+    if campaign_id is not None:
+        owned_campaign(grid, grid.db.conn, campaign_id, user)
+        where.append("e.campaign_id = ?")
+        args.append(campaign_id)
+    elif global_only:
+        where.append("e.class = 'cluster' AND e.campaign_id IS NULL")
+    elif not is_admin(grid.config, user):
+        where.append("(p.user = ? OR e.campaign_id IS NULL)")
+        args.append(user)
+    if not include_closed:
+        where.append("e.state = 'open'")
+    return _event_rows(grid, " AND ".join(where), args)
+
+
+def event(grid: Grid, event_id: int, *, user: str) -> dict[str, Any]:
+    """One event with every detail; a campaign's event only for its owner or an admin."""
+    rows = _event_rows(grid, "e.id = ?", [event_id]) if storable(event_id) else []
+    if not rows:
+        raise NotFound(f"event {event_id}: no such event")
+    _may_fix_or_read(grid, rows[0], user, fixing=False)
+    return rows[0]
+
+
+def _may_fix_or_read(grid: Grid, row: dict[str, Any], user: str, *, fixing: bool) -> None:
+    if row["campaign_id"] is not None:
+        owner = grid.db.execute("SELECT user FROM campaigns WHERE id = ?", [row["campaign_id"]]).fetchone()[0]
+        if owner != user and not is_admin(grid.config, user):
+            raise Refused(f"event {row['id']}: belongs to {owner}'s campaign {row['campaign_id']}, not to {user}")
+    elif fixing:
+        require_admin(grid.config, user, f"fixing cluster event {row['id']}")
+
+
+def fix_events(grid: Grid, *, user: str, event_id: int | None = None, campaign_id: int | None = None,
+               global_only: bool = False, resubmit: bool = False) -> dict[str, int]:
+    """Close open events (lifting the blacklists they hold) and, with ``resubmit``, put the
+    failed tasks they cover back at the head of the bag; one transaction. Nothing to close is
+    refused (exit 1)."""
+    if sum([event_id is not None, campaign_id is not None, global_only]) != 1:
+        raise InputError("--fix needs exactly one of -e EVENT, -c CAMPAIGN or -g")
+    if event_id is not None:
+        row = event(grid, event_id, user=user)
+        _may_fix_or_read(grid, row, user, fixing=True)
+        where, args = "id = ?", [event_id]
+    elif campaign_id is not None:
+        where, args = "campaign_id = ?", [campaign_id]
+    else:
+        require_admin(grid.config, user, "fixing the clusters' events")
+        where, args = "class = 'cluster' AND campaign_id IS NULL", []
+    with database.write(grid.db) as conn:
+        if campaign_id is not None:
+            owned_campaign(grid, conn, campaign_id, user)
+        ids = [r[0] for r in conn.execute(f"SELECT id FROM events WHERE state = 'open' AND {where}", args)]
+        if not ids:
+            raise Refused("nothing to fix: " + (f"event {event_id} is not open" if event_id is not None else
+                                                "no open event"))
+        close(conn, f"id IN ({','.join('?' * len(ids))})", ids)
+        resubmitted = _resubmit_failed(conn, ids) if resubmit else 0
+        resubmitted += _retry_prologues(conn, ids, resubmit)
+    return {"closed": len(ids), "resubmitted": resubmitted}
+
+
+def _retry_prologues(conn: sqlite3.Connection, event_ids: list[int], resubmit: bool) -> int:
+    """A fixed PROLOGUE_FAILED event runs its prologue again on its cluster (the failure may
+    have been the cluster's: a file system down, a module server away); with ``resubmit``, the
+    tasks the failure ended without running them go back to the bag first. Return those."""
+    from cigri.metascheduler.schedulers import workqueue  # the metascheduler's import cost, only when fixing
+
+    resubmitted = 0
+    for campaign_id, cluster_id in conn.execute(
+            f"SELECT DISTINCT campaign_id, cluster_id FROM events WHERE code = 'PROLOGUE_FAILED' "
+            f"AND id IN ({','.join('?' * len(event_ids))})", event_ids).fetchall():
+        if resubmit and (requeued := bag.requeue_never_run(conn, campaign_id)):
+            resubmitted += requeued
+            reopen(conn, "id = ?", [campaign_id])
+        if conn.execute(f"SELECT state IN {sql_in(CAMPAIGN_ACTIVE)} FROM campaigns WHERE id = ?",
+                        [campaign_id]).fetchone()[0]:
+            workqueue.add_script_job(conn, campaign_id, cluster_id, "prologue")
+    return resubmitted
+
+
+def _resubmit_failed(conn: sqlite3.Connection, event_ids: list[int]) -> int:
+    """The failed tasks of these events go back to the head of the bag with fresh counters; their
+    ended campaigns (not cancelled ones) are in treatment again."""
+    marks = ",".join("?" * len(event_ids))
+    tasks = f"SELECT ej.task_id FROM event_jobs ej WHERE ej.event_id IN ({marks}) AND ej.task_id IS NOT NULL"
+    reopen(conn, f"id IN (SELECT campaign_id FROM tasks WHERE state = ? AND id IN ({tasks}))",
+            [TaskState.FAILED, *event_ids])
+    return conn.execute(
+        f"UPDATE tasks SET state = ?, priority = {bag.PRIORITY_HEAD}, resubmits = 0, walltime_kills = 0 WHERE state = ? "
+        f"AND id IN ({tasks}) AND campaign_id IN (SELECT id FROM campaigns WHERE state IN (?, ?))",
+        [TaskState.PENDING, TaskState.FAILED, *event_ids, *CAMPAIGN_ACTIVE]).rowcount
