@@ -104,6 +104,40 @@ class MetaschedulerSettings:
     weekend: bool = True
 
 
+@dataclass(frozen=True)
+class ServerSettings:
+    """The ``[server]`` section: where ``cigri server`` listens and whom it trusts."""
+
+    socket: str = ""  # Unix socket for the users of this machine; empty: {home}/cigri.sock
+    listen: str = ""  # HOST:PORT for remote users (tokens); empty: no TCP
+    tls_cert: str = ""  # PEM certificate and key: HTTPS on the TCP port
+    tls_key: str = ""
+    trusted_proxies: str = ""  # addresses (comma or space separated) whose trusted_header names the user
+    trusted_header: str = "X-CIGRI-USER"
+    threads: int = 8  # requests served at once (each a database connection)
+    token_ttl: str = "30d"  # lifetime of a token when `cigri token create` gives no --ttl
+    max_token_ttl: str = "365d"
+
+
+@dataclass(frozen=True)
+class LimitSettings:
+    """The ``[limits]`` section: what one user may take of a shared grid, so that no user can
+    hurt the others (the server enforces them; direct mode too)."""
+
+    pending_tasks: int = 10_000_000  # tasks waiting in the bags of a user's unfinished campaigns
+    submission_param_bytes: int = 1 << 30  # parameter bytes one submission may add
+    param_bytes: int = 4 << 30  # parameter bytes stored for a user's unfinished campaigns
+    requests_per_minute: int = 1200  # API requests of one user (HTTP 429 beyond, with Retry-After)
+    request_body_bytes: int = 16 << 20  # a request body, a parameter upload aside
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """The ``[client]`` section: how the commands reach a server (``CIGRI_SERVER`` wins)."""
+
+    server: str = ""  # unix:/path/cigri.sock or https://host:port; empty: the site's socket if it exists
+
+
 POLICIES = ("fair_share", "fixed_share", "reserve")
 CLASS_KEYS: dict[str, type] = {"priority": int, "weight": float, "policy": str, "users": list, "clusters": list,
                                "default": bool, "finalize": bool}
@@ -191,6 +225,9 @@ class Config:
     metascheduler: MetaschedulerSettings = MetaschedulerSettings()
     classes: tuple[ClassConfig, ...] = ()  # empty: one fair-share class named "default"
     users: Users = Users()
+    server: ServerSettings = ServerSettings()
+    limits: LimitSettings = LimitSettings()
+    client: ClientSettings = ClientSettings()
 
     def default_class(self) -> str:
         marked = [c.name for c in self.classes if c.default] or [c.name for c in self.classes if c.name == "default"]
@@ -226,7 +263,8 @@ class Config:
 
 
 SECTIONS: dict[str, type] = {"cigri": Settings, "runner": RunnerSettings, "notify": NotifySettings,
-                             "metascheduler": MetaschedulerSettings}
+                             "metascheduler": MetaschedulerSettings, "server": ServerSettings,
+                             "limits": LimitSettings, "client": ClientSettings}
 
 
 def _coerce(key: str, value: Any, kind: type) -> Any:
@@ -445,8 +483,13 @@ def load(overrides: dict[str, Any] | None = None, environ: dict[str, str] | None
         clusters = {"local": {"backend": "local"}}
     metascheduler = MetaschedulerSettings(**values["metascheduler"])
     _check_metascheduler(metascheduler)
+    server = ServerSettings(**{**values["server"],
+                               "socket": values["server"].get("socket") or str(Path(settings.home) / "cigri.sock")})
+    limits = LimitSettings(**values["limits"])
+    _check_server(server, limits)
     return Config(settings, runner, _cluster_configs(clusters), notify, metascheduler=metascheduler,
-                  classes=_class_configs(shares["classes"]), users=_users(shares["users"]))
+                  classes=_class_configs(shares["classes"]), users=_users(shares["users"]), server=server,
+                  limits=limits, client=ClientSettings(**values["client"]))
 
 
 def _with_paths(settings: Settings) -> Settings:
@@ -504,6 +547,44 @@ def _check_notify(notify: NotifySettings) -> None:
         raise ConfigError("notify.max_tries: must be >= 1")
     if not (notify.timeout > 0 and notify.retry_delay >= 0):
         raise ConfigError("notify.timeout: must be > 0" if not notify.timeout > 0 else "notify.retry_delay: must be >= 0")
+
+
+def _check_server(server: ServerSettings, limits: LimitSettings) -> None:
+    if server.listen:
+        parse_listen(server.listen)
+    if bool(server.tls_cert) != bool(server.tls_key):
+        raise ConfigError("server.tls_cert and server.tls_key: give both (HTTPS) or neither")
+    if server.threads < 1:
+        raise ConfigError("server.threads: must be >= 1")
+    for key in ("token_ttl", "max_token_ttl"):
+        try:
+            parse_duration(getattr(server, key))
+        except ValueError as error:
+            raise ConfigError(f"server.{key}: {error}") from None
+    for key in ("pending_tasks", "submission_param_bytes", "param_bytes", "requests_per_minute", "request_body_bytes"):
+        if getattr(limits, key) < 1:
+            raise ConfigError(f"limits.{key}: must be >= 1")
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:8443`` for IPv6) -> (host, port); ConfigError naming server.listen."""
+    host, sep, port = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"server.listen: expected HOST:PORT, got {text!r}")
+    return host, int(port)
+
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw]?)$")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str) -> float:
+    """``30d``, ``12h``, ``90m``, ``3600`` (seconds) -> seconds > 0; ValueError otherwise."""
+    match = _DURATION.match(text.strip())
+    if match is None or float(match[1]) <= 0:
+        raise ValueError(f"expected a duration such as 30d, 12h, 90m or 3600 (seconds), got {text!r}")
+    return float(match[1]) * _UNIT_SECONDS[match[2]]
 
 
 _WINDOW = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)-([01]?\d|2[0-3]):([0-5]\d)$")

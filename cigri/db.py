@@ -430,3 +430,27 @@ def m012_submit_limits(db: Database) -> None:
     ALTER TABLE clusters ADD COLUMN submit_limit INTEGER;  -- NULL: never refused for its limit
     ALTER TABLE clusters ADD COLUMN submit_limit_at REAL;
     """)
+
+
+@migration
+def m013_tokens_and_parameter_bytes(db: Database) -> None:
+    """API tokens (only a hash of each is stored), and the parameter bytes each campaign stores,
+    which the per-user limit ``limits.param_bytes`` sums (counted here for the unfinished ones)."""
+    db.executescript("""
+    CREATE TABLE tokens (
+        id INTEGER PRIMARY KEY,
+        user TEXT NOT NULL,
+        hash TEXT NOT NULL UNIQUE,                    -- SHA-256 of the secret, hex
+        note TEXT NOT NULL DEFAULT '',
+        created_by TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        last_used_at REAL,
+        revoked_at REAL
+    );
+    CREATE INDEX tokens_by_user ON tokens(user);
+    ALTER TABLE campaigns ADD COLUMN param_bytes INTEGER NOT NULL DEFAULT 0;
+    UPDATE campaigns SET param_bytes = (SELECT coalesce(sum(length(CAST(param AS BLOB))), 0) FROM tasks
+                                        WHERE tasks.campaign_id = campaigns.id)
+    WHERE state IN ('in_treatment', 'paused');
+    """)

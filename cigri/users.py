@@ -14,7 +14,7 @@ import os
 import pwd
 
 from cigri.config import Config
-from cigri.errors import Refused
+from cigri.errors import Forbidden
 
 
 def acting_user() -> str:
@@ -57,6 +57,6 @@ def _primary_gid(user: str) -> int | None:
 
 
 def require_admin(config: Config, user: str, what: str) -> None:
-    """Refuse (exit 1) unless ``user`` has the admin role."""
+    """Forbidden (exit 1, HTTP 403) unless ``user`` has the admin role."""
     if not is_admin(config, user):
-        raise Refused(f"{what}: needs the admin role, and {user} is not an admin")
+        raise Forbidden(f"{what}: needs the admin role, and {user} is not an admin")

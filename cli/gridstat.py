@@ -66,7 +66,7 @@ def _letter(state: str) -> str:
 
 
 def _campaign(grid, campaign_id: int, as_json: bool) -> None:
-    detail = api.campaign_detail(grid, campaign_id)
+    detail = api.campaign_detail(grid, campaign_id, user=api.current_user())
     if as_json:
         return common.print_json(detail)
     t = detail["tasks"]
@@ -89,7 +89,7 @@ def _campaign(grid, campaign_id: int, as_json: bool) -> None:
 
 
 def _tasks(grid, campaign_id: int, as_json: bool) -> None:
-    tasks = api.campaign_tasks(grid, campaign_id)
+    tasks = api.campaign_tasks(grid, campaign_id, user=api.current_user())
     if as_json:
         return common.print_json(list(tasks))
     common.print_table(None, ["task", "name", "state", "attempts", "jobs (id:cluster:state:exit)"],
@@ -107,7 +107,7 @@ def _job(grid, job_id: int, want_stdout: bool, want_stderr: bool, as_json: bool)
         for text in tails.values():
             sys.stdout.write(text)
         return None
-    info = api.job_info(grid, job_id)
+    info = api.job_info(grid, job_id, user=api.current_user())
     if as_json:
         return common.print_json(info)
     common.print_table(f"Job {job_id}", ["field", "value"],

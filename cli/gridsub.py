@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import BinaryIO, Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -40,14 +40,14 @@ def gridsub(
     if campaign is not None or param_file is not None:
         if campaign is None or param_file is None or jdl:
             raise InputError("-c and -F go together, without -f")
-        added = api.extend(grid, campaign, param_file, user=user)
+        added = api.extend(grid, campaign, _open(param_file), user=user, name=str(param_file))
         common.print_json({"campaign_id": campaign, "tasks": added}) if as_json else \
             print(f"Campaign {campaign}: {added} task(s) added")
         ids = [campaign]
     else:
         if not jdl:
             raise InputError("nothing to submit: give a JDL with -f FILE (see gridsub --help)")
-        results = api.submit_all(grid, _read_all(jdl), user=user)
+        results = api.submit_all(grid, _read_all(jdl, user), user=user)
         submitted = [{"campaign_id": campaign_id, "tasks": count} for campaign_id, count in results]
         if as_json:
             common.print_json(submitted[0] if len(submitted) == 1 else submitted)
@@ -56,15 +56,27 @@ def gridsub(
                 print(f"Campaign number: {entry['campaign_id']}")
         ids = [e["campaign_id"] for e in submitted]
     if wait:
-        raise typer.Exit(_wait(grid, ids, period, quiet=as_json, drives=is_admin(grid.config, user)))
+        raise typer.Exit(_wait(grid, ids, period, quiet=as_json, drives=is_admin(grid.config, user), user=user))
 
 
-def _read_all(paths: list[Path]) -> list[api.JDLText]:
-    """Every JDL read before any is submitted; ``-`` is stdin, which can be read only once."""
+def _read_all(paths: list[Path], user: str) -> list[api.JDLText]:
+    """Every JDL read, and its parameter file opened, before any is submitted; ``-`` is stdin,
+    which can be read only once."""
     if sum(str(path) == "-" for path in paths) > 1:
         raise InputError("-f -: stdin can be given only once")
-    return [api.JDLText(sys.stdin.read(), Path.cwd(), "-") if str(path) == "-"
-            else api.JDLText(_read(path), path.resolve().parent, str(path)) for path in paths]
+    return [api.local_jdl(sys.stdin.read(), base_dir=Path.cwd(), user=user, source="-") if str(path) == "-"
+            else api.local_jdl(_read(path), base_dir=path.resolve().parent, user=user, source=str(path))
+            for path in paths]
+
+
+def _open(path: Path) -> BinaryIO:
+    """A parameter file, opened by the user's own process; ``-`` is stdin."""
+    if str(path) == "-":
+        return sys.stdin.buffer
+    try:
+        return path.open("rb")
+    except OSError as error:
+        raise InputError(f"{path}: {error.strerror}") from None
 
 
 def _read(path: Path) -> str:
@@ -80,7 +92,7 @@ VIEW_PERIOD = 0.25  # seconds between two reads of the campaigns' counts while c
 ENDED = ("terminated", "failed", "cancelled")
 
 
-def _wait(grid, ids: list[int], period: float, quiet: bool, drives: bool) -> int:
+def _wait(grid, ids: list[int], period: float, quiet: bool, drives: bool, user: str) -> int:
     """Follow the campaigns to their end; 0 if every task succeeded, 1 otherwise.
 
     An admin's wait ``drives`` the cycles when no daemon runs, logging them as ``cigri cycle``
@@ -119,7 +131,7 @@ def _wait(grid, ids: list[int], period: float, quiet: bool, drives: bool) -> int
             now = time.monotonic()
             if report is None or ended.issuperset(ids) or now - last_view >= VIEW_PERIOD:
                 last_view = now
-                summaries = [api.campaign_summary(grid, i) for i in ids]
+                summaries = [api.campaign_summary(grid, i, user=user) for i in ids]
                 if all(s["state"] in ENDED for s in summaries):
                     break
                 view.show(summaries, now)

@@ -8,6 +8,7 @@ are skipped. Files are read in blocks of lines, so a million-line file is never 
 
 from __future__ import annotations
 
+import io
 import re
 import shlex
 from collections.abc import Iterator
@@ -75,20 +76,21 @@ def iter_params(source: ParamSource) -> Iterator[tuple[int, str, str]]:
                     yield number + index, _name(line, source, number + index), line
 
 
-def param_rows(source: ParamSource, chunk: int) -> Iterator[list[tuple[str, str]]]:
-    """The parameters of :func:`iter_params` as ``(name, line)`` lists, for bulk inserts: a
-    file's plain blocks are split by one list comprehension, with no per-line checks."""
+def param_rows(source: ParamSource, chunk: int) -> Iterator[list[tuple[int, str, str]]]:
+    """The parameters of :func:`iter_params` as ``(position, name, line)`` lists, for bulk
+    inserts: a file's plain blocks are split by one list comprehension, with no per-line checks."""
     if source.file is None:
         params = iter_params(source)
-        while rows := [(name, line) for _, name, line in islice(params, chunk)]:
+        while rows := list(islice(params, chunk)):
             yield rows
         return
     for number, lines, plain in _file_blocks(source):
         if plain:
-            yield [(line.split(None, 1)[0], line) for line in map(str.strip, lines) if line and line[0] != "#"]
-        else:
-            yield [(_name(line, source, number + index), line) for index, line in enumerate(map(str.strip, lines))
+            yield [(number + index, line.split(None, 1)[0], line) for index, line in enumerate(map(str.strip, lines))
                    if line and line[0] != "#"]
+        else:
+            yield [(number + index, _name(line, source, number + index), line)
+                   for index, line in enumerate(map(str.strip, lines)) if line and line[0] != "#"]
 
 
 BOM = b"\xef\xbb\xbf"  # UTF-8's byte order mark
@@ -105,10 +107,13 @@ def _file_blocks(source: ParamSource) -> Iterator[tuple[int, list[str], bool]]:
     the first bad line of the file is the one named, whatever its kind.
     """
     assert source.file is not None
-    try:
-        handle = source.file.open("rb")
-    except OSError as error:
-        raise InputError(f"param_file {source.file}: {error.strerror}") from None
+    if source.stream is not None:  # read by the caller's process (the user's own, or an upload)
+        handle = source.stream if hasattr(source.stream, "peek") else io.BufferedReader(source.stream)  # type: ignore[arg-type]
+    else:
+        try:
+            handle = source.file.open("rb")
+        except OSError as error:
+            raise InputError(f"param_file {source.file}: {error.strerror}") from None
     with handle:
         if handle.peek(len(BOM))[:len(BOM)] == BOM:  # dropped, as UTF-8 readers do (and the JDL's)
             handle.read(len(BOM))

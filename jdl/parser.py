@@ -13,11 +13,11 @@ import pwd
 import re
 import unicodedata
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from cigri.backends import remote_home
 from cigri.backends.slurm.batch import shape
@@ -62,11 +62,14 @@ def cluster_keys() -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class ParamSource:
-    """Exactly one of: a file to stream, a count (params 0..N-1), or an inline list."""
+    """Exactly one of: a file to stream, a count (params 0..N-1), or an inline list. A file is
+    read from ``stream`` when one is given (opened by the submitting user's process, or an
+    upload: the server never opens a path from a JDL), ``file`` then only naming it."""
 
     file: Path | None = None
     count: int | None = None
     inline: tuple[str, ...] | None = None
+    stream: BinaryIO | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -91,20 +94,7 @@ def parse_jdl(text: str, *, known_clusters: Mapping[str, str], user: str, base_d
     ``classes`` maps each configured class to its allowed users (None: everyone); None means
     the one implicit class ``default``.
     """
-    try:  # a byte order mark is dropped, as UTF-8 readers do
-        document = json.loads(text.removeprefix("\ufeff"), object_pairs_hook=_unique_keys)
-    except _DuplicateKey as error:
-        raise InputError(f"{source}: duplicate key {shown(error.args[0])} (JSON would keep only the last)") from None
-    except json.JSONDecodeError as error:
-        raise InputError(f"{source}: not valid JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
-    except RecursionError:
-        raise InputError(f"{source}: not valid JSON: nested too deeply") from None
-    except ValueError as error:  # an integer of more than sys.get_int_max_str_digits() digits
-        raise InputError(f"{source}: not valid JSON: {error}") from None
-    try:  # "\ud800" is valid JSON but not Unicode text: nothing could store or print it
-        json.dumps(document, ensure_ascii=False).encode()
-    except UnicodeEncodeError:
-        raise InputError(f"{source}: not valid JSON: a \\u escape makes an unpaired surrogate") from None
+    document = _load(text, source)
     problems = [f"{source}: {_path(e)}: {_message(e)}" for e in sorted(_validator().iter_errors(document), key=_order)]
     if problems:
         raise InputError("\n".join(map(_one_line, problems)))
@@ -125,6 +115,42 @@ def parse_jdl(text: str, *, known_clusters: Mapping[str, str], user: str, base_d
         class_name=class_name,
         priority=document.get("priority", 0),
     )
+
+
+def _load(text: str, source: str) -> Any:
+    """The JDL's JSON value; InputError naming ``source`` if it is not JSON cigri can store."""
+    try:  # a byte order mark is dropped, as UTF-8 readers do
+        document = json.loads(text.removeprefix("\ufeff"), object_pairs_hook=_unique_keys)
+    except _DuplicateKey as error:
+        raise InputError(f"{source}: duplicate key {shown(error.args[0])} (JSON would keep only the last)") from None
+    except json.JSONDecodeError as error:
+        raise InputError(f"{source}: not valid JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
+    except RecursionError:
+        raise InputError(f"{source}: not valid JSON: nested too deeply") from None
+    except ValueError as error:  # an integer of more than sys.get_int_max_str_digits() digits
+        raise InputError(f"{source}: not valid JSON: {error}") from None
+    try:  # "\ud800" is valid JSON but not Unicode text: nothing could store or print it
+        json.dumps(document, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise InputError(f"{source}: not valid JSON: a \\u escape makes an unpaired surrogate") from None
+    return document
+
+
+def param_file_path(text: str, *, base_dir: Path, user: str) -> Path | None:
+    """Where the file named by a JDL's ``param_file`` is on the submitting user's machine
+    (``~`` and ``{HOME}`` are that user's home, a relative path is relative to ``base_dir``),
+    or None when the JDL names none (or is not a JSON object: the submission then says why).
+    The submitting process opens it and sends its lines: cigri itself never opens a path that
+    a JDL names."""
+    try:
+        document = _load(text, "JDL")
+    except InputError:
+        return None
+    value = document.get("param_file") if isinstance(document, dict) else None
+    if not isinstance(value, str) or not value:
+        return None
+    path = Path(_expand_home(value, home_of(user)))
+    return path if path.is_absolute() else base_dir / path
 
 
 class _DuplicateKey(ValueError):

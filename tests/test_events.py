@@ -175,8 +175,8 @@ def test_a_campaign_whose_tasks_failed_ends_failed_even_with_open_events(grid: G
     grid.db.execute("UPDATE tasks SET state = 'terminated' WHERE id = ?", [ok])
     end_job(grid, bad, JobState.FAILED, 1)
     run_cycle(grid)
-    assert api.campaign_summary(grid, campaign_id)["state"] == "failed"
-    assert api.campaign_summary(grid, campaign_id)["open_events"] == 1
+    assert api.campaign_summary(grid, campaign_id, user=USER)["state"] == "failed"
+    assert api.campaign_summary(grid, campaign_id, user=USER)["open_events"] == 1
     assert ("CAMPAIGN_FAILED", "closed", 1) in codes(grid)
 
 
@@ -254,10 +254,10 @@ def test_a_failing_cluster_is_blacklisted_after_k_cycles_the_others_go_on_and_au
         run_cycle(grid)  # blacklisted and not due for a re-check: not even asked
         assert len(FakeOAR.auth) == calls
         for _ in range(50):  # the local cluster's campaign goes on meanwhile
-            if api.campaign_summary(grid, campaign_id)["state"] == "terminated":
+            if api.campaign_summary(grid, campaign_id, user=USER)["state"] == "terminated":
                 break
             run_cycle(grid)
-        assert api.campaign_summary(grid, campaign_id)["state"] == "terminated"
+        assert api.campaign_summary(grid, campaign_id, user=USER)["state"] == "terminated"
 
         FakeOAR.healthy = True
         grid.db.execute("UPDATE clusters SET checked_at = checked_at - 1")

@@ -64,7 +64,7 @@ def test_jobs_waiting_past_the_timeout_are_killed_and_rerun_elsewhere(grid: Grid
     penalties = predictor.affinity_penalties(grid.db, [campaign_id])
     assert penalties[(campaign_id, busy)] == pytest.approx(len(flooded), rel=0.01)  # half-life: 900 s
     assert (campaign_id, spare) not in penalties
-    per_cluster = {c["cluster"]: c for c in api.campaign_detail(grid, campaign_id)["clusters"]}
+    per_cluster = {c["cluster"]: c for c in api.campaign_detail(grid, campaign_id, user=USER)["clusters"]}
     assert per_cluster["busy"]["affinity_penalty"] == pytest.approx(len(flooded), rel=0.01)
     # shunned: no queue on busy, at most its one slot when free (a job there starts at once)
     assert per_cluster["busy"]["tap"] <= 1 and per_cluster["spare"]["tap"] > 0

@@ -19,7 +19,7 @@ from harness import Cigri
 from test_events import analyse, campaign, end_job, make_grid
 
 from cigri import api
-from cigri.errors import Refused
+from cigri.errors import Forbidden, NotFound
 from cigri.grid import Grid
 from cigri.states import JobState
 from cigri.users import acting_user, is_admin, require_admin
@@ -31,30 +31,53 @@ def grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Grid]:
     grid.close()
 
 
-def test_users_act_only_on_their_own_campaigns_jobs_and_events(grid: Grid, tmp_path: Path) -> None:
+def test_users_see_and_act_only_on_their_own_campaigns_jobs_and_events(grid: Grid, tmp_path: Path) -> None:
+    """Another user's campaign, job, output, event or subscription is answered exactly as one
+    that does not exist (NotFound, the same words): ids leak nothing."""
     campaign_id, (task_id,) = campaign(grid, tmp_path, 1, user="alice")
     job_id = end_job(grid, task_id, JobState.FAILED, 1)
     grid.db.execute("UPDATE jobs SET state = 'running' WHERE id = ?", [job_id])
-    refused = [
-        lambda: api.cancel(grid, campaign_id, user="bob"),
-        lambda: api.pause(grid, campaign_id, user="bob"),
-        lambda: api.cancel_job(grid, job_id, user="bob"),
-        lambda: api.job_output(grid, job_id, "stderr", user="bob"),
-        lambda: api.list_events(grid, user="bob", campaign_id=campaign_id),
-    ]
-    for call in refused:
-        with pytest.raises(Refused, match="belongs to alice, not to bob"):
-            call()
+    more = tmp_path / "more.txt"
+    more.write_text("extra 1\n")
+    hidden = {
+        f"campaign {campaign_id}: no such campaign": [
+            lambda user: api.cancel(grid, campaign_id, user=user),
+            lambda user: api.pause(grid, campaign_id, user=user),
+            lambda user: api.campaign_summary(grid, campaign_id, user=user),
+            lambda user: api.campaign_detail(grid, campaign_id, user=user),
+            lambda user: list(api.campaign_tasks(grid, campaign_id, user=user)),
+            lambda user: api.campaign_jdl(grid, campaign_id, user=user),
+            lambda user: api.campaign_jobs(grid, campaign_id, user=user),
+            lambda user: api.list_events(grid, user=user, campaign_id=campaign_id),
+            lambda user: api.extend(grid, campaign_id, more.open("rb"), user=user, name="more.txt"),
+        ],
+        f"job {job_id}: no such job": [
+            lambda user: api.job_info(grid, job_id, user=user),
+            lambda user: api.cancel_job(grid, job_id, user=user),
+            lambda user: api.job_output(grid, job_id, "stderr", user=user),
+        ],
+    }
+    for message, calls in hidden.items():
+        for call in calls:
+            with pytest.raises(NotFound) as refused:
+                call("bob")
+            assert str(refused.value) == message
+    for missing in ("campaign 999: no such campaign", "job 999: no such job"):  # the same words for no object
+        with pytest.raises(NotFound, match=missing):
+            (api.campaign_summary if missing.startswith("campaign") else api.job_info)(grid, 999, user="alice")
     grid.db.execute("UPDATE jobs SET state = 'failed' WHERE id = ?", [job_id])
     analyse(grid)
     event_id = api.list_events(grid, user="alice", campaign_id=campaign_id)[0]["id"]
     for call in (lambda: api.event(grid, event_id, user="bob"),
-                 lambda: api.fix_events(grid, user="bob", event_id=event_id, resubmit=True),
-                 lambda: api.fix_events(grid, user="bob", campaign_id=campaign_id)):
-        with pytest.raises(Refused):
+                 lambda: api.fix_events(grid, user="bob", event_id=event_id, resubmit=True)):
+        with pytest.raises(NotFound, match=f"event {event_id}: no such event"):
             call()
+    with pytest.raises(NotFound, match=f"campaign {campaign_id}: no such campaign"):
+        api.fix_events(grid, user="bob", campaign_id=campaign_id)
     assert api.list_events(grid, user="bob") == []  # bob's listing simply does not show alice's events
+    assert [c["id"] for c in api.list_campaigns(grid, user="alice")] == [campaign_id]  # summaries are public (CiGri)
     assert api.fix_events(grid, user="carol", event_id=event_id) == {"closed": 1, "resubmitted": 0}  # an admin
+    assert api.campaign_detail(grid, campaign_id, user="carol")["user"] == "alice"
     api.pause(grid, campaign_id, user="alice")
     api.cancel(grid, campaign_id, user="root")
 
@@ -66,9 +89,9 @@ def test_cluster_events_are_fixed_by_admins_only(grid: Grid) -> None:
     with database.write(grid.db) as conn:
         event_id = record(conn, "CLUSTER_TIMEOUT", "capacity failed", cluster_id=1)
     assert [e["id"] for e in api.list_events(grid, user="bob")] == [event_id]  # everyone sees the clusters' state
-    with pytest.raises(Refused, match="needs the admin role"):
+    with pytest.raises(Forbidden, match="needs the admin role"):
         api.fix_events(grid, user="bob", event_id=event_id)
-    with pytest.raises(Refused, match="needs the admin role"):
+    with pytest.raises(Forbidden, match="needs the admin role"):
         api.fix_events(grid, user="bob", global_only=True)
     assert api.fix_events(grid, user="dave", global_only=True)["closed"] == 1
 
@@ -95,7 +118,7 @@ def test_the_admin_role(grid: Grid) -> None:
     owner = pwd.getpwuid(os.stat(grid.config.database_path).st_uid).pw_name
     assert is_admin(grid.config, "root") and is_admin(grid.config, "carol") and is_admin(grid.config, owner)
     assert not is_admin(grid.config, "bob") and not is_admin(grid.config, "carolyn")
-    with pytest.raises(Refused) as refused:
+    with pytest.raises(Forbidden) as refused:
         require_admin(grid.config, "bob", "cigri cycle")
     assert refused.value.exit_code == 1
 

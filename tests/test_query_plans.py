@@ -49,7 +49,7 @@ def grid(unanalysed):
 def test_gridstat_queries_never_scan_tasks_or_jobs(grid) -> None:
     seen: list[str] = []
     grid.db.conn.set_trace_callback(seen.append)
-    api.campaign_detail(grid, 1)
+    api.campaign_detail(grid, 1, user="alice")
     api.list_campaigns(grid, user="alice", include_finished=True)
     grid.db.conn.set_trace_callback(None)
     assert_no_scan(grid, seen)

@@ -1,12 +1,14 @@
-"""The rows every use case reads or moves, and who may act on them: a campaign is its owner's
-or an admin's; an id SQLite cannot hold names no row."""
+"""The rows every use case reads or moves, and who may see and act on them: a campaign (with
+its tasks, jobs, outputs and events) is its owner's or an admin's. Another user's campaign is
+answered exactly as one that does not exist, so that ids leak nothing. An id SQLite cannot hold
+names no row."""
 
 from __future__ import annotations
 
 import sqlite3
 from typing import Any
 
-from cigri.errors import NotFound, Refused
+from cigri.errors import NotFound
 from cigri.grid import Grid
 from cigri.states import CampaignState
 from cigri.users import is_admin
@@ -19,18 +21,23 @@ def storable(row_id: int) -> bool:
 
 
 def owned_campaign(grid: Grid, conn: sqlite3.Connection, campaign_id: int, user: str) -> dict[str, Any]:
-    """The campaign, if ``user`` may act on it: its owner or an admin; otherwise Refused (exit 1)."""
+    """The campaign's id, owner and state, read in ``conn`` (the caller's transaction), if
+    ``user`` may see and act on it; otherwise NotFound, as for a campaign that does not exist."""
     row = conn.execute("SELECT id, user, state FROM campaigns WHERE id = ?", [campaign_id]).fetchone() \
         if storable(campaign_id) else None
-    if row is None:
+    if row is None or not may_see(grid, row[1], user):
         raise NotFound(f"campaign {campaign_id}: no such campaign")
-    if row[1] != user and not is_admin(grid.config, user):
-        raise Refused(f"campaign {campaign_id}: belongs to {row[1]}, not to {user}")
     return {"id": row[0], "user": row[1], "state": row[2]}
 
-def campaign_row(grid: Grid, campaign_id: int) -> dict[str, Any]:
+
+def may_see(grid: Grid, owner: str, user: str) -> bool:
+    """Whether ``user`` may see and act on what ``owner`` owns: their own, or an admin."""
+    return owner == user or is_admin(grid.config, user)
+
+def campaign_row(grid: Grid, campaign_id: int, user: str) -> dict[str, Any]:
+    """The campaign's whole row, if ``user`` may see it (:func:`owned_campaign`)."""
     rows = list(grid.db.query("SELECT * FROM campaigns WHERE id = ?", [campaign_id])) if storable(campaign_id) else []
-    if not rows:
+    if not rows or not may_see(grid, rows[0]["user"], user):
         raise NotFound(f"campaign {campaign_id}: no such campaign")
     return rows[0]
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from cigri import bag, predictor
 from cigri import db as database
 from cigri.api.access import campaign_row, owned_campaign
-from cigri.errors import Refused
+from cigri.errors import InputError, Refused, shown
 from cigri.events import record
 from cigri.grid import Grid
 from cigri.states import CAMPAIGN_ACTIVE, JOB_ACTIVE, TASK_OPEN, CampaignState, KillReason, TaskState, sql_in
@@ -55,15 +56,16 @@ def _task_counts(grid: Grid, campaign_id: int) -> dict[str, int]:
     return counts
 
 
-def campaign_summary(grid: Grid, campaign_id: int, now: float | None = None) -> dict[str, Any]:
-    """The stable ``--json`` document of one campaign (see README, "gridstat --json")."""
-    return _summary(grid, campaign_id, database.now() if now is None else now)[0]
+def campaign_summary(grid: Grid, campaign_id: int, *, user: str, now: float | None = None) -> dict[str, Any]:
+    """The stable ``--json`` document of one of ``user``'s campaigns (the user guide's
+    "gridstat --json")."""
+    return _summary(grid, campaign_row(grid, campaign_id, user), database.now() if now is None else now)[0]
 
 
-def _summary(grid: Grid, campaign_id: int, now: float) -> tuple[dict[str, Any], predictor.CampaignFigures]:
-    """The summary with the predictor's figures: throughput over the last hour, remaining
-    time and ETA (the end time once the campaign is over)."""
-    row = campaign_row(grid, campaign_id)
+def _summary(grid: Grid, row: dict[str, Any], now: float) -> tuple[dict[str, Any], predictor.CampaignFigures]:
+    """The summary of the campaign in ``row`` with the predictor's figures: throughput over the
+    last hour, remaining time and ETA (the end time once the campaign is over)."""
+    campaign_id = row["id"]
     counts = _task_counts(grid, campaign_id)
     figures = predictor.campaign_figures(grid.db, campaign_id, now,
                                          remaining=counts["pending"] + counts["waiting"] + counts["running"])
@@ -84,7 +86,7 @@ def _summary(grid: Grid, campaign_id: int, now: float) -> tuple[dict[str, Any], 
     }, figures
 
 
-def campaign_detail(grid: Grid, campaign_id: int, now: float | None = None) -> dict[str, Any]:
+def campaign_detail(grid: Grid, campaign_id: int, *, user: str, now: float | None = None) -> dict[str, Any]:
     """Summary plus, per cluster, the jobs by state, durations, throughput, remaining time and
     ETA (:func:`predictor.cluster_remaining`; once the campaign is over, its end), tap and
     affinity penalty.
@@ -93,7 +95,7 @@ def campaign_detail(grid: Grid, campaign_id: int, now: float | None = None) -> d
     jobs' index: it costs the same for ten tasks as for a million.
     """
     moment = database.now() if now is None else now
-    summary, figures = _summary(grid, campaign_id, moment)
+    summary, figures = _summary(grid, campaign_row(grid, campaign_id, user), moment)
     names = {cid: name for name, cid in grid.cluster_ids().items()}
     per_cluster: dict[int, dict[str, Any]] = {}
 
@@ -129,29 +131,76 @@ def campaign_detail(grid: Grid, campaign_id: int, now: float | None = None) -> d
     return summary
 
 
-def list_campaigns(grid: Grid, *, user: str | None, include_finished: bool) -> list[dict[str, Any]]:
+CAMPAIGN_STATES = tuple(state.value for state in CampaignState)
+
+
+def list_campaigns(grid: Grid, *, user: str | None = None, include_finished: bool = False,
+                   states: Sequence[str] = (), limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+    """The summaries of the campaigns chosen, oldest first: ``user``'s (None: everyone's), the
+    unfinished ones unless ``include_finished`` or ``states`` says which, ``limit`` of them
+    after skipping ``offset``. Summaries are public, as CiGri's ``gridstat -u``: a campaign's
+    outputs, tasks and events are only its owner's (:func:`campaign_detail`)."""
     where, args = [], []
     if user:
         where.append("user = ?")
         args.append(user)
-    if not include_finished:
+    for state in states:
+        if state not in CAMPAIGN_STATES:
+            raise InputError(f"state: expected one of {', '.join(CAMPAIGN_STATES)}, got {shown(state)}",
+                             field="state")
+    if states:
+        where.append(f"state IN {sql_in(tuple(CampaignState(state) for state in states))}")
+    elif not include_finished:
         where.append(f"state IN {sql_in(CAMPAIGN_ACTIVE)}")
+    _check_page(limit, offset)
     clause = ("WHERE " + " AND ".join(where)) if where else ""
-    ids = [r[0] for r in grid.db.execute(f"SELECT id FROM campaigns {clause} ORDER BY id", args)]
-    return [campaign_summary(grid, i) for i in ids]
+    now = database.now()
+    return [_summary(grid, row, now)[0] for row in grid.db.query(
+        f"SELECT * FROM campaigns {clause} ORDER BY id LIMIT ? OFFSET ?", [*args, -1 if limit is None else limit,
+                                                                         offset])]
 
 
-def campaign_tasks(grid: Grid, campaign_id: int) -> Iterator[dict[str, Any]]:
-    """Every task of a campaign with its jobs (``gridstat -f``), streamed."""
-    campaign_row(grid, campaign_id)
-    jobs: dict[int, list[dict[str, Any]]] = {}
-    for job in grid.db.query(
-            "SELECT j.id, j.task_id, c.name AS cluster, j.state, j.remote_id, j.exit_code, j.node, "
-            "j.started_at, j.finished_at FROM jobs j JOIN clusters c ON c.id = j.cluster_id "
-            "WHERE j.campaign_id = ? AND j.task_id IS NOT NULL ORDER BY j.id", [campaign_id]):
-        jobs.setdefault(job.pop("task_id"), []).append(job)
+def _check_page(limit: int | None, offset: int) -> None:
+    if limit is not None and limit < 0:
+        raise InputError("limit: must be >= 0", field="limit")
+    if offset < 0:
+        raise InputError("offset: must be >= 0", field="offset")
+
+
+TASK_PAGE = 10_000  # tasks read at a time, with their jobs, by campaign_tasks
+
+
+def campaign_tasks(grid: Grid, campaign_id: int, *, user: str, limit: int | None = None,
+                   offset: int = 0) -> Iterator[dict[str, Any]]:
+    """The tasks of one of ``user``'s campaigns in id order, each with its jobs (``gridstat
+    -f``): ``limit`` of them after ``offset``, all by default. Streamed a page at a time, so a
+    million tasks are never held together."""
+    campaign_row(grid, campaign_id, user)
+    _check_page(limit, offset)
     low, high = bag.span(grid.db, campaign_id)
-    for task in grid.db.query("SELECT id, name, param, state, attempts FROM tasks WHERE id BETWEEN ? AND ? "
-                              "AND campaign_id = ? ORDER BY id", [low, high, campaign_id]):
-        task["jobs"] = jobs.get(task["id"], [])
-        yield task
+    left = -1 if limit is None else limit
+    while left != 0:
+        page = list(grid.db.query(
+            "SELECT id, name, param, state, attempts FROM tasks WHERE id BETWEEN ? AND ? AND campaign_id = ? "
+            "ORDER BY id LIMIT ? OFFSET ?", [low, high, campaign_id, TASK_PAGE if left < 0 else min(left, TASK_PAGE),
+                                            offset]))
+        if not page:
+            return
+        jobs: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for job in grid.db.query(
+                "SELECT j.id, j.task_id, c.name AS cluster, j.state, j.remote_id, j.exit_code, j.node, "
+                "j.started_at, j.finished_at FROM jobs j JOIN clusters c ON c.id = j.cluster_id "
+                "WHERE j.task_id BETWEEN ? AND ? AND j.campaign_id = ? ORDER BY j.id",
+                [page[0]["id"], page[-1]["id"], campaign_id]):
+            jobs[job.pop("task_id")].append(job)
+        for task in page:
+            task["jobs"] = jobs.get(task["id"], [])
+            yield task
+        offset += len(page)
+        left = left if left < 0 else left - len(page)
+
+
+def campaign_jdl(grid: Grid, campaign_id: int, *, user: str) -> dict[str, Any]:
+    """The JDL one of ``user``'s campaigns was submitted with, as stored (inline ``params``
+    left out: they are its tasks)."""
+    return json.loads(campaign_row(grid, campaign_id, user)["jdl"])

@@ -8,7 +8,7 @@ from typing import Any
 
 from cigri import bag
 from cigri import db as database
-from cigri.api.access import owned_campaign, reopen, storable
+from cigri.api.access import may_see, owned_campaign, reopen, storable
 from cigri.errors import InputError, NotFound, Refused
 from cigri.events import close
 from cigri.grid import Grid
@@ -19,19 +19,23 @@ _EVENT_COLUMNS = ("e.id, e.class, e.code, e.severity, e.state, e.campaign_id, c.
                   "e.count, e.examples, e.message, e.stderr_tail, e.created_at, e.updated_at, e.closed_at")
 
 
-def _event_rows(grid: Grid, where: str, args: list[Any]) -> list[dict[str, Any]]:
+def _event_rows(grid: Grid, where: str, args: list[Any], limit: int | None = None,
+                offset: int = 0) -> list[dict[str, Any]]:
+    if (limit is not None and limit < 0) or offset < 0:
+        raise InputError("limit and offset: must be >= 0", field="limit" if offset >= 0 else "offset")
     rows = list(grid.db.query(f"SELECT {_EVENT_COLUMNS} FROM events e LEFT JOIN clusters c ON c.id = e.cluster_id "
-                              f"LEFT JOIN campaigns p ON p.id = e.campaign_id WHERE {where} ORDER BY e.id", args))
+                              f"LEFT JOIN campaigns p ON p.id = e.campaign_id WHERE {where} ORDER BY e.id "
+                              "LIMIT ? OFFSET ?", [*args, -1 if limit is None else limit, offset]))
     for row in rows:
         row["examples"] = json.loads(row["examples"])
     return rows
 
 
 def list_events(grid: Grid, *, user: str, campaign_id: int | None = None, global_only: bool = False,
-           include_closed: bool = False) -> list[dict[str, Any]]:
+                include_closed: bool = False, limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
     """Events ``user`` may read, oldest first: a campaign's (its owner's or an admin's), the
     clusters' own (``global_only``; anyone), or by default every event of the user's campaigns
-    plus the clusters' (an admin: every event)."""
+    plus the clusters' (an admin: every event); ``limit`` of them after ``offset``."""
     where: list[str] = ["1"]
     args: list[object] = []
     if campaign_id is not None:
@@ -45,7 +49,7 @@ def list_events(grid: Grid, *, user: str, campaign_id: int | None = None, global
         args.append(user)
     if not include_closed:
         where.append("e.state = 'open'")
-    return _event_rows(grid, " AND ".join(where), args)
+    return _event_rows(grid, " AND ".join(where), args, limit, offset)
 
 
 def event(grid: Grid, event_id: int, *, user: str) -> dict[str, Any]:
@@ -58,10 +62,12 @@ def event(grid: Grid, event_id: int, *, user: str) -> dict[str, Any]:
 
 
 def _may_fix_or_read(grid: Grid, row: dict[str, Any], user: str, *, fixing: bool) -> None:
+    """A campaign's event is its owner's (anyone else is told it does not exist); the clusters'
+    own events are anyone's to read and an admin's to fix."""
     if row["campaign_id"] is not None:
         owner = grid.db.execute("SELECT user FROM campaigns WHERE id = ?", [row["campaign_id"]]).fetchone()[0]
-        if owner != user and not is_admin(grid.config, user):
-            raise Refused(f"event {row['id']}: belongs to {owner}'s campaign {row['campaign_id']}, not to {user}")
+        if not may_see(grid, owner, user):
+            raise NotFound(f"event {row['id']}: no such event")
     elif fixing:
         require_admin(grid.config, user, f"fixing cluster event {row['id']}")
 

@@ -1,47 +1,62 @@
-"""Jobs: one job's record, its output's tail, and killing it."""
+"""Jobs: one job's record, its output's tail, a campaign's jobs, and killing one. A job is its
+campaign owner's (or an admin's): anyone else is told it does not exist."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from cigri import db as database
-from cigri.api.access import campaign_row, owned_campaign, storable
-from cigri.errors import NotFound, Refused
+from cigri.api.access import campaign_row, may_see, storable
+from cigri.errors import InputError, NotFound, Refused
 from cigri.events import record
 from cigri.grid import Grid
 from cigri.states import JOB_ACTIVE, KillReason
-from cigri.users import is_admin
+
+STREAMS = ("stdout", "stderr")
+_JOB = ("SELECT j.*, c.name AS cluster, t.name AS task, t.param, p.user AS user FROM jobs j "
+        "JOIN clusters c ON c.id = j.cluster_id JOIN campaigns p ON p.id = j.campaign_id "
+        "LEFT JOIN tasks t ON t.id = j.task_id")
 
 
-def cancel_job(grid: Grid, job_id: int, *, user: str) -> None:
-    """Ask nikita to kill one job; its task is then cancelled, not resubmitted."""
-    with database.write(grid.db) as conn:
-        row = conn.execute("SELECT campaign_id, state FROM jobs WHERE id = ?", [job_id]).fetchone() \
-            if storable(job_id) else None
-        if row is None:
-            raise NotFound(f"job {job_id}: no such job")
-        owned_campaign(grid, conn, row[0], user)
-        if row[1] not in JOB_ACTIVE:
-            raise Refused(f"job {job_id} is already {row[1]}")
-        conn.execute("UPDATE jobs SET kill_reason = ? WHERE id = ?", [KillReason.USER, job_id])
-        record(conn, "USER_CANCEL", f"job cancelled by {user}", campaign_id=row[0], job_id=job_id, kind="job")
-
-
-def job_info(grid: Grid, job_id: int) -> dict[str, Any]:
-    rows = list(grid.db.query(
-        "SELECT j.*, c.name AS cluster, t.name AS task, t.param FROM jobs j JOIN clusters c ON c.id = j.cluster_id "
-        "LEFT JOIN tasks t ON t.id = j.task_id WHERE j.id = ?", [job_id])) if storable(job_id) else []
-    if not rows:
+def job_info(grid: Grid, job_id: int, *, user: str) -> dict[str, Any]:
+    """One of ``user``'s jobs, with its cluster's and task's names and the task's parameters."""
+    rows = list(grid.db.query(f"{_JOB} WHERE j.id = ?", [job_id])) if storable(job_id) else []
+    if not rows or not may_see(grid, rows[0]["user"], user):
         raise NotFound(f"job {job_id}: no such job")
     return rows[0]
 
 
+def campaign_jobs(grid: Grid, campaign_id: int, *, user: str, active_only: bool = False,
+                  limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+    """The jobs of one of ``user``'s campaigns in id order (``active_only``: those not ended),
+    ``limit`` of them after ``offset``."""
+    campaign_row(grid, campaign_id, user)
+    if (limit is not None and limit < 0) or offset < 0:
+        raise InputError("limit and offset: must be >= 0", field="limit" if offset >= 0 else "offset")
+    active = f" AND j.state IN ({','.join('?' * len(JOB_ACTIVE))})" if active_only else ""
+    return list(grid.db.query(f"{_JOB} WHERE j.campaign_id = ?{active} ORDER BY j.id LIMIT ? OFFSET ?",
+                              [campaign_id, *(JOB_ACTIVE if active_only else ()),
+                               -1 if limit is None else limit, offset]))
+
+
 def job_output(grid: Grid, job_id: int, stream: str, *, user: str, lines: int = 1000) -> str:
-    """The tail of a job's stdout or stderr; only its owner may read it."""
-    job = job_info(grid, job_id)
-    campaign = campaign_row(grid, job["campaign_id"])
-    if campaign["user"] != user and not is_admin(grid.config, user):
-        raise Refused(f"job {job_id}: belongs to {campaign['user']}, not to {user}")
+    """The tail of one of ``user``'s jobs' stdout or stderr, asked of its cluster."""
+    if stream not in STREAMS:
+        raise InputError(f"stream: expected stdout or stderr, got {stream!r}", field="stream")
+    job = job_info(grid, job_id, user=user)
     if not job["remote_id"]:
         raise Refused(f"job {job_id} has not reached its cluster yet")
     return grid.backend(job["cluster_id"]).output_tail(job["remote_id"], stream, lines)
+
+
+def cancel_job(grid: Grid, job_id: int, *, user: str) -> None:
+    """Ask nikita to kill one of ``user``'s jobs; its task is then cancelled, not resubmitted."""
+    with database.write(grid.db) as conn:
+        row = conn.execute("SELECT j.campaign_id, j.state, p.user FROM jobs j JOIN campaigns p ON p.id = j.campaign_id "
+                           "WHERE j.id = ?", [job_id]).fetchone() if storable(job_id) else None
+        if row is None or not may_see(grid, row[2], user):
+            raise NotFound(f"job {job_id}: no such job")
+        if row[1] not in JOB_ACTIVE:
+            raise Refused(f"job {job_id} is already {row[1]}")
+        conn.execute("UPDATE jobs SET kill_reason = ? WHERE id = ?", [KillReason.USER, job_id])
+        record(conn, "USER_CANCEL", f"job cancelled by {user}", campaign_id=row[0], job_id=job_id, kind="job")

@@ -6,11 +6,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cigri import db as database
-from cigri.api.access import storable
+from cigri.api.access import may_see, storable
 from cigri.errors import InputError, NotFound, Refused
 from cigri.events import Severity
 from cigri.grid import Grid
-from cigri.users import is_admin, require_admin
+from cigri.users import require_admin
 
 NOTIFY_KINDS = ("mail", "webhook")
 
@@ -50,10 +50,8 @@ def unsubscribe(grid: Grid, subscription_id: int, *, user: str) -> None:
     with database.write(grid.db) as conn:
         row = conn.execute("SELECT user FROM subscriptions WHERE id = ?", [subscription_id]).fetchone() \
             if storable(subscription_id) else None
-        if row is None:
+        if row is None or not may_see(grid, row[0], user):
             raise NotFound(f"subscription {subscription_id}: no such subscription")
-        if row[0] != user and not is_admin(grid.config, user):
-            raise Refused(f"subscription {subscription_id}: belongs to {row[0]}, not to {user}")
         conn.execute("DELETE FROM subscriptions WHERE id = ?", [subscription_id])
 
 

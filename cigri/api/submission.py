@@ -1,53 +1,96 @@
-"""Submitting campaigns and adding parameters to them: everything is checked before anything is
-written, and a submission is one transaction (all or nothing)."""
+"""Submitting campaigns and adding parameters to them.
+
+Everything is checked before anything is written: the JDLs are parsed, then every parameter
+line is read and checked into a stage (:mod:`cigri.api.staging`) with no lock held, and only
+then is one write transaction taken, all or nothing, that copies the staged lines into the bag.
+A parameter file is opened by the submitting user's own process (the command, direct or as a
+client of the server) and reaches cigri as a stream: cigri never opens a path a JDL names.
+"""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import BinaryIO
 
 from cigri import bag
 from cigri import db as database
 from cigri.api.access import owned_campaign, reopen
-from cigri.errors import InputError, Refused
+from cigri.api.staging import Stage, StagedPart, staging
+from cigri.errors import InputError, LimitExceeded, Refused
 from cigri.grid import Grid
-from cigri.jdl import iter_params, parse_jdl
-from cigri.jdl.params import describe, param_rows
-from cigri.jdl.parser import CampaignSpec, ParamSource, cluster_keys
-from cigri.states import CampaignState
-
-INSERT_CHUNK = 10_000
+from cigri.jdl import parse_jdl
+from cigri.jdl.params import describe
+from cigri.jdl.parser import CampaignSpec, ParamSource, cluster_keys, param_file_path
+from cigri.states import CAMPAIGN_ACTIVE, CampaignState, TaskState, sql_in
 
 
 @dataclass(frozen=True)
 class JDLText:
-    """A JDL as read, with what it is resolved against: the directory of its relative
-    ``param_file`` and the name its errors give it."""
+    """A JDL as read, with the name its errors give it (``source``), the directory a relative
+    ``param_file`` is named against, and that file's lines (``params``) when it names one."""
 
     text: str
     base_dir: Path
     source: str = "JDL"
+    params: BinaryIO | None = None
+
+
+def local_jdl(text: str, *, base_dir: Path, user: str, source: str = "JDL") -> JDLText:
+    """A JDL read by the submitting user's own process, its ``param_file`` opened here (in
+    that process, with that user's rights); a file that cannot be opened is one line."""
+    path = param_file_path(text, base_dir=base_dir, user=user)
+    if path is None:
+        return JDLText(text, base_dir, source)
+    try:
+        return JDLText(text, base_dir, source, path.open("rb"))
+    except OSError as error:
+        raise InputError(f"param_file {path}: {error.strerror}", field="param_file") from None
 
 
 def submit(grid: Grid, jdl_text: str, *, base_dir: Path, user: str, source: str = "JDL") -> tuple[int, int]:
-    """Create a campaign and all its tasks in one transaction; return (campaign id, tasks)."""
-    return submit_all(grid, [JDLText(jdl_text, base_dir, source)], user=user)[0]
+    """Create a campaign and all its tasks in one transaction; return (campaign id, tasks). For
+    callers in the submitting user's own process (its ``param_file`` is opened here)."""
+    return submit_all(grid, [local_jdl(jdl_text, base_dir=base_dir, user=user, source=source)], user=user)[0]
 
 
 def submit_all(grid: Grid, jdls: Sequence[JDLText], *, user: str) -> list[tuple[int, int]]:
-    """Create several campaigns in one transaction, all or none: every JDL is validated before
-    any row is written, and a problem found while streaming a parameter file undoes them all.
-    Return (campaign id, tasks) per JDL, in order."""
+    """Create several campaigns in one transaction, all or none: every JDL is parsed and every
+    parameter line read and checked first, then the campaigns are written together. Return
+    (campaign id, tasks) per JDL, in order."""
     specs = [_parse(grid, jdl, user) for jdl in jdls]
-    stored: list[tuple[int, int]] = []
-    with _ingest(grid) as conn:
-        for spec, jdl in zip(specs, jdls):  # the task limit bounds the transaction, so all its JDLs
-            stored.append(_store(conn, grid, spec, user, jdl.source, before=sum(n for _, n in stored)))
-    return stored
+    with _stage(grid) as stage:
+        parts: list[StagedPart] = []
+        for spec, jdl in zip(specs, jdls):  # the limits bound the whole submission, so all its JDLs
+            part = stage.add(_source(spec, jdl))
+            if part.count == 0:
+                raise InputError(f"{jdl.source}: the campaign has no parameters")
+            parts.append(part)
+        with _ingest(grid, stage) as conn:
+            _within_limits(grid, conn, user, parts)
+            return [_store(conn, grid, spec, user, part) for spec, part in zip(specs, parts)]
+
+
+def extend(grid: Grid, campaign_id: int, lines: BinaryIO, *, user: str, name: str = "PARAMS") -> int:
+    """Add parameter lines (a file's, opened by the caller, named ``name`` in errors) to one of
+    ``user``'s campaigns (``gridsub -c N -F FILE``); an ended campaign is in treatment again."""
+    with _stage(grid) as stage:
+        part = stage.add(ParamSource(file=Path(name), stream=lines))
+        if part.count == 0:  # as a submission without parameters; nor may an ended campaign reopen for none
+            raise InputError(f"{name}: no parameters to add")
+        with _ingest(grid, stage) as conn:
+            campaign = owned_campaign(grid, conn, campaign_id, user)
+            if campaign["state"] == CampaignState.CANCELLED:
+                raise Refused(f"campaign {campaign_id} is cancelled")
+            _refuse_names_taken(conn, campaign_id, part)
+            _within_limits(grid, conn, campaign["user"], [part])
+            _insert_tasks(conn, campaign_id, part)
+            reopen(conn, "id = ?", [campaign_id])
+    return part.count
 
 
 def _parse(grid: Grid, jdl: JDLText, user: str) -> CampaignSpec:
@@ -59,10 +102,40 @@ def _parse(grid: Grid, jdl: JDLText, user: str) -> CampaignSpec:
                      homes=grid.cluster_homes(user))
 
 
-def _store(conn: sqlite3.Connection, grid: Grid, spec: CampaignSpec, user: str, source: str,
-           before: int) -> tuple[int, int]:
-    """Write one campaign, its properties and its tasks inside the caller's transaction, which
-    has added ``before`` tasks already."""
+def _source(spec: CampaignSpec, jdl: JDLText) -> ParamSource:
+    """The spec's parameters, a ``param_file`` read from the stream the submitter sent."""
+    if spec.params.file is None:
+        return spec.params
+    if jdl.params is None:
+        raise InputError(f"{jdl.source}: $.param_file: the file's lines were not sent with the JDL", field="param_file")
+    return replace(spec.params, stream=jdl.params)
+
+
+def _stage(grid: Grid) -> AbstractContextManager[Stage]:
+    """A stage for one submission, under the per-submission limits."""
+    return staging(grid.config.spool_path / "staging", max_tasks=grid.config.settings.max_submission_tasks,
+                   max_bytes=grid.config.limits.submission_param_bytes)
+
+
+def _within_limits(grid: Grid, conn: sqlite3.Connection, user: str, parts: list[StagedPart]) -> None:
+    """LimitExceeded unless ``user``'s unfinished campaigns stay within the per-user limits
+    with these parts added: pending tasks, and parameter bytes stored."""
+    limits = grid.config.limits
+    active = [row[0] for row in conn.execute(
+        f"SELECT id FROM campaigns WHERE user = ? AND state IN {sql_in(CAMPAIGN_ACTIVE)}", [user])]
+    pending = sum(bag.count(conn, i, (TaskState.PENDING,)) for i in active) + sum(p.count for p in parts)
+    if pending > limits.pending_tasks:
+        raise LimitExceeded(f"{user}: {pending:,} tasks would be pending, more than the {limits.pending_tasks:,} one "
+                            "user may have waiting (limits.pending_tasks); submit the rest as these drain")
+    stored = conn.execute(f"SELECT coalesce(sum(param_bytes), 0) FROM campaigns WHERE user = ? AND state IN "
+                          f"{sql_in(CAMPAIGN_ACTIVE)}", [user]).fetchone()[0] + sum(p.bytes for p in parts)
+    if stored > limits.param_bytes:
+        raise LimitExceeded(f"{user}: {stored:,} bytes of parameters would be stored for your unfinished campaigns, "
+                            f"more than the {limits.param_bytes:,} allowed (limits.param_bytes)")
+
+
+def _store(conn: sqlite3.Connection, grid: Grid, spec: CampaignSpec, user: str, part: StagedPart) -> tuple[int, int]:
+    """Write one campaign, its properties and its staged tasks inside the caller's transaction."""
     clusters = grid.cluster_ids()
     campaign_id = conn.execute(
         "INSERT INTO campaigns(name, user, state, jobs_type, jdl, submitted_at, class, priority) "
@@ -80,88 +153,52 @@ def _store(conn: sqlite3.Connection, grid: Grid, spec: CampaignSpec, user: str, 
                 rows.append((campaign_id, clusters[cluster], key, json.dumps(value)))
     conn.executemany("INSERT INTO campaign_properties(campaign_id, cluster_id, name, value) "
                      "VALUES (?, ?, ?, ?)", rows)
-    count = _insert_tasks(conn, campaign_id, spec.params, grid.config.settings.max_submission_tasks, before)
-    if count == 0:
-        raise InputError(f"{source}: the campaign has no parameters")
-    return campaign_id, count
-
-
-def extend(grid: Grid, campaign_id: int, param_file: Path, *, user: str) -> int:
-    """Add a parameter file's tasks to an existing campaign (``gridsub -c N -F FILE``)."""
-    with _ingest(grid) as conn:
-        campaign = owned_campaign(grid, conn, campaign_id, user)
-        if campaign["state"] == CampaignState.CANCELLED:
-            raise Refused(f"campaign {campaign_id} is cancelled")
-        count = _insert_tasks(conn, campaign_id, ParamSource(file=param_file),
-                              grid.config.settings.max_submission_tasks)
-        if count == 0:  # as a submission without parameters; nor may an ended campaign reopen for none
-            raise InputError(f"{param_file}: no parameters to add")
-        reopen(conn, "id = ?", [campaign_id])
-    return count
+    _insert_tasks(conn, campaign_id, part)
+    return campaign_id, part.count
 
 
 @contextmanager
-def _ingest(grid: Grid) -> Iterator[sqlite3.Connection]:
-    """The write transaction of a submission, without a foreign-key lookup per task: every
-    task references the campaign this transaction created or checked (a sixth of the time)."""
-    grid.db.conn.execute("PRAGMA foreign_keys = OFF")
+def _ingest(grid: Grid, stage: Stage) -> Iterator[sqlite3.Connection]:
+    """The write transaction of a submission, with the stage attached (ATTACH cannot run inside
+    a transaction), and without a foreign-key lookup per task: every task references the
+    campaign this transaction created or checked."""
+    conn = grid.db.conn
+    conn.execute("ATTACH DATABASE ? AS staged", [str(stage.path)])
+    conn.execute("PRAGMA foreign_keys = OFF")
     try:
-        with database.write(grid.db) as conn:
-            yield conn
+        with database.write(grid.db) as written:
+            yield written
     finally:
-        grid.db.conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("DETACH DATABASE staged")
 
 
-def _insert_tasks(conn: sqlite3.Connection, campaign_id: int, source: ParamSource, limit: int,
-                  before: int = 0) -> int:
-    """Stream parameters into the bag a block at a time, as one block of fresh tasks (see
-    :mod:`cigri.bag`); a duplicate name, or more than ``limit`` tasks with the ``before`` this
-    transaction added (the write lock is held throughout, and cycles wait for it), aborts it.
+_GENERATED = ("WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < ?) "
+              "SELECT {campaign}, CAST(i AS TEXT), CAST(i AS TEXT) FROM n")
+_STAGED = "SELECT {campaign}, name, param FROM staged.params WHERE rowid BETWEEN ? AND ? ORDER BY rowid"
 
-    One prepared statement, bound to whole blocks, with the campaign id in the SQL: the
-    per-row work left is SQLite's, and no index is maintained. Names are checked once at the
-    end, by one sort in SQLite (bounded memory, unlike a set of a million names).
-    """
-    sql = f"INSERT INTO tasks(campaign_id, name, param) VALUES ({int(campaign_id)}, ?, ?)"
+
+def _insert_tasks(conn: sqlite3.Connection, campaign_id: int, part: StagedPart) -> None:
+    """Copy a part's tasks into the bag as one block of fresh tasks (see :mod:`cigri.bag`), in
+    one statement: SQLite does the per-row work, and no index is maintained."""
     first_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM tasks").fetchone()[0]
-    total = 0
-    where = "$.nb_jobs" if source.count is not None else source.file or "$.params"
-    too_many = InputError(f"{where}: more than the {limit:,} tasks one submission may add "
-                          "(cigri.max_submission_tasks); add the rest with gridsub -c N -F FILE")
-    if source.count is not None and before + source.count > limit:
-        raise too_many
-    for rows in param_rows(source, INSERT_CHUNK):
-        total += len(rows)
-        if before + total > limit:
-            raise too_many
-        conn.executemany(sql, rows)
-    if total == 0:
-        return 0
+    select, args = (_GENERATED, [part.count - 1]) if part.generated else (_STAGED, [part.first, part.last])
+    conn.execute(f"INSERT INTO tasks(campaign_id, name, param) {select.format(campaign=int(campaign_id))}", args)
     last_id = conn.execute("SELECT max(id) FROM tasks").fetchone()[0]
-    assert last_id - first_id + 1 == total, "the write lock keeps one submission's ids consecutive"
+    assert last_id - first_id + 1 == part.count, "the write lock keeps one submission's ids consecutive"
     bag.add_block(conn, campaign_id, first_id, last_id)
-    _refuse_duplicate_names(conn, campaign_id, source, first_id)
-    conn.execute("UPDATE campaigns SET nb_tasks = nb_tasks + ? WHERE id = ?", [total, campaign_id])
-    return total
+    conn.execute("UPDATE campaigns SET nb_tasks = nb_tasks + ?, param_bytes = param_bytes + ? WHERE id = ?",
+                 [part.count, part.bytes, campaign_id])
 
 
-def _refuse_duplicate_names(conn: sqlite3.Connection, campaign_id: int, source: ParamSource, first_id: int) -> None:
-    """InputError naming the first parameter (in file order) whose name an earlier task of the
-    campaign already has; the tasks from ``first_id`` on are the ones just inserted."""
+def _refuse_names_taken(conn: sqlite3.Connection, campaign_id: int, part: StagedPart) -> None:
+    """InputError naming the first staged line whose task name the campaign already has."""
     low, high = bag.span(conn, campaign_id)
-    repeated = [r[0] for r in conn.execute(
-        "SELECT name FROM tasks WHERE id BETWEEN ? AND ? AND campaign_id = ? GROUP BY name HAVING count(*) > 1",
-        [low, high, campaign_id])]
-    if not repeated:
-        return
-    wanted = set(repeated)
-    first_seen = {name: f"already in campaign {campaign_id}" for (name,) in conn.execute(  # names from before this block
-        "SELECT name FROM tasks WHERE id BETWEEN ? AND ? AND campaign_id = ?", [low, first_id - 1, campaign_id])
-        if name in wanted}
-    for position, name, _ in iter_params(source):
-        if name in first_seen:
-            raise InputError(f"{describe(source, position)}: duplicate task name {name!r} "
-                             f"({first_seen[name]}; the first word of a line names its task)")
-        if name in wanted:
-            first_seen[name] = f"first at {describe(source, position)}"
-    raise AssertionError("a repeated name was found in the database but not in the source")
+    taken = conn.execute(
+        "SELECT position, name FROM staged.params WHERE rowid BETWEEN ? AND ? AND name IN "
+        "(SELECT name FROM main.tasks WHERE id BETWEEN ? AND ? AND campaign_id = ?) ORDER BY rowid LIMIT 1",
+        [part.first, part.last, low, high, campaign_id]).fetchone()
+    if taken is not None:
+        raise InputError(f"{describe(part.source, taken[0])}: duplicate task name {taken[1]!r} (already in campaign "
+                         f"{campaign_id}; the first word of a line names its task)")
+
