@@ -136,6 +136,7 @@ class ClientSettings:
     """The ``[client]`` section: how the commands reach a server (``CIGRI_SERVER`` wins)."""
 
     server: str = ""  # unix:/path/cigri.sock or https://host:port; empty: the site's socket if it exists
+    ca_file: str = ""  # PEM certificates to trust for an https server (default: the system's)
 
 
 POLICIES = ("fair_share", "fixed_share", "reserve")

@@ -12,6 +12,10 @@ import fcntl
 import logging
 import signal
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from cigri.cycle import lock_path, run_logged
@@ -39,28 +43,58 @@ def daemon_running(grid: Grid) -> bool:
         return False
 
 
+@dataclass
+class LoopStatus:
+    """What the cycle loop has done, for ``/healthz``: when the last cycle started and ended,
+    whether it failed, and how many failed in a row."""
+
+    started_at: float | None = None
+    ended_at: float | None = None
+    failures_in_a_row: int = 0
+    last_error: str | None = None
+
+
 def run_daemon(grid: Grid, max_cycles: int | None = None) -> int:
     """Loop every ``cigri.cycle_period`` until signalled (or ``max_cycles``); return how many cycles ran."""
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    period = grid.config.settings.cycle_period
-    cycles = 0
+    with daemon_lock(grid):
+        log.info("daemon started, period %ss, lock %s", grid.config.settings.cycle_period, lock_path(grid))
+        cycles = cycle_loop(grid, stop, max_cycles)
+    log.info("daemon stopped after %s cycle(s)", cycles)
+    return cycles
+
+
+@contextmanager
+def daemon_lock(grid: Grid) -> Iterator[None]:
+    """Be the one process driving this grid's cycles (a daemon or a server); Busy if another is."""
     with open(daemon_lock_path(grid), "a+") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise Busy(f"a cigri daemon already runs for {grid.config.home}") from None
-        log.info("daemon started, period %ss, lock %s", period, lock_path(grid))
-        while not stop.is_set() and (max_cycles is None or cycles < max_cycles):
-            try:
-                run_logged(grid)
-            except Busy as error:
-                log.info("%s", error)
-            except Exception:  # logged by run_logged; every change is its own transaction: the next cycle starts clean
-                pass
-            cycles += 1
-            stop.wait(period)
-    log.info("daemon stopped after %s cycle(s)", cycles)
-    return cycles
+            raise Busy(f"a cigri daemon or server already runs for {grid.config.home}") from None
+        yield
 
+
+def cycle_loop(grid: Grid, stop: threading.Event, max_cycles: int | None = None,
+               status: LoopStatus | None = None) -> int:
+    """Run cycles ``cigri.cycle_period`` apart until ``stop`` is set (or ``max_cycles``); a
+    failed cycle is logged (by :func:`run_logged`) and the next one starts clean. Return how
+    many cycles ran."""
+    status = status or LoopStatus()
+    cycles = 0
+    while not stop.is_set() and (max_cycles is None or cycles < max_cycles):
+        status.started_at = time.time()
+        try:
+            run_logged(grid)
+            status.failures_in_a_row, status.last_error = 0, None
+        except Busy as error:
+            log.info("%s", error)
+        except Exception as error:  # logged by run_logged; every change is its own transaction
+            status.failures_in_a_row += 1
+            status.last_error = f"{type(error).__name__}: {' '.join(str(error).split())}"
+        status.ended_at = time.time()
+        cycles += 1
+        stop.wait(grid.config.settings.cycle_period)
+    return cycles

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
-from cigri import api, db
+from cigri import api, db, logs
 from cigri import config as configuration
 from cigri.cli import common
 from cigri.cycle import run_logged
@@ -21,8 +22,10 @@ from cigri.users import require_admin
 app = typer.Typer(add_completion=True, no_args_is_help=True, help="Administer the cigri grid.")
 db_app = typer.Typer(no_args_is_help=True, help="The database.")
 cluster_app = typer.Typer(no_args_is_help=True, help="The clusters of the grid.")
+token_app = typer.Typer(no_args_is_help=True, help="API tokens, for using the grid's server from other machines.")
 app.add_typer(db_app, name="db")
 app.add_typer(cluster_app, name="cluster")
+app.add_typer(token_app, name="token")
 overrides: dict[str, Any] = {}
 
 
@@ -38,7 +41,7 @@ def options(
         if not home:
             raise InputError("--home: must not be empty")
         overrides["cigri.home"] = home
-    common.setup_logging(verbose)
+    logs.setup_logging(verbose)
 
 
 def _grid():
@@ -53,7 +56,7 @@ def _grid():
 def cycle(as_json: bool = typer.Option(False, "--json", help="Print the cycle report as JSON.")) -> None:
     """Run exactly one scheduling cycle and exit (for cron); log to {log_dir}/cigri.log; exit 1 if it fails or another cycle runs."""
     grid = _grid()
-    common.log_to_file(grid.config.log_path / "cigri.log", grid.config.settings)
+    logs.log_to_file(grid.config.log_path / "cigri.log", grid.config.settings)
     report = run_logged(grid)
     if as_json:
         common.print_json(report.__dict__)
@@ -72,8 +75,68 @@ def daemon(period: Optional[float] = typer.Option(None, "--period", help="Second
     if period is not None:
         overrides["cigri.cycle_period"] = common.positive("--period", period)  # the predictor's drain floor and flood timeout use it too
     grid = _grid()
-    common.log_to_file(grid.config.log_path / "cigri.log", grid.config.settings)
+    logs.log_to_file(grid.config.log_path / "cigri.log", grid.config.settings)
     run_daemon(grid, cycles)
+
+
+@app.command()
+@common.errors_to_exit
+def server(listen: Optional[str] = typer.Option(None, "--listen", metavar="HOST:PORT",
+                                                help="Also serve HTTPS (or HTTP on loopback) there, for tokens (default: server.listen; none)."),
+           socket: Optional[str] = typer.Option(None, "--socket", metavar="PATH",
+                                                help="The Unix socket for this machine's users (default: server.socket, {home}/cigri.sock).")
+           ) -> None:
+    """Serve the grid to its users (REST API on a Unix socket, optionally TCP) and run its cycles, until SIGTERM or SIGINT; log to {log_dir}/cigri.log."""
+    from cigri.server.run import serve
+
+    if listen is not None:
+        overrides["server.listen"] = listen
+    if socket is not None:
+        if not socket:
+            raise InputError("--socket: must not be empty")
+        overrides["server.socket"] = socket
+    grid = _grid()  # the grid's owner or an admin; creates its directories and migrates its database
+    grid.close()
+    logs.log_to_file(grid.config.log_path / "cigri.log", grid.config.settings)
+    serve(grid.config)
+
+
+@token_app.command("create")
+@common.errors_to_exit
+def token_create(user: Optional[str] = typer.Option(None, "--user", metavar="USER", help="Whose token (admins; default: yours)."),
+                 ttl: Optional[str] = typer.Option(None, "--ttl", metavar="DURATION", help="Lifetime: 30d, 12h, 90m (default: server.token_ttl)."),
+                 note: str = typer.Option("", "--note", help="What it is for (shown by cigri token list)."),
+                 as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
+    """Make a token and print it once: put it in ~/.config/cigri/token (chmod 600) or CIGRI_TOKEN on the machine you submit from."""
+    token = common.client(overrides).create_token(owner=user, ttl=ttl, note=note)
+    if as_json:
+        return common.print_json(token)
+    print(token["token"])
+    print(f"token {token['id']} for {token['user']}, valid until {common.when(token['expires_at'])}: "
+          "it is shown only now", file=sys.stderr)
+    return None
+
+
+@token_app.command("list")
+@common.errors_to_exit
+def token_list(all_users: bool = typer.Option(False, "-a", "--all", help="Everyone's tokens (admins)."),
+               as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
+    """Your tokens (never their secrets): owner, state, expiry, last use."""
+    rows = common.client(overrides).tokens(all_users=all_users)
+    if as_json:
+        return common.print_json(rows)
+    common.print_table(None, ["id", "user", "state", "created", "expires", "last used", "note"],
+                       [[r["id"], r["user"], r["state"], common.when(r["created_at"]), common.when(r["expires_at"]),
+                         common.when(r["last_used_at"]) or "never", r["note"]] for r in rows])
+    return None
+
+
+@token_app.command("revoke")
+@common.errors_to_exit
+def token_revoke(token: int = typer.Argument(..., metavar="ID", help="The token's id (cigri token list).")) -> None:
+    """Revoke a token: the server refuses it from then on."""
+    common.client(overrides).revoke_token(token)
+    print(f"Token {token}: revoked")
 
 
 @app.command()
@@ -85,7 +148,7 @@ def shares(scenario: Optional[Path] = typer.Option(None, "--scenario", metavar="
     if scenario is not None:
         result = api.shares_of_scenario(scenario, configuration.load(overrides))
     else:
-        result = api.current_shares(_grid())
+        result = common.client(overrides).shares()
     if as_json:
         return common.print_json(result)
     common.print_table("classes", ["class", "priority", "weight", "policy", "campaigns", "demand", "running", "target",
@@ -133,7 +196,7 @@ FINALIZE = {True: "yes", False: "no", None: "best-effort"}  # a class's finalize
 def classes(as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
     """List the classes in evaluation order: their configuration and their active campaigns, users,
     pending tasks, waiting and running jobs (from the database: no cluster is asked)."""
-    result = api.list_classes(common.grid(overrides))
+    result = common.client(overrides).classes()
     if as_json:
         return common.print_json({"classes": result})
     common.print_table(None, ["class", "priority", "weight", "policy", "users", "clusters", "default", "finalize",
@@ -148,7 +211,7 @@ def classes(as_json: bool = typer.Option(False, "--json", help="Print one JSON v
 def users(as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
     """List the users configured or with active campaigns: allotment, affinity, classes, load, and
     what their fixed_share and reserve jobs hold against the allotment (no cluster is asked)."""
-    result = api.list_users(common.grid(overrides))
+    result = common.client(overrides).users()
     if as_json:
         return common.print_json(result)
     common.print_table(None, ["user", "configured", "classes", "campaigns", "pending", "waiting", "running",
@@ -228,10 +291,7 @@ def db_path() -> None:
 @common.errors_to_exit
 def cluster_list(as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
     """Clusters with their backend, options and blacklist state."""
-    rows = list(common.grid(overrides).db.query(
-        "SELECT name, backend, options, source, blacklisted, blacklist_reason FROM clusters ORDER BY name"))
-    for row in rows:
-        row["options"] = json.loads(row["options"])
+    rows = common.client(overrides).cluster_table()
     if as_json:
         return common.print_json(rows)
     common.print_table(None, ["name", "backend", "options", "defined in", "blacklisted"],
@@ -245,7 +305,7 @@ def cluster_add(name: str, backend: str = typer.Option("local", "--backend", hel
                 option: list[str] = typer.Option([], "-o", "--option", metavar="KEY=VALUE",
                                                  help="A cluster key (see conf/cigri.toml), e.g. -o transport=ssh -o port=2222; repeat.")) -> None:
     """Add a cluster to the database after checking its keys (configured clusters are added automatically)."""
-    api.add_cluster(_grid(), name, backend, dict(_key_value(text) for text in option))
+    common.client(overrides).add_cluster(name, backend, dict(_key_value(text) for text in option))
     print(f"Cluster {name} added")
 
 
@@ -268,7 +328,7 @@ def cluster_test(name: str,
                  as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
     """Submit a tiny job to a cluster and report the round trip; exit 1 if it fails."""
     timeout = common.positive("--timeout", timeout)  # before the grid opens: nothing is submitted or written
-    result = api.test_cluster(_grid(), name, directory, timeout, user=api.current_user())
+    result = common.client(overrides).test_cluster(name, directory, timeout)
     if as_json:
         return common.print_json(result)
     print(f"Cluster {name}: job {result['remote_id']} ran in {result['round_trip_seconds']}s "
@@ -279,7 +339,7 @@ def cluster_test(name: str,
 @common.errors_to_exit
 def cluster_remove(name: str) -> None:
     """Remove a cluster that no campaign uses."""
-    api.remove_cluster(_grid(), name)
+    common.client(overrides).remove_cluster(name)
     print(f"Cluster {name} removed")
 
 
@@ -287,7 +347,7 @@ def cluster_remove(name: str) -> None:
 @common.errors_to_exit
 def cluster_blacklist(name: str, reason: str = typer.Option("blacklisted by an admin", "--reason", help="Why.")) -> None:
     """Drain a cluster: no new jobs; cigri's jobs there run on and are still followed."""
-    api.set_blacklist(_grid(), name, reason)
+    common.client(overrides).blacklist(name, reason)
     print(f"Cluster {name} blacklisted")
 
 
@@ -295,7 +355,7 @@ def cluster_blacklist(name: str, reason: str = typer.Option("blacklisted by an a
 @common.errors_to_exit
 def cluster_unblacklist(name: str) -> None:
     """Send jobs to a cluster again."""
-    api.set_blacklist(_grid(), name, None)
+    common.client(overrides).blacklist(name, None)
     print(f"Cluster {name} unblacklisted")
 
 

@@ -7,17 +7,14 @@ errors become one line and their exit status; ``CIGRI_DEBUG=1`` shows the traceb
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
-import logging
 import math
 import os
 import sqlite3
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
@@ -26,6 +23,8 @@ from rich.table import Table
 from typer.exceptions import TyperException
 
 from cigri import config as configuration
+from cigri import logs
+from cigri.client import Client, connect
 from cigri.errors import CigriError, InputError
 from cigri.grid import Grid, open_grid
 
@@ -40,9 +39,19 @@ def fancy() -> bool:
 
 
 def grid(overrides: dict[str, Any] | None = None) -> Grid:
+    """The grid itself, for the commands that are the grid's own operations (cycles, the
+    daemon, the server, the database): never through a server."""
     config = configuration.load(overrides)
-    _use_log_format(config.settings.log_format)
+    logs.use_log_format(config.settings.log_format)
     return open_grid(config)
+
+
+def client(overrides: dict[str, Any] | None = None) -> Client:
+    """How this command reaches the grid: its server when one is configured, else directly
+    (:mod:`cigri.client`); chosen here, once."""
+    config = configuration.load(overrides)
+    logs.use_log_format(config.settings.log_format)
+    return connect(config)
 
 
 def errors_to_exit(fn: F) -> F:
@@ -112,81 +121,6 @@ def _one_line(error: BaseException) -> str:
 
 def _program() -> str:
     return os.path.basename(sys.argv[0]) or "cigri"
-
-
-TEXT_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
-
-
-class TextFormatter(logging.Formatter):
-    """:data:`TEXT_FORMAT`; ``tracebacks=False`` (stderr without ``CIGRI_DEBUG``) ends a record's
-    line with its error's type and message instead, the traceback being the log file's."""
-
-    def __init__(self, tracebacks: bool) -> None:
-        super().__init__(TEXT_FORMAT)
-        self.tracebacks = tracebacks
-
-    def format(self, record: logging.LogRecord) -> str:
-        if self.tracebacks or record.exc_info is None:
-            return super().format(record)
-        brief = copy.copy(record)  # the record itself goes on to the log file, traceback and all
-        brief.exc_info = brief.exc_text = None
-        return f"{super().format(brief)}: {_brief(record.exc_info[1])}"
-
-
-class JSONFormatter(logging.Formatter):
-    """One JSON object per line, for log shippers: time, level, logger, message, exception
-    (the traceback, or with ``tracebacks=False`` the error's type and message)."""
-
-    def __init__(self, tracebacks: bool) -> None:
-        super().__init__()
-        self.tracebacks = tracebacks
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry = {"time": datetime.fromtimestamp(record.created).isoformat(timespec="milliseconds"),
-                 "level": record.levelname.lower(), "logger": record.name, "message": record.getMessage(),
-                 "pid": record.process}
-        if record.exc_info:
-            entry["exception"] = (self.formatException(record.exc_info) if self.tracebacks
-                                  else _brief(record.exc_info[1]))
-        return json.dumps(entry)
-
-
-def _brief(error: BaseException | None) -> str:
-    return f"{type(error).__name__}: {_one_line(error)}" if error is not None else "(no error)"
-
-
-def setup_logging(verbose: bool) -> None:
-    """Stderr shows warnings, INFO with ``-v``, DEBUG with ``CIGRI_DEBUG``; tracebacks only with
-    ``CIGRI_DEBUG``, as for a command's own error."""
-    level = logging.DEBUG if os.environ.get("CIGRI_DEBUG") else logging.INFO if verbose else logging.WARNING
-    logging.basicConfig(level=level, stream=sys.stderr)
-    _use_log_format("text")
-
-
-def _formatter(log_format: str, tracebacks: bool) -> logging.Formatter:
-    return JSONFormatter(tracebacks) if log_format == "json" else TextFormatter(tracebacks)
-
-
-def _use_log_format(log_format: str) -> None:
-    """``cigri.log_format`` applies to stderr once the configuration is read (the log file
-    is opened with it)."""
-    for handler in logging.getLogger().handlers:
-        if not isinstance(handler, logging.FileHandler):
-            handler.setFormatter(_formatter(log_format, tracebacks=bool(os.environ.get("CIGRI_DEBUG"))))
-
-
-def log_to_file(path: Path, settings: configuration.Settings) -> None:
-    """Cycles (``cigri cycle``, ``cigri daemon``) also log to a file at ``cigri.log_level``;
-    stderr keeps the level chosen by ``setup_logging``."""
-    root = logging.getLogger()
-    for handler in root.handlers:
-        handler.setLevel(max(handler.level, root.level))
-    level = logging.getLevelName(settings.log_level.upper())
-    file_handler = logging.FileHandler(path)
-    file_handler.setFormatter(_formatter(settings.log_format, tracebacks=True))
-    file_handler.setLevel(level)
-    root.addHandler(file_handler)
-    root.setLevel(min(root.level, level))
 
 
 def print_json(value: Any) -> None:

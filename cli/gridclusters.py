@@ -7,7 +7,6 @@ from typing import Any, Optional
 
 import typer
 
-from cigri import api
 from cigri.cli import common
 
 app = typer.Typer(add_completion=True, help="Show the grid's clusters.")
@@ -28,8 +27,8 @@ def gridclusters(
     or, with --history, each cluster's use over the last hours, from the counts every cycle
     samples (kept cigri.counts_retention_days)."""
     if history is not None:
-        return _history(api.usage(common.grid(), history), as_json)
-    clusters = api.list_clusters(common.grid())
+        return _history(common.client().usage(history), as_json)
+    clusters = common.client().clusters()
     if as_json:
         return common.print_json(clusters)
     common.print_table(None, ["cluster", "backend", "total", "free", "free memory", "used by cigri", "cigri's cap",

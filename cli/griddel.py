@@ -8,7 +8,6 @@ from typing import Optional
 
 import typer
 
-from cigri import api
 from cigri.cli import common
 from cigri.errors import CigriError, InputError
 
@@ -31,14 +30,14 @@ def griddel(
         raise InputError("-p and -r pause and resume campaigns; a job (-j) can only be killed")
     if job is None and not campaigns:
         raise InputError("nothing to do: give campaign numbers or -j JOB")
-    grid = common.grid()
-    user = api.current_user()
+    client = common.client()
     done = True
     if job is not None:
-        done &= _act(functools.partial(api.cancel_job, grid, job, user=user), f"Job {job}: kill requested")
-    action, verb = ((api.pause, "paused") if pause else (api.resume, "resumed") if resume else (api.cancel, "cancelled"))
+        done &= _act(functools.partial(client.cancel_job, job), f"Job {job}: kill requested")
+    action, verb = ((client.pause, "paused") if pause else (client.resume, "resumed") if resume
+                    else (client.cancel, "cancelled"))
     for campaign_id in campaigns or []:
-        done &= _act(functools.partial(action, grid, campaign_id, user=user), f"Campaign {campaign_id}: {verb}")
+        done &= _act(functools.partial(action, campaign_id), f"Campaign {campaign_id}: {verb}")
     if not done:
         raise typer.Exit(1)
 

@@ -6,7 +6,6 @@ from typing import Any, Optional
 
 import typer
 
-from cigri import api
 from cigri.cli import common
 from cigri.errors import InputError
 
@@ -34,22 +33,20 @@ def gridevents(
         raise InputError("-e excludes -c and -g")
     if campaign is not None and global_only:
         raise InputError("-c and -g exclude each other")
-    grid = common.grid()
-    user = api.current_user()
+    client = common.client()
     if fix:
-        result = api.fix_events(grid, user=user, event_id=event_id, campaign_id=campaign, global_only=global_only,
-                                resubmit=resubmit)
+        result = client.fix_events(event_id=event_id, campaign_id=campaign, global_only=global_only, resubmit=resubmit)
         if as_json:
             return common.print_json(result)
         print(f"{result['closed']} event(s) closed" +
               (f", {result['resubmitted']} task(s) resubmitted" if resubmit else ""))
         return None
     if event_id is not None:
-        event = api.event(grid, event_id, user=user)
+        event = client.event(event_id)
         if as_json:
             return common.print_json(event)
         return _print_event(event)
-    events = api.list_events(grid, user=user, campaign_id=campaign, global_only=global_only, include_closed=all_events)
+    events = client.events(campaign_id=campaign, global_only=global_only, include_closed=all_events)
     if as_json:
         return common.print_json(events)
     if not events:

@@ -32,8 +32,7 @@ def subscribe(
         raise InputError("give exactly one of --mail ADDRESS or --webhook URL")
     kind, target = ("mail", mail) if mail is not None else ("webhook", webhook)
     assert target is not None
-    subscription_id = api.subscribe(common.grid(), user=api.current_user(), kind=kind, target=target,
-                                    severity=severity)
+    subscription_id = common.client().subscribe(kind=kind, target=target, severity=severity)
     if as_json:
         return common.print_json({"id": subscription_id})
     print(f"Subscription {subscription_id}: {kind} {api.shown_target(target)}, severity {severity} and above")
@@ -44,7 +43,7 @@ def subscribe(
 @common.errors_to_exit
 def unsubscribe(subscription: int = typer.Argument(..., help="The subscription's id (gridnotify list).")) -> None:
     """Remove a subscription; its unsent messages are dropped."""
-    api.unsubscribe(common.grid(), subscription, user=api.current_user())
+    common.client().unsubscribe(subscription)
     print(f"Subscription {subscription}: removed")
 
 
@@ -55,7 +54,7 @@ def list_subscriptions(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON value."),
 ) -> None:
     """Your subscriptions, with how many messages were sent, are pending or failed for good."""
-    rows = api.list_subscriptions(common.grid(), user=api.current_user(), all_users=all_users)
+    rows = common.client().subscriptions(all_users=all_users)
     if as_json:
         return common.print_json(rows)
     common.print_table(None, ["id", "user", "kind", "target", "severity", "sent", "pending", "failed", "last error"],

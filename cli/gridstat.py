@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from cigri import api
+from cigri.client import Client
 from cigri.cli import common
 from cigri.errors import InputError
 
@@ -36,17 +36,16 @@ def gridstat(
         raise InputError("-j JOB excludes a campaign")
     if (job is not None or campaign is not None) and (user is not None or all_campaigns):
         raise InputError("-u and -a select campaigns to list; with -c or -j they would be ignored")
-    grid = common.grid()
+    client = common.client()
     if job is not None:
-        return _job(grid, job, stdout, stderr, as_json)
+        return _job(client, job, stdout, stderr, as_json)
     if stdout or stderr:
         raise InputError("-O and -E need -j JOB")
     if campaign is not None:
-        return _tasks(grid, campaign, as_json) if full else _campaign(grid, campaign, as_json)
+        return _tasks(client, campaign, as_json) if full else _campaign(client, campaign, as_json)
     if full:
         raise InputError("-f needs -c CAMPAIGN")
-    owner = user if user is not None else (None if all_campaigns else api.current_user())
-    campaigns = api.list_campaigns(grid, user=owner, include_finished=all_campaigns)
+    campaigns = client.campaigns(user=user, mine=user is None and not all_campaigns, include_finished=all_campaigns)
     if as_json:
         return common.print_json(campaigns)
     common.print_table(None, ["Campaign id", "Name", "User", "Submission time", "S", "Progress", "Tasks/h", "ETA"],
@@ -65,8 +64,8 @@ def _letter(state: str) -> str:
     return {"in_treatment": "R", "paused": "P", "terminated": "T", "failed": "F", "cancelled": "C"}.get(state, "?")
 
 
-def _campaign(grid, campaign_id: int, as_json: bool) -> None:
-    detail = api.campaign_detail(grid, campaign_id, user=api.current_user())
+def _campaign(client: Client, campaign_id: int, as_json: bool) -> None:
+    detail = client.campaign(campaign_id)
     if as_json:
         return common.print_json(detail)
     t = detail["tasks"]
@@ -88,8 +87,8 @@ def _campaign(grid, campaign_id: int, as_json: bool) -> None:
                              f"{c['affinity_penalty']:.2f}"] for c in detail["clusters"]])
 
 
-def _tasks(grid, campaign_id: int, as_json: bool) -> None:
-    tasks = api.campaign_tasks(grid, campaign_id, user=api.current_user())
+def _tasks(client: Client, campaign_id: int, as_json: bool) -> None:
+    tasks = client.tasks(campaign_id)
     if as_json:
         return common.print_json(list(tasks))
     common.print_table(None, ["task", "name", "state", "attempts", "jobs (id:cluster:state:exit)"],
@@ -98,16 +97,16 @@ def _tasks(grid, campaign_id: int, as_json: bool) -> None:
                                   for j in t["jobs"])] for t in tasks])
 
 
-def _job(grid, job_id: int, want_stdout: bool, want_stderr: bool, as_json: bool) -> None:
+def _job(client: Client, job_id: int, want_stdout: bool, want_stderr: bool, as_json: bool) -> None:
     if want_stdout or want_stderr:
         streams = [stream for stream, wanted in (("stdout", want_stdout), ("stderr", want_stderr)) if wanted]
-        tails = {stream: api.job_output(grid, job_id, stream, user=api.current_user()) for stream in streams}
+        tails = {stream: client.job_output(job_id, stream) for stream in streams}
         if as_json:
             return common.print_json({"job": job_id, **tails})
         for text in tails.values():
             sys.stdout.write(text)
         return None
-    info = api.job_info(grid, job_id, user=api.current_user())
+    info = client.job(job_id)
     if as_json:
         return common.print_json(info)
     common.print_table(f"Job {job_id}", ["field", "value"],

@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from cigri import api
 from cigri.cli import common
 from cigri.errors import InputError
-from cigri.users import is_admin
+from cigri.client import Client
 
 app = typer.Typer(add_completion=True, help="Submit a campaign to the grid.")
 
@@ -35,19 +35,18 @@ def gridsub(
 ) -> None:
     """Submit JDL campaigns; print their numbers. Exit 2 on invalid input, with nothing written."""
     common.positive("--period", period)  # before anything is submitted
-    grid = common.grid()
-    user = api.current_user()
+    client = common.client()
     if campaign is not None or param_file is not None:
         if campaign is None or param_file is None or jdl:
             raise InputError("-c and -F go together, without -f")
-        added = api.extend(grid, campaign, _open(param_file), user=user, name=str(param_file))
+        added = client.extend(campaign, api.Lines(_open(param_file), str(param_file)))
         common.print_json({"campaign_id": campaign, "tasks": added}) if as_json else \
             print(f"Campaign {campaign}: {added} task(s) added")
         ids = [campaign]
     else:
         if not jdl:
             raise InputError("nothing to submit: give a JDL with -f FILE (see gridsub --help)")
-        results = api.submit_all(grid, _read_all(jdl, user), user=user)
+        results = client.submit(_read_all(jdl, api.current_user()))
         submitted = [{"campaign_id": campaign_id, "tasks": count} for campaign_id, count in results]
         if as_json:
             common.print_json(submitted[0] if len(submitted) == 1 else submitted)
@@ -56,7 +55,7 @@ def gridsub(
                 print(f"Campaign number: {entry['campaign_id']}")
         ids = [e["campaign_id"] for e in submitted]
     if wait:
-        raise typer.Exit(_wait(grid, ids, period, quiet=as_json, drives=is_admin(grid.config, user), user=user))
+        raise typer.Exit(_wait(client, ids, period, quiet=as_json))
 
 
 def _read_all(paths: list[Path], user: str) -> list[api.JDLText]:
@@ -92,13 +91,13 @@ VIEW_PERIOD = 0.25  # seconds between two reads of the campaigns' counts while c
 ENDED = ("terminated", "failed", "cancelled")
 
 
-def _wait(grid, ids: list[int], period: float, quiet: bool, drives: bool, user: str) -> int:
+def _wait(client: Client, ids: list[int], period: float, quiet: bool) -> int:
     """Follow the campaigns to their end; 0 if every task succeeded, 1 otherwise.
 
-    An admin's wait ``drives`` the cycles when no daemon runs, logging them as ``cigri cycle``
-    does; anyone else only watches: a cycle runs the local cluster's jobs as whoever runs it,
-    and reads the clusters' key files, which only cigri's account may read (another user's
-    cycles would run others' programs as that user, and fail every cluster's calls).
+    In direct mode, the owner of the grid (an admin) drives the cycles when no daemon runs,
+    logging them as ``cigri cycle`` does; through a server, or as anyone else, it only watches:
+    the server runs the cycles, and a cycle runs the local cluster's jobs as whoever runs it
+    and reads the clusters' key files, which only cigri's account may read.
 
     Cycles run back to back while they send jobs (a sleep would only idle the clusters) and
     ``period`` apart while they only watch jobs run and end, so no cluster's status command
@@ -106,12 +105,7 @@ def _wait(grid, ids: list[int], period: float, quiet: bool, drives: bool, user: 
     Ctrl-C lets the running cycle finish and then leaves (KeyboardInterrupt, exit 130): raised
     anywhere inside a cycle it could land in a finalizer, where Python only prints it.
     """
-    from cigri.cycle import drive  # here: the whole cycle's imports would slow every plain submit
-    from cigri.daemon import daemon_running
-
-    if drives:
-        common.log_to_file(grid.config.log_path / "cigri.log", grid.config.settings)
-    elif not quiet:
+    if not quiet and client.direct and not client.admin:
         print("gridsub: waiting for the grid's cycles (cigri daemon or cron): only an admin's gridsub runs them",
               file=sys.stderr)
 
@@ -125,13 +119,13 @@ def _wait(grid, ids: list[int], period: float, quiet: bool, drives: bool, user: 
         while True:
             if interrupted.is_set():
                 raise KeyboardInterrupt
-            report = drive(grid, daemon_running(grid)) if drives else None
+            report = client.drive_cycle()
             if report is not None:
                 ended.update(report.finished)
             now = time.monotonic()
             if report is None or ended.issuperset(ids) or now - last_view >= VIEW_PERIOD:
                 last_view = now
-                summaries = [api.campaign_summary(grid, i, user=user) for i in ids]
+                summaries = [client.campaign(i) for i in ids]
                 if all(s["state"] in ENDED for s in summaries):
                     break
                 view.show(summaries, now)

@@ -37,7 +37,7 @@ def submit(grid: Grid, tmp_path: Path, names: list[str]) -> int:
 def extend(grid: Grid, tmp_path: Path, campaign_id: int, names: list[str]) -> None:
     more = tmp_path / "more.txt"
     more.write_text("".join(f"{n}\n" for n in names))
-    api.extend(grid, campaign_id, more.open("rb"), user=USER, name=str(more))
+    api.extend(grid, campaign_id, api.Lines(more.open("rb"), str(more)), user=USER)
 
 
 def truth(db: Database | sqlite3.Connection, campaign_id: int) -> dict[str, int]:

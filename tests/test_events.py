@@ -270,11 +270,11 @@ def test_a_failing_cluster_is_blacklisted_after_k_cycles_the_others_go_on_and_au
 
 
 def test_an_admins_blacklist_is_never_lifted_by_autofix(grid: Grid) -> None:
-    api.set_blacklist(grid, "local", "maintenance")
+    api.set_blacklist(grid, "local", "maintenance", user=USER)
     grid.db.execute("UPDATE clusters SET checked_at = 0")
     run_cycle(grid)
     assert grid.db.execute("SELECT blacklisted, blacklist_reason FROM clusters").fetchone() == (1, "maintenance")
-    api.set_blacklist(grid, "local", None)
+    api.set_blacklist(grid, "local", None, user=USER)
     assert grid.db.execute("SELECT blacklisted FROM clusters").fetchone() == (0,)
 
 

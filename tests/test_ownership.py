@@ -49,7 +49,7 @@ def test_users_see_and_act_only_on_their_own_campaigns_jobs_and_events(grid: Gri
             lambda user: api.campaign_jdl(grid, campaign_id, user=user),
             lambda user: api.campaign_jobs(grid, campaign_id, user=user),
             lambda user: api.list_events(grid, user=user, campaign_id=campaign_id),
-            lambda user: api.extend(grid, campaign_id, more.open("rb"), user=user, name="more.txt"),
+            lambda user: api.extend(grid, campaign_id, api.Lines(more.open("rb"), "more.txt"), user=user),
         ],
         f"job {job_id}: no such job": [
             lambda user: api.job_info(grid, job_id, user=user),
@@ -103,13 +103,13 @@ def test_a_removed_cluster_takes_its_samples_and_events_with_it(grid: Grid) -> N
     from cigri.cycle import run_cycle
     from cigri.events import record
 
-    api.add_cluster(grid, "extra", "local", {"slots": 1})
+    api.add_cluster(grid, "extra", "local", {"slots": 1}, user="carol")
     run_cycle(grid)
     extra = grid.cluster_ids()["extra"]
     with database.write(grid.db) as conn:
         record(conn, "CLUSTER_TIMEOUT", "capacity failed", cluster_id=extra)
     assert grid.db.execute("SELECT count(*) FROM counts WHERE cluster_id = ?", [extra]).fetchone()[0] == 1
-    api.remove_cluster(grid, "extra")
+    api.remove_cluster(grid, "extra", user="carol")
     assert "extra" not in {c["name"] for c in api.list_clusters(grid)}
     assert grid.db.execute("SELECT count(*) FROM events WHERE cluster_id = ?", [extra]).fetchone()[0] == 0
 

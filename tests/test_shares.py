@@ -517,7 +517,7 @@ def test_two_users_in_two_classes_split_the_cluster_3_to_1(make_grid: Callable[[
         _cycles_until(grid, lambda: (_running(grid, alice), _running(grid, bob)) == (6, 2), "a 6:2 split")
         run_cycle(grid)
         assert (_held(grid, alice), _held(grid, bob)) == (6, 2)  # stable: nothing more started or killed
-        shares = api.current_shares(grid)
+        shares = api.current_shares(grid, user="root")
         by_id = {c["id"]: c for c in shares["campaigns"]}
         assert (by_id[alice]["target"], by_id[bob]["target"]) == ({"a": 6}, {"a": 2})
         assert [(c["name"], c["running"], c["target"]) for c in shares["classes"]] == [("gold", 6, 6), ("silver", 2, 2)]
@@ -564,7 +564,7 @@ def test_a_reserve_class_takes_only_nodes_of_exactly_its_size(make_grid: Callabl
     smaller = _submit(grid, tmp_path, "alice", 2, resources="core=2")
     node = _submit(grid, tmp_path, "bob", 2, resources="core=4")
     try:
-        by_id = {c["id"]: c for c in api.current_shares(grid)["campaigns"]}  # asks the pool its capacity
+        by_id = {c["id"]: c for c in api.current_shares(grid, user="root")["campaigns"]}  # asks the pool its capacity
         assert (by_id[smaller]["target"], by_id[node]["target"]) == ({}, {"a": 1})
         assert "no usable cluster" in by_id[smaller]["reason"]
         run_cycle(grid)

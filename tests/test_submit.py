@@ -147,7 +147,7 @@ def test_extend_adds_tasks(grid: Grid, tmp_path: Path) -> None:
                                    "clusters": {"local": {}}}, tmp_path)
     more = tmp_path / "more.txt"
     more.write_text("a 'one arg'\nb\n")
-    assert api.extend(grid, campaign_id, more.open("rb"), user=USER, name=str(more)) == 2
+    assert api.extend(grid, campaign_id, api.Lines(more.open("rb"), str(more)), user=USER) == 2
     assert [name for name, _ in tasks(grid, campaign_id)] == ["0", "1", "a", "b"]
     assert grid.db.execute("SELECT nb_tasks FROM campaigns WHERE id = ?", [campaign_id]).fetchone()[0] == 4
 
@@ -164,7 +164,7 @@ def test_extend_is_atomic(grid: Grid, tmp_path: Path, content: str, line: int) -
     more.write_text(content)
     before = snapshot(grid)
     with pytest.raises(InputError, match=f"{more}:{line}:"):
-        api.extend(grid, campaign_id, more.open("rb"), user=USER, name=str(more))
+        api.extend(grid, campaign_id, api.Lines(more.open("rb"), str(more)), user=USER)
     assert snapshot(grid) == before
 
 
@@ -175,11 +175,11 @@ def test_a_duplicate_name_names_its_first_occurrence(grid: Grid, tmp_path: Path)
     more = tmp_path / "more.txt"
     more.write_text("c 3\nd 4\n\nd 5\n")  # c belongs to another campaign only
     with pytest.raises(InputError) as within:
-        api.extend(grid, campaign_id, more.open("rb"), user=USER, name=str(more))
+        api.extend(grid, campaign_id, api.Lines(more.open("rb"), str(more)), user=USER)
     assert str(within.value).startswith(f"{more}:4: duplicate task name 'd' (first at {more}:2; ")
     more.write_text("c 3\nb 4\n")
     with pytest.raises(InputError) as earlier:
-        api.extend(grid, campaign_id, more.open("rb"), user=USER, name=str(more))
+        api.extend(grid, campaign_id, api.Lines(more.open("rb"), str(more)), user=USER)
     assert str(earlier.value).startswith(f"{more}:2: duplicate task name 'b' (already in campaign {campaign_id}; ")
 
 
@@ -189,11 +189,11 @@ def test_extend_refuses_other_users_and_cancelled_campaigns(grid: Grid, tmp_path
     more = tmp_path / "more.txt"
     more.write_text("a\n")
     with pytest.raises(NotFound, match=f"campaign {campaign_id}: no such campaign"):
-        api.extend(grid, campaign_id, more.open("rb"), user="someone-else", name=str(more))
+        api.extend(grid, campaign_id, api.Lines(more.open("rb"), str(more)), user="someone-else")
     api.cancel(grid, campaign_id, user=USER)
     before = snapshot(grid)
     with pytest.raises(Refused, match="cancelled"):
-        api.extend(grid, campaign_id, more.open("rb"), user=USER, name=str(more))
+        api.extend(grid, campaign_id, api.Lines(more.open("rb"), str(more)), user=USER)
     assert snapshot(grid) == before
 
 
@@ -266,7 +266,7 @@ def test_one_submission_adds_at_most_max_submission_tasks(grid: Grid, tmp_path: 
         more.write_text("".join(f"u{i}\n" for i in range(INSERT_CHUNK + 6)))
         before = snapshot(limited)
         with pytest.raises(InputError, match="add the rest with gridsub -c N -F FILE"):
-            api.extend(limited, campaign_id, more.open("rb"), user=USER, name=str(more))
+            api.extend(limited, campaign_id, api.Lines(more.open("rb"), str(more)), user=USER)
         assert snapshot(limited) == before
     finally:
         limited.close()

@@ -57,7 +57,7 @@ def sim_grid(start: float, environ: dict[str, str]) -> Iterator[tuple[Grid, Virt
             jdl = {"name": "long", "exec_file": "/bin/true", "exec_directory": str(home), "param_file": str(params),
                    "clusters": {"busy": {"walltime": "120:00:00"}}}
             api.submit(grid, json.dumps(jdl), base_dir=home, user="alice")
-            api.set_blacklist(grid, "down", "maintenance")
+            api.set_blacklist(grid, "down", "maintenance", user="root")
             yield grid, now
         finally:
             grid.close()

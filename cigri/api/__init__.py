@@ -9,22 +9,25 @@ from __future__ import annotations
 
 from cigri.api.campaigns import (CAMPAIGN_STATES, TASK_COUNT_KEYS, campaign_detail, campaign_jdl, campaign_summary,
                                  campaign_tasks, cancel, list_campaigns, pause, resume)
-from cigri.api.clusters import add_cluster, list_clusters, remove_cluster, set_blacklist, test_cluster, usage
+from cigri.api.clusters import (add_cluster, cluster_table, grid_usage, list_clusters, remove_cluster, set_blacklist,
+                                test_cluster, usage)
 from cigri.api.events import event, fix_events, list_events
 from cigri.api.jobs import STREAMS, campaign_jobs, cancel_job, job_info, job_output
 from cigri.api.notifications import NOTIFY_KINDS, list_subscriptions, shown_target, subscribe, unsubscribe
-from cigri.api.shares import (current_shares, explain, list_classes, list_users, read_scenario,
-                              shares_of_scenario)
+from cigri.api.shares import current_shares, explain, list_classes, list_users, read_scenario, shares_of_scenario
 from cigri.api.staging import INSERT_CHUNK
-from cigri.api.submission import JDLText, extend, local_jdl, submit, submit_all
+from cigri.api.submission import JDLText, Lines, extend, local_jdl, submit, submit_all
+from cigri.api.tokens import create_token, list_tokens, revoke_token, token_user
 from cigri.users import acting_user
 
-__all__ = ["CAMPAIGN_STATES", "INSERT_CHUNK", "NOTIFY_KINDS", "STREAMS", "TASK_COUNT_KEYS", "JDLText", "add_cluster",
-           "campaign_detail", "campaign_jdl", "campaign_jobs", "campaign_summary", "campaign_tasks", "cancel", "cancel_job", "current_shares", "current_user", "event",
-           "explain", "extend", "fix_events", "job_info", "job_output", "list_campaigns", "list_classes",
-           "list_clusters", "list_events", "local_jdl", "list_subscriptions", "list_users", "pause", "read_scenario",
-           "remove_cluster", "resume", "set_blacklist", "shares_of_scenario", "shown_target", "submit", "submit_all",
-           "subscribe", "test_cluster", "unsubscribe", "usage"]
+__all__ = ["CAMPAIGN_STATES", "INSERT_CHUNK", "NOTIFY_KINDS", "STREAMS", "TASK_COUNT_KEYS", "JDLText", "Lines",
+           "add_cluster", "campaign_detail", "campaign_jdl", "campaign_jobs", "campaign_summary", "campaign_tasks",
+           "cancel", "cancel_job", "cluster_table", "create_token", "current_shares", "current_user", "event",
+           "explain", "extend", "fix_events", "grid_usage", "job_info", "job_output", "list_campaigns",
+           "list_classes", "list_clusters", "list_events", "list_subscriptions", "list_tokens", "list_users",
+           "local_jdl", "pause", "read_scenario", "remove_cluster", "resume", "revoke_token", "set_blacklist",
+           "shares_of_scenario", "shown_target", "submit", "submit_all", "subscribe", "test_cluster", "token_user",
+           "unsubscribe", "usage"]
 
 
 def current_user() -> str:

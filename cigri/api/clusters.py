@@ -11,6 +11,7 @@ from cigri import db as database
 from cigri.errors import InputError, NotFound, Refused
 from cigri.events import close
 from cigri.grid import Grid
+from cigri.users import require_admin
 
 
 def list_clusters(grid: Grid) -> list[dict[str, Any]]:
@@ -63,9 +64,56 @@ def usage(grid: Grid, hours: float) -> list[dict[str, Any]]:
                                        "period": grid.config.settings.cycle_period}))
 
 
-def add_cluster(grid: Grid, name: str, backend: str, options: dict[str, Any]) -> None:
+
+_SERIES = """
+SELECT c.name AS cluster, CAST((s.at - :since) / :step AS INTEGER) AS bucket, count(*) AS samples,
+       round(avg(s.total_slots), 3) AS total_slots, round(avg(s.total_slots - s.free_slots), 3) AS used_slots,
+       round(avg(s.free_slots), 3) AS free_slots, round(avg(s.running), 3) AS cigri_running,
+       round(avg(s.waiting), 3) AS cigri_waiting
+FROM counts s JOIN clusters c ON c.id = s.cluster_id
+WHERE s.cluster_id = :cluster AND s.at >= :since AND s.at < :until
+GROUP BY bucket ORDER BY bucket
+"""
+
+
+def grid_usage(grid: Grid, *, since: float | None = None, until: float | None = None,
+               points: int = 500) -> dict[str, Any]:
+    """Every cluster's use between ``since`` and ``until`` (epoch seconds; default the last
+    day), from the counts each cycle samples (CiGri's ``/gridusage``): per cluster, at most
+    ``points`` buckets of equal length, each the means of its samples of the cluster's total,
+    used and free slots and of cigri's running and waiting jobs."""
+    until = database.now() if until is None else until
+    since = until - 86_400 if since is None else since
+    if not (math.isfinite(since) and math.isfinite(until) and since < until):
+        raise InputError("from, to: expected epoch seconds with from < to", field="from")
+    if points < 1:
+        raise InputError("points: must be >= 1", field="points")
+    step = max(grid.config.settings.cycle_period, (until - since) / points)
+    series = {}
+    for cluster_id, name in grid.db.execute("SELECT id, name FROM clusters ORDER BY name").fetchall():
+        rows = grid.db.query(_SERIES, {"since": since, "until": until, "step": step, "cluster": cluster_id})
+        series[name] = [{"at": round(since + row.pop("bucket") * step, 3), **{k: v for k, v in row.items()
+                                                                                if k != "cluster"}} for row in rows]
+    return {"from": since, "to": until, "step": step, "clusters": series}
+
+
+def cluster_table(grid: Grid, *, user: str) -> list[dict[str, Any]]:
+    """Every cluster as the database holds it, with its backend options (``cigri cluster
+    list``): an admin's view, since options name the key files and accounts cigri uses."""
+    require_admin(grid.config, user, "cigri cluster list")
+    rows = list(grid.db.query(
+        "SELECT name, backend, options, source, blacklisted, blacklist_reason FROM clusters ORDER BY name"))
+    for row in rows:
+        row["options"] = json.loads(row["options"])
+        row["blacklisted"] = bool(row["blacklisted"])
+    return rows
+
+
+def add_cluster(grid: Grid, name: str, backend: str, options: dict[str, Any], *, user: str) -> None:
+    """Add a cluster to the database after checking its keys (an admin's operation)."""
     from cigri.config import _cluster_configs
 
+    require_admin(grid.config, user, "adding a cluster")
     [cluster] = _cluster_configs({name: {"backend": backend, **options}})  # validates, raises ConfigError
     with database.write(grid.db) as conn:
         if conn.execute("SELECT 1 FROM clusters WHERE name = ?", [name]).fetchone():
@@ -74,9 +122,10 @@ def add_cluster(grid: Grid, name: str, backend: str, options: dict[str, Any]) ->
                      [name, backend, json.dumps(cluster.options, sort_keys=True)])
 
 
-def remove_cluster(grid: Grid, name: str) -> None:
+def remove_cluster(grid: Grid, name: str, *, user: str) -> None:
     """Remove an admin-added cluster no campaign names, with what only it refers to: its taps,
     its usage samples and its own events (a campaign's rows would block it: blacklist instead)."""
+    require_admin(grid.config, user, "removing a cluster")
     with database.write(grid.db) as conn:
         row = conn.execute("SELECT id, source FROM clusters WHERE name = ?", [name]).fetchone()
         if row is None:
@@ -92,8 +141,9 @@ def remove_cluster(grid: Grid, name: str) -> None:
         conn.execute("DELETE FROM clusters WHERE id = ?", [row[0]])
 
 
-def set_blacklist(grid: Grid, name: str, reason: str | None) -> None:
-    """Blacklist (reason given) or unblacklist (reason None) a whole cluster."""
+def set_blacklist(grid: Grid, name: str, reason: str | None, *, user: str) -> None:
+    """Blacklist (reason given) or unblacklist (reason None) a whole cluster (an admin's decision)."""
+    require_admin(grid.config, user, "blacklisting a cluster" if reason is not None else "unblacklisting a cluster")
     with database.write(grid.db) as conn:
         row = conn.execute("SELECT id, blacklist_event_id FROM clusters WHERE name = ?", [name]).fetchone()
         if row is None:
@@ -107,7 +157,9 @@ def set_blacklist(grid: Grid, name: str, reason: str | None) -> None:
 def test_cluster(grid: Grid, name: str, directory: str | None, timeout: float, *, user: str) -> dict[str, Any]:
     """Submit a tiny job to a cluster and follow it to its end (CiGri's grid_test_cluster), in
     ``directory``, else the home of the account that runs ``user``'s jobs there (not /tmp:
-    OAR's REST API copies its script from /tmp into the job's directory, and fails on itself)."""
+    OAR's REST API copies its script from /tmp into the job's directory, and fails on itself).
+    An admin's operation."""
+    require_admin(grid.config, user, "testing a cluster")
     import time
 
     from cigri.backends import JobSpec, RemoteState

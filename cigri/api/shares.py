@@ -14,15 +14,18 @@ from cigri import db as database
 from cigri.config import ClassConfig, Config, UserConfig
 from cigri.errors import InputError
 from cigri.grid import Grid
+from cigri.users import require_admin
 from cigri.states import CAMPAIGN_ACTIVE, JOB_ACTIVE, JobState, TaskState, sql_in
 
 if TYPE_CHECKING:
     from cigri.metascheduler.fairshare import Allocation, Scenario
 
 
-def current_shares(grid: Grid) -> dict[str, Any]:
+def current_shares(grid: Grid, *, user: str) -> dict[str, Any]:
     """The live allocation explained: what the next cycle would give every class, user,
-    campaign and cluster, asking each cluster its capacity now; nothing is written."""
+    campaign and cluster, asking each cluster its capacity now; nothing is written. An admin's
+    view: it names every user's campaigns."""
+    require_admin(grid.config, user, "cigri shares")
     from cigri.metascheduler import allocate, gather
 
     capacities, unreachable = {}, []

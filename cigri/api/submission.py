@@ -30,6 +30,15 @@ from cigri.states import CAMPAIGN_ACTIVE, CampaignState, TaskState, sql_in
 
 
 @dataclass(frozen=True)
+class Lines:
+    """Parameter lines on their way in (a file opened by the submitting process, stdin, an
+    upload), with the name errors give them (``params.txt:12: ...``)."""
+
+    stream: BinaryIO
+    name: str
+
+
+@dataclass(frozen=True)
 class JDLText:
     """A JDL as read, with the name its errors give it (``source``), the directory a relative
     ``param_file`` is named against, and that file's lines (``params``) when it names one."""
@@ -37,7 +46,7 @@ class JDLText:
     text: str
     base_dir: Path
     source: str = "JDL"
-    params: BinaryIO | None = None
+    params: Lines | None = None
 
 
 def local_jdl(text: str, *, base_dir: Path, user: str, source: str = "JDL") -> JDLText:
@@ -47,7 +56,7 @@ def local_jdl(text: str, *, base_dir: Path, user: str, source: str = "JDL") -> J
     if path is None:
         return JDLText(text, base_dir, source)
     try:
-        return JDLText(text, base_dir, source, path.open("rb"))
+        return JDLText(text, base_dir, source, Lines(path.open("rb"), str(path)))
     except OSError as error:
         raise InputError(f"param_file {path}: {error.strerror}", field="param_file") from None
 
@@ -75,13 +84,13 @@ def submit_all(grid: Grid, jdls: Sequence[JDLText], *, user: str) -> list[tuple[
             return [_store(conn, grid, spec, user, part) for spec, part in zip(specs, parts)]
 
 
-def extend(grid: Grid, campaign_id: int, lines: BinaryIO, *, user: str, name: str = "PARAMS") -> int:
-    """Add parameter lines (a file's, opened by the caller, named ``name`` in errors) to one of
-    ``user``'s campaigns (``gridsub -c N -F FILE``); an ended campaign is in treatment again."""
+def extend(grid: Grid, campaign_id: int, lines: Lines, *, user: str) -> int:
+    """Add parameter lines to one of ``user``'s campaigns (``gridsub -c N -F FILE``); an ended
+    campaign is in treatment again."""
     with _stage(grid) as stage:
-        part = stage.add(ParamSource(file=Path(name), stream=lines))
+        part = stage.add(ParamSource(file=Path(lines.name), stream=lines.stream))
         if part.count == 0:  # as a submission without parameters; nor may an ended campaign reopen for none
-            raise InputError(f"{name}: no parameters to add")
+            raise InputError(f"{lines.name}: no parameters to add")
         with _ingest(grid, stage) as conn:
             campaign = owned_campaign(grid, conn, campaign_id, user)
             if campaign["state"] == CampaignState.CANCELLED:
@@ -108,7 +117,7 @@ def _source(spec: CampaignSpec, jdl: JDLText) -> ParamSource:
         return spec.params
     if jdl.params is None:
         raise InputError(f"{jdl.source}: $.param_file: the file's lines were not sent with the JDL", field="param_file")
-    return replace(spec.params, stream=jdl.params)
+    return replace(spec.params, file=Path(jdl.params.name), stream=jdl.params.stream)
 
 
 def _stage(grid: Grid) -> AbstractContextManager[Stage]:

@@ -1,0 +1,91 @@
+"""API tokens: how remote users prove who they are to ``cigri server``.
+
+A token is a random secret shown once, at creation; only its SHA-256 is stored (a 256-bit
+secret needs no slow hash), with its owner, who made it, an expiry and when it was last used,
+so tokens can be listed and revoked without ever being readable again. A user makes tokens for
+themself; an admin for anyone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from typing import Any
+
+from cigri import db as database
+from cigri.api.access import may_see, storable
+from cigri.config import parse_duration
+from cigri.errors import InputError, NotFound, Unauthenticated
+from cigri.grid import Grid
+from cigri.users import require_admin
+
+PREFIX = "cigri_"  # what a secret starts with: a leaked one is recognisable by scanners
+LAST_USED_STEP = 60.0  # seconds: last_used_at is rewritten at most this often, not at every request
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def create_token(grid: Grid, *, user: str, owner: str | None = None, ttl: str | None = None,
+                 note: str = "") -> dict[str, Any]:
+    """A new token for ``owner`` (``user`` themself unless an admin names another), valid for
+    ``ttl`` (``30d``, ``12h``...; default ``server.token_ttl``, at most ``server.max_token_ttl``).
+    The answer is the only place the secret ever appears."""
+    owner = owner or user
+    if owner != user:
+        require_admin(grid.config, user, f"a token for {owner}")
+    server = grid.config.server
+    try:
+        seconds = parse_duration(ttl or server.token_ttl)
+    except ValueError as error:
+        raise InputError(f"ttl: {error}", field="ttl") from None
+    if seconds > parse_duration(server.max_token_ttl):
+        raise InputError(f"ttl: at most {server.max_token_ttl} (server.max_token_ttl)", field="ttl")
+    if len(note) > 200 or not note.isprintable():
+        raise InputError("note: at most 200 printable characters", field="note")
+    secret = PREFIX + secrets.token_urlsafe(32)
+    now = database.now()
+    with database.write(grid.db) as conn:
+        token_id = conn.execute(
+            "INSERT INTO tokens(user, hash, note, created_by, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+            [owner, _hash(secret), note, user, now, now + seconds]).lastrowid
+    return {"id": token_id, "user": owner, "token": secret, "note": note, "created_at": now,
+            "expires_at": now + seconds}
+
+
+def list_tokens(grid: Grid, *, user: str, all_users: bool = False) -> list[dict[str, Any]]:
+    """``user``'s tokens (an admin may ask for everyone's), newest last; never a secret."""
+    if all_users:
+        require_admin(grid.config, user, "listing everyone's tokens")
+    now = database.now()
+    rows = list(grid.db.query(
+        "SELECT id, user, note, created_by, created_at, expires_at, last_used_at, revoked_at FROM tokens "
+        f"{'' if all_users else 'WHERE user = ?'} ORDER BY id", [] if all_users else [user]))
+    for row in rows:
+        row["state"] = "revoked" if row["revoked_at"] else "expired" if row["expires_at"] <= now else "valid"
+    return rows
+
+
+def revoke_token(grid: Grid, token_id: int, *, user: str) -> None:
+    """Revoke one of ``user``'s tokens (an admin: anyone's); it is refused from then on."""
+    with database.write(grid.db) as conn:
+        row = conn.execute("SELECT user FROM tokens WHERE id = ?", [token_id]).fetchone() \
+            if storable(token_id) else None
+        if row is None or not may_see(grid, row[0], user):
+            raise NotFound(f"token {token_id}: no such token")
+        conn.execute("UPDATE tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?", [database.now(), token_id])
+
+
+def token_user(grid: Grid, secret: str) -> str:
+    """Whose ``secret`` is; Unauthenticated (401) if it is unknown, expired or revoked, all
+    told apart only in the server's log, never to the caller."""
+    now = database.now()
+    row = grid.db.execute("SELECT id, user, expires_at, revoked_at, last_used_at FROM tokens WHERE hash = ?",
+                          [_hash(secret)]).fetchone() if secret.startswith(PREFIX) else None
+    if row is None or row[3] is not None or row[2] <= now:
+        raise Unauthenticated("the token is unknown, expired or revoked (cigri token create makes a new one)")
+    if row[4] is None or now - row[4] >= LAST_USED_STEP:
+        with database.write(grid.db) as conn:
+            conn.execute("UPDATE tokens SET last_used_at = ? WHERE id = ?", [now, row[0]])
+    return row[1]

@@ -1,0 +1,116 @@
+"""How the commands reach the grid, chosen once per command: through a ``cigri server`` when
+one is configured, else directly (the embedded default: one person, their own database).
+
+The choice, first that applies: ``CIGRI_SERVER`` (``unix:/path/cigri.sock``,
+``https://host:port``, or ``http://`` on loopback), then ``[client] server`` in the
+configuration, then the site's socket (``[server] socket``) if it exists; otherwise direct.
+A token for TCP comes from ``CIGRI_TOKEN`` or ``~/.config/cigri/token`` (refused unless
+0600). Both transports offer the same methods (:class:`Client`) with the same answers and the
+same errors, so nothing else in a command knows which one it uses.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import platformdirs
+
+from cigri.api.submission import JDLText, Lines
+from cigri.config import Config
+from cigri.errors import InputError
+
+if TYPE_CHECKING:
+    from cigri.cycle import CycleReport
+
+TOKEN_FILE = Path(platformdirs.user_config_dir("cigri")) / "token"
+
+
+class Client(Protocol):
+    """What a command may ask of the grid, as the acting user (decided by the server, or, in
+    direct mode, the Unix user running the command)."""
+
+    user: str
+    admin: bool
+    direct: bool
+
+    def submit(self, jdls: list[JDLText]) -> list[tuple[int, int]]: ...
+    def extend(self, campaign_id: int, lines: Lines) -> int: ...
+    def campaigns(self, *, user: str | None = None, mine: bool = False, include_finished: bool = False,
+                  states: tuple[str, ...] = ()) -> list[dict[str, Any]]: ...
+    def campaign(self, campaign_id: int) -> dict[str, Any]: ...
+    def tasks(self, campaign_id: int) -> Iterator[dict[str, Any]]: ...
+    def pause(self, campaign_id: int) -> None: ...
+    def resume(self, campaign_id: int) -> None: ...
+    def cancel(self, campaign_id: int) -> None: ...
+    def job(self, job_id: int) -> dict[str, Any]: ...
+    def job_output(self, job_id: int, stream: str) -> str: ...
+    def cancel_job(self, job_id: int) -> None: ...
+    def events(self, *, campaign_id: int | None = None, global_only: bool = False,
+               include_closed: bool = False) -> list[dict[str, Any]]: ...
+    def event(self, event_id: int) -> dict[str, Any]: ...
+    def fix_events(self, *, event_id: int | None = None, campaign_id: int | None = None, global_only: bool = False,
+                   resubmit: bool = False) -> dict[str, int]: ...
+    def subscribe(self, *, kind: str, target: str, severity: str) -> int: ...
+    def unsubscribe(self, subscription_id: int) -> None: ...
+    def subscriptions(self, *, all_users: bool = False) -> list[dict[str, Any]]: ...
+    def clusters(self) -> list[dict[str, Any]]: ...
+    def usage(self, hours: float) -> list[dict[str, Any]]: ...
+    def cluster_table(self) -> list[dict[str, Any]]: ...
+    def add_cluster(self, name: str, backend: str, options: dict[str, Any]) -> None: ...
+    def remove_cluster(self, name: str) -> None: ...
+    def blacklist(self, name: str, reason: str | None) -> None: ...
+    def test_cluster(self, name: str, directory: str | None, timeout: float) -> dict[str, Any]: ...
+    def shares(self) -> dict[str, Any]: ...
+    def classes(self) -> list[dict[str, Any]]: ...
+    def users(self) -> dict[str, Any]: ...
+    def create_token(self, *, owner: str | None, ttl: str | None, note: str) -> dict[str, Any]: ...
+    def tokens(self, *, all_users: bool = False) -> list[dict[str, Any]]: ...
+    def revoke_token(self, token_id: int) -> None: ...
+    def drive_cycle(self) -> CycleReport | None:
+        """Run one cycle for a waiting command if this client may and no daemon does; None
+        when the grid's own cycles run them (a server, a daemon, cron)."""
+
+    def close(self) -> None: ...
+
+
+def server_address(config: Config) -> str | None:
+    """Where the server is, if the commands are to use one (see the module's docstring)."""
+    address = os.environ.get("CIGRI_SERVER") or config.client.server
+    if address:
+        return address
+    site = Path(config.server.socket)
+    try:
+        return f"unix:{site}" if stat.S_ISSOCK(site.stat().st_mode) else None
+    except OSError:
+        return None
+
+
+def read_token() -> str | None:
+    """The user's token: ``CIGRI_TOKEN``, else the token file, which must be private (0600)."""
+    token = os.environ.get("CIGRI_TOKEN", "").strip()
+    if token:
+        return token
+    try:
+        mode = TOKEN_FILE.stat().st_mode
+    except OSError:
+        return None
+    if mode & 0o077:
+        raise InputError(f"{TOKEN_FILE}: readable by others (mode {stat.S_IMODE(mode):04o}); "
+                         f"chmod 600 {TOKEN_FILE}, or make a new token: the old one may be known")
+    return TOKEN_FILE.read_text().strip() or None
+
+
+def connect(config: Config) -> Client:
+    """The client the commands use for ``config``: a server's, else direct."""
+    address = server_address(config)
+    if address is not None:
+        from cigri.client.http import HTTPClient
+
+        return HTTPClient(address, read_token(), ca_file=config.client.ca_file or None)
+    from cigri.client.direct import DirectClient
+
+    return DirectClient.open(config)

@@ -1,0 +1,168 @@
+"""Direct mode: the command opens the grid's database itself and calls the use cases, as the
+Unix user running it. For one person and their own grid: a database that is another
+account's is refused (a shared grid is used through its server)."""
+
+from __future__ import annotations
+
+import os
+import pwd
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cigri import api
+from cigri.api.submission import JDLText, Lines
+from cigri.config import Config
+from cigri.errors import CigriError
+from cigri.grid import Grid, open_grid
+from cigri.logs import log_to_file
+from cigri.users import acting_user, is_admin
+
+if TYPE_CHECKING:
+    from cigri.cycle import CycleReport
+
+
+@dataclass
+class DirectClient:
+    grid: Grid
+    user: str
+    admin: bool
+    direct: bool = True
+    logging_cycles: bool = False
+
+    @classmethod
+    def open(cls, config: Config) -> DirectClient:
+        refuse_others_database(config)
+        grid = open_grid(config)
+        user = acting_user()
+        return cls(grid, user, is_admin(config, user))
+
+    def submit(self, jdls: list[JDLText]) -> list[tuple[int, int]]:
+        return api.submit_all(self.grid, jdls, user=self.user)
+
+    def extend(self, campaign_id: int, lines: Lines) -> int:
+        return api.extend(self.grid, campaign_id, lines, user=self.user)
+
+    def campaigns(self, *, user: str | None = None, mine: bool = False, include_finished: bool = False,
+                  states: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        return api.list_campaigns(self.grid, user=self.user if mine else user, include_finished=include_finished,
+                                  states=states)
+
+    def campaign(self, campaign_id: int) -> dict[str, Any]:
+        return api.campaign_detail(self.grid, campaign_id, user=self.user)
+
+    def tasks(self, campaign_id: int) -> Iterator[dict[str, Any]]:
+        return api.campaign_tasks(self.grid, campaign_id, user=self.user)
+
+    def pause(self, campaign_id: int) -> None:
+        api.pause(self.grid, campaign_id, user=self.user)
+
+    def resume(self, campaign_id: int) -> None:
+        api.resume(self.grid, campaign_id, user=self.user)
+
+    def cancel(self, campaign_id: int) -> None:
+        api.cancel(self.grid, campaign_id, user=self.user)
+
+    def job(self, job_id: int) -> dict[str, Any]:
+        return api.job_info(self.grid, job_id, user=self.user)
+
+    def job_output(self, job_id: int, stream: str) -> str:
+        return api.job_output(self.grid, job_id, stream, user=self.user)
+
+    def cancel_job(self, job_id: int) -> None:
+        api.cancel_job(self.grid, job_id, user=self.user)
+
+    def events(self, *, campaign_id: int | None = None, global_only: bool = False,
+               include_closed: bool = False) -> list[dict[str, Any]]:
+        return api.list_events(self.grid, user=self.user, campaign_id=campaign_id, global_only=global_only,
+                               include_closed=include_closed)
+
+    def event(self, event_id: int) -> dict[str, Any]:
+        return api.event(self.grid, event_id, user=self.user)
+
+    def fix_events(self, *, event_id: int | None = None, campaign_id: int | None = None, global_only: bool = False,
+                   resubmit: bool = False) -> dict[str, int]:
+        return api.fix_events(self.grid, user=self.user, event_id=event_id, campaign_id=campaign_id,
+                              global_only=global_only, resubmit=resubmit)
+
+    def subscribe(self, *, kind: str, target: str, severity: str) -> int:
+        return api.subscribe(self.grid, user=self.user, kind=kind, target=target, severity=severity)
+
+    def unsubscribe(self, subscription_id: int) -> None:
+        api.unsubscribe(self.grid, subscription_id, user=self.user)
+
+    def subscriptions(self, *, all_users: bool = False) -> list[dict[str, Any]]:
+        return api.list_subscriptions(self.grid, user=self.user, all_users=all_users)
+
+    def clusters(self) -> list[dict[str, Any]]:
+        return api.list_clusters(self.grid)
+
+    def usage(self, hours: float) -> list[dict[str, Any]]:
+        return api.usage(self.grid, hours)
+
+    def cluster_table(self) -> list[dict[str, Any]]:
+        return api.cluster_table(self.grid, user=self.user)
+
+    def add_cluster(self, name: str, backend: str, options: dict[str, Any]) -> None:
+        api.add_cluster(self.grid, name, backend, options, user=self.user)
+
+    def remove_cluster(self, name: str) -> None:
+        api.remove_cluster(self.grid, name, user=self.user)
+
+    def blacklist(self, name: str, reason: str | None) -> None:
+        api.set_blacklist(self.grid, name, reason, user=self.user)
+
+    def test_cluster(self, name: str, directory: str | None, timeout: float) -> dict[str, Any]:
+        return api.test_cluster(self.grid, name, directory, timeout, user=self.user)
+
+    def shares(self) -> dict[str, Any]:
+        return api.current_shares(self.grid, user=self.user)
+
+    def classes(self) -> list[dict[str, Any]]:
+        return api.list_classes(self.grid)
+
+    def users(self) -> dict[str, Any]:
+        return api.list_users(self.grid)
+
+    def create_token(self, *, owner: str | None, ttl: str | None, note: str) -> dict[str, Any]:
+        return api.create_token(self.grid, user=self.user, owner=owner, ttl=ttl, note=note)
+
+    def tokens(self, *, all_users: bool = False) -> list[dict[str, Any]]:
+        return api.list_tokens(self.grid, user=self.user, all_users=all_users)
+
+    def revoke_token(self, token_id: int) -> None:
+        api.revoke_token(self.grid, token_id, user=self.user)
+
+    def drive_cycle(self) -> CycleReport | None:
+        """The grid's owner (an admin) runs a cycle when no daemon does, logging it as ``cigri
+        cycle`` would; anyone else never: a cycle runs the local cluster's jobs as whoever runs
+        it, and reads the clusters' key files."""
+        from cigri.cycle import drive  # here: the whole cycle's imports would slow every plain command
+        from cigri.daemon import daemon_running
+
+        if not self.admin:
+            return None
+        if not self.logging_cycles:
+            log_to_file(self.grid.config.log_path / "cigri.log", self.grid.config.settings)
+            self.logging_cycles = True
+        return drive(self.grid, daemon_running(self.grid))
+
+    def close(self) -> None:
+        self.grid.close()
+
+
+def refuse_others_database(config: Config) -> None:
+    """Direct mode is one person's own grid: a database that belongs to another account (a
+    site's, made group-writable in the past) is refused, since every rule about who may do what
+    could be bypassed by writing it; root may still open any (it could anyway)."""
+    try:
+        owner = os.stat(config.database_path).st_uid
+    except OSError:
+        return
+    if owner != os.geteuid() and os.geteuid() != 0:
+        try:
+            name = pwd.getpwuid(owner).pw_name
+        except KeyError:
+            name = str(owner)
+        raise CigriError(f"{config.database_path} belongs to {name}: a shared grid is used through its server "
+                         "(set CIGRI_SERVER, or [client] server, to its socket or URL)")

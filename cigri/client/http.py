@@ -1,0 +1,230 @@
+"""Server mode: the commands are clients of ``cigri server``'s REST API, over its Unix socket
+(the kernel tells the server who we are) or HTTPS with a token. Answers are the use cases' own
+JSON, and each error comes back as the error it was on the server (same words, same exit
+status); a server that does not answer is one line."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+from cigri.api.submission import JDLText, Lines
+from cigri.errors import (BackendError, CigriError, Forbidden, InputError, LimitExceeded, NotFound, Refused, TooLarge,
+                          Unauthenticated, Unavailable)
+
+TIMEOUT = httpx.Timeout(30.0, connect=5.0, read=600.0)  # a submission of millions of lines takes minutes
+PAGE = 10_000  # tasks asked at a time by tasks()
+ERRORS: dict[int, type[CigriError]] = {400: InputError, 401: Unauthenticated, 403: Forbidden, 404: NotFound,
+                                       409: Refused, 413: TooLarge, 429: LimitExceeded, 502: BackendError,
+                                       503: Unavailable}
+
+
+class HTTPClient:
+    direct = False
+
+    def __init__(self, address: str, token: str | None, *, ca_file: str | None = None) -> None:
+        self.address = address
+        headers = {"User-Agent": "cigri-client"}
+        if address.startswith("unix:"):
+            transport = httpx.HTTPTransport(uds=address.removeprefix("unix:"))
+            self.http = httpx.Client(transport=transport, base_url="http://cigri/api/v1", timeout=TIMEOUT,
+                                     headers=headers)
+        elif address.startswith(("https://", "http://")):
+            url = httpx.URL(address)
+            if token:
+                if url.scheme != "https" and not _loopback(url.host):
+                    raise InputError(f"CIGRI_SERVER {address}: a token is sent only over https:// (or to loopback)")
+                headers["Authorization"] = f"Bearer {token}"
+            self.http = httpx.Client(base_url=str(url.join("/api/v1")), timeout=TIMEOUT, headers=headers,
+                                     verify=ca_file or True)
+        else:
+            raise InputError(f"CIGRI_SERVER {address!r}: expected unix:/path/to/cigri.sock or https://host:port")
+        me = self._json("GET", "/whoami")
+        self.user: str = me["user"]
+        self.admin: bool = me["admin"]
+
+    # --- transport ---------------------------------------------------------------------
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self.http.request(method, path, **kwargs)
+        except httpx.TimeoutException:
+            raise Unavailable(f"cigri server {self.address}: no answer in time") from None
+        except (httpx.TransportError, OSError) as error:
+            reason = " ".join(str(error).split()) or type(error).__name__
+            raise Unavailable(f"cigri server {self.address}: not answering ({reason})") from None
+        if response.status_code >= 400:
+            raise _error(response)
+        return response
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+        return self._request(method, path, **kwargs).json()
+
+    # --- campaigns -----------------------------------------------------------------------
+
+    def submit(self, jdls: list[JDLText]) -> list[tuple[int, int]]:
+        files: list[tuple[str, tuple[str, Any, str]]] = []
+        for index, jdl in enumerate(jdls):
+            files.append(("jdl", (jdl.source, jdl.text.encode(), "application/json")))
+            if jdl.params is not None:
+                files.append((f"params.{index}", (jdl.params.name, jdl.params.stream, "text/plain")))
+        answer = self._json("POST", "/campaigns", files=files)
+        return [(entry["campaign_id"], entry["tasks"]) for entry in answer["campaigns"]]
+
+    def extend(self, campaign_id: int, lines: Lines) -> int:
+        return int(self._json("POST", f"/campaigns/{campaign_id}/tasks", params={"name": lines.name},
+                              content=_chunks(lines), headers={"Content-Type": "text/plain"})["tasks"])
+
+    def campaigns(self, *, user: str | None = None, mine: bool = False, include_finished: bool = False,
+                  states: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"mine": mine, "all": include_finished, "state": list(states)}
+        if user is not None:
+            params["user"] = user
+        return self._json("GET", "/campaigns", params=params)  # type: ignore[no-any-return]
+
+    def campaign(self, campaign_id: int) -> dict[str, Any]:
+        return self._json("GET", f"/campaigns/{campaign_id}")  # type: ignore[no-any-return]
+
+    def tasks(self, campaign_id: int) -> Iterator[dict[str, Any]]:
+        offset = 0
+        while True:
+            page = self._json("GET", f"/campaigns/{campaign_id}/tasks", params={"limit": PAGE, "offset": offset})
+            yield from page
+            if len(page) < PAGE:
+                return
+            offset += len(page)
+
+    def pause(self, campaign_id: int) -> None:
+        self._request("POST", f"/campaigns/{campaign_id}/pause")
+
+    def resume(self, campaign_id: int) -> None:
+        self._request("POST", f"/campaigns/{campaign_id}/resume")
+
+    def cancel(self, campaign_id: int) -> None:
+        self._request("POST", f"/campaigns/{campaign_id}/cancel")
+
+    # --- jobs ------------------------------------------------------------------------------
+
+    def job(self, job_id: int) -> dict[str, Any]:
+        return self._json("GET", f"/jobs/{job_id}")  # type: ignore[no-any-return]
+
+    def job_output(self, job_id: int, stream: str) -> str:
+        if stream not in ("stdout", "stderr"):
+            raise InputError(f"stream: expected stdout or stderr, got {stream!r}")
+        return self._request("GET", f"/jobs/{job_id}/{stream}").text
+
+    def cancel_job(self, job_id: int) -> None:
+        self._request("POST", f"/jobs/{job_id}/cancel")
+
+    # --- events and notifications ------------------------------------------------------------
+
+    def events(self, *, campaign_id: int | None = None, global_only: bool = False,
+               include_closed: bool = False) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"global": global_only, "all": include_closed}
+        if campaign_id is not None:
+            params["campaign"] = campaign_id
+        return self._json("GET", "/events", params=params)  # type: ignore[no-any-return]
+
+    def event(self, event_id: int) -> dict[str, Any]:
+        return self._json("GET", f"/events/{event_id}")  # type: ignore[no-any-return]
+
+    def fix_events(self, *, event_id: int | None = None, campaign_id: int | None = None, global_only: bool = False,
+                   resubmit: bool = False) -> dict[str, int]:
+        body = {"event": event_id, "campaign": campaign_id, "global": global_only, "resubmit": resubmit}
+        return self._json("POST", "/events/fix", json=body)  # type: ignore[no-any-return]
+
+    def subscribe(self, *, kind: str, target: str, severity: str) -> int:
+        return int(self._json("POST", "/notifications", json={"kind": kind, "target": target,
+                                                              "severity": severity})["id"])
+
+    def unsubscribe(self, subscription_id: int) -> None:
+        self._request("DELETE", f"/notifications/{subscription_id}")
+
+    def subscriptions(self, *, all_users: bool = False) -> list[dict[str, Any]]:
+        return self._json("GET", "/notifications", params={"all": all_users})  # type: ignore[no-any-return]
+
+    # --- clusters, fair share, tokens ----------------------------------------------------------
+
+    def clusters(self) -> list[dict[str, Any]]:
+        return self._json("GET", "/clusters")  # type: ignore[no-any-return]
+
+    def usage(self, hours: float) -> list[dict[str, Any]]:
+        return self._json("GET", "/gridusage/summary", params={"hours": hours})  # type: ignore[no-any-return]
+
+    def cluster_table(self) -> list[dict[str, Any]]:
+        return self._json("GET", "/clusters/config")  # type: ignore[no-any-return]
+
+    def add_cluster(self, name: str, backend: str, options: dict[str, Any]) -> None:
+        self._request("POST", "/clusters", json={"name": name, "backend": backend, "options": options})
+
+    def remove_cluster(self, name: str) -> None:
+        self._request("DELETE", f"/clusters/{name}")
+
+    def blacklist(self, name: str, reason: str | None) -> None:
+        if reason is None:
+            self._request("POST", f"/clusters/{name}/unblacklist")
+        else:
+            self._request("POST", f"/clusters/{name}/blacklist", json={"reason": reason})
+
+    def test_cluster(self, name: str, directory: str | None, timeout: float) -> dict[str, Any]:
+        return self._json("POST", f"/clusters/{name}/test",  # type: ignore[no-any-return]
+                          json={"directory": directory, "timeout": timeout}, timeout=timeout + 60)
+
+    def shares(self) -> dict[str, Any]:
+        return self._json("GET", "/shares")  # type: ignore[no-any-return]
+
+    def classes(self) -> list[dict[str, Any]]:
+        return self._json("GET", "/classes")  # type: ignore[no-any-return]
+
+    def users(self) -> dict[str, Any]:
+        return self._json("GET", "/users")  # type: ignore[no-any-return]
+
+    def create_token(self, *, owner: str | None, ttl: str | None, note: str) -> dict[str, Any]:
+        return self._json("POST", "/tokens", json={"user": owner, "ttl": ttl, "note": note})  # type: ignore[no-any-return]
+
+    def tokens(self, *, all_users: bool = False) -> list[dict[str, Any]]:
+        return self._json("GET", "/tokens", params={"all": all_users})  # type: ignore[no-any-return]
+
+    def revoke_token(self, token_id: int) -> None:
+        self._request("DELETE", f"/tokens/{token_id}")
+
+    def drive_cycle(self) -> None:
+        """The server runs the cycles."""
+        return None
+
+    def close(self) -> None:
+        self.http.close()
+
+
+def _chunks(lines: Lines) -> Iterator[bytes]:
+    """A parameter file sent as it is read, never held whole."""
+    while chunk := lines.stream.read(1 << 20):
+        yield chunk
+
+
+def _error(response: httpx.Response) -> CigriError:
+    """The server's error as the error it was there: its words, and the class that gives the
+    command its exit status."""
+    try:
+        body = response.json()
+        message, field = str(body["error"]), body.get("field")
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+        message, field = f"HTTP {response.status_code}: {' '.join(response.text.split())[:200]}", None
+    kind = ERRORS.get(response.status_code, CigriError)
+    if kind is LimitExceeded:
+        retry = response.headers.get("Retry-After")
+        return LimitExceeded(message, retry_after=float(retry) if retry and retry.isdigit() else None, field=field)
+    return kind(message, field=field)
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

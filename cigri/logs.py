@@ -1,0 +1,93 @@
+"""Logging: stderr for people, ``{log_dir}/cigri.log`` for the grid's own processes (cycles,
+the daemon, the server), as text or one JSON object per line (``cigri.log_format``)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from cigri import config as configuration
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or "(no message)"
+
+
+TEXT_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
+
+
+class TextFormatter(logging.Formatter):
+    """:data:`TEXT_FORMAT`; ``tracebacks=False`` (stderr without ``CIGRI_DEBUG``) ends a record's
+    line with its error's type and message instead, the traceback being the log file's."""
+
+    def __init__(self, tracebacks: bool) -> None:
+        super().__init__(TEXT_FORMAT)
+        self.tracebacks = tracebacks
+
+    def format(self, record: logging.LogRecord) -> str:
+        if self.tracebacks or record.exc_info is None:
+            return super().format(record)
+        brief = copy.copy(record)  # the record itself goes on to the log file, traceback and all
+        brief.exc_info = brief.exc_text = None
+        return f"{super().format(brief)}: {_brief(record.exc_info[1])}"
+
+
+class JSONFormatter(logging.Formatter):
+    """One JSON object per line, for log shippers: time, level, logger, message, exception
+    (the traceback, or with ``tracebacks=False`` the error's type and message)."""
+
+    def __init__(self, tracebacks: bool) -> None:
+        super().__init__()
+        self.tracebacks = tracebacks
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {"time": datetime.fromtimestamp(record.created).isoformat(timespec="milliseconds"),
+                 "level": record.levelname.lower(), "logger": record.name, "message": record.getMessage(),
+                 "pid": record.process}
+        if record.exc_info:
+            entry["exception"] = (self.formatException(record.exc_info) if self.tracebacks
+                                  else _brief(record.exc_info[1]))
+        return json.dumps(entry)
+
+
+def _brief(error: BaseException | None) -> str:
+    return f"{type(error).__name__}: {_one_line(error)}" if error is not None else "(no error)"
+
+
+def setup_logging(verbose: bool) -> None:
+    """Stderr shows warnings, INFO with ``-v``, DEBUG with ``CIGRI_DEBUG``; tracebacks only with
+    ``CIGRI_DEBUG``, as for a command's own error."""
+    level = logging.DEBUG if os.environ.get("CIGRI_DEBUG") else logging.INFO if verbose else logging.WARNING
+    logging.basicConfig(level=level, stream=sys.stderr)
+    use_log_format("text")
+
+
+def _formatter(log_format: str, tracebacks: bool) -> logging.Formatter:
+    return JSONFormatter(tracebacks) if log_format == "json" else TextFormatter(tracebacks)
+
+
+def use_log_format(log_format: str) -> None:
+    """``cigri.log_format`` applies to stderr once the configuration is read (the log file
+    is opened with it)."""
+    for handler in logging.getLogger().handlers:
+        if not isinstance(handler, logging.FileHandler):
+            handler.setFormatter(_formatter(log_format, tracebacks=bool(os.environ.get("CIGRI_DEBUG"))))
+
+
+def log_to_file(path: Path, settings: configuration.Settings) -> None:
+    """Cycles (``cigri cycle``, ``cigri daemon``) also log to a file at ``cigri.log_level``;
+    stderr keeps the level chosen by ``setup_logging``."""
+    root = logging.getLogger()
+    for handler in root.handlers:
+        handler.setLevel(max(handler.level, root.level))
+    level = logging.getLevelName(settings.log_level.upper())
+    file_handler = logging.FileHandler(path)
+    file_handler.setFormatter(_formatter(settings.log_format, tracebacks=True))
+    file_handler.setLevel(level)
+    root.addHandler(file_handler)
+    root.setLevel(min(root.level, level))

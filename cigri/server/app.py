@@ -1,0 +1,178 @@
+"""The ASGI application of ``cigri server``: the REST API under ``/api/v1`` and ``/healthz``.
+
+A request gets a database connection from a pool (never waiting in a worker thread, so a
+full pool cannot deadlock the threads), is identified once (:mod:`cigri.server.auth`), is
+counted against its user's rate, and reaches a route of :mod:`cigri.server.routes`, which calls
+the same use case (:mod:`cigri.api`) as the command in direct mode. Every error is one JSON
+object ``{"error": "...", "field": ...}`` with the status its :class:`CigriError` names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+
+from cigri import __version__
+from cigri import db as database
+from cigri.config import Config
+from cigri.errors import CigriError, LimitExceeded
+from cigri.grid import Grid
+from cigri.server.auth import Caller, identify
+from cigri.server.limits import BodyLimit, RateLimiter
+
+log = logging.getLogger("cigri.server")
+API = "/api/v1"
+UPLOADS = ("/campaigns", "/tasks")  # POST paths ending so carry parameter lines
+
+
+class GridPool:
+    """``size`` grids (one database connection each), lent to one request at a time."""
+
+    def __init__(self, config: Config, size: int) -> None:
+        self.config, self.size = config, size
+        self.free: list[Grid] = []
+        self.opened = 0
+        self.available: asyncio.Semaphore | None = None
+
+    @asynccontextmanager
+    async def grid(self) -> AsyncIterator[Grid]:
+        if self.available is None:  # made in the running loop
+            self.available = asyncio.Semaphore(self.size)
+        async with self.available:
+            grid = self.free.pop() if self.free else None
+            if grid is None:
+                grid = await run_in_threadpool(lambda: Grid(self.config, database.connect(self.config.database_path)))
+                self.opened += 1
+            try:
+                yield grid
+            finally:
+                self.free.append(grid)
+
+    def close(self) -> None:
+        for grid in self.free:
+            grid.close()
+        self.free.clear()
+
+
+@dataclass
+class ServerState:
+    config: Config
+    pool: GridPool
+    rate: RateLimiter
+    cycles: Any = None  # the cycle loop (cigri.server.run.Cycles) when the server runs one
+
+
+@dataclass(frozen=True)
+class Session:
+    """One request's grid and authenticated caller: what every route works with."""
+
+    grid: Grid
+    caller: Caller
+
+    @property
+    def user(self) -> str:
+        return self.caller.user
+
+
+def pool(request: Request) -> GridPool:
+    return request.app.state.cigri.pool  # type: ignore[no-any-return]
+
+
+async def authenticated(request: Request) -> Caller:
+    """The FastAPI dependency that identifies the caller and counts the request against its
+    user's rate (a database connection is held only while a token is looked up)."""
+    state: ServerState = request.app.state.cigri
+    async with state.pool.grid() as grid:
+        headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in request.scope["headers"]}
+        caller = await run_in_threadpool(identify, grid, request.scope, headers)
+    state.rate.take(caller.user)
+    return caller
+
+
+async def session(request: Request, caller: Caller = Depends(authenticated)) -> AsyncIterator[Session]:
+    """The FastAPI dependency of most routes: the caller, and a grid for the request's length.
+    Routes that first read a long upload take their grid after it instead (:func:`pool`)."""
+    async with pool(request).grid() as grid:
+        yield Session(grid, caller)
+
+
+def create_app(config: Config) -> FastAPI:
+    """The API of the grid ``config`` describes; the caller runs the cycles beside it."""
+    from cigri.server.routes import ROOT, ROUTERS
+
+    app = FastAPI(title="cigri", version=__version__, openapi_url=f"{API}/openapi.json", docs_url=f"{API}/docs",
+                  redoc_url=None, description="The REST API of a cigri grid: campaigns, jobs, events, clusters, "
+                  "notifications, fair share and tokens, as the grid* commands use them.")
+    app.state.cigri = ServerState(config, GridPool(config, config.server.threads),
+                                  RateLimiter(config.limits.requests_per_minute))
+    for router in ROOT:
+        app.include_router(router)
+    for router in ROUTERS:
+        app.include_router(router, prefix=API)
+    app.add_exception_handler(CigriError, _cigri_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, _bad_request)  # type: ignore[arg-type]
+    app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
+    app.add_exception_handler(sqlite3.Error, _database_error)  # type: ignore[arg-type]
+    app.add_exception_handler(Exception, _internal_error)
+    limits = config.limits
+    upload_limit = limits.submission_param_bytes + limits.request_body_bytes
+
+    def body_limit(scope: dict[str, Any]) -> int:
+        uploads = scope["method"] == "POST" and scope["path"].startswith(API) and scope["path"].endswith(UPLOADS)
+        return upload_limit if uploads else limits.request_body_bytes
+
+    app.add_middleware(BodyLimit, limit_of=body_limit)
+    return app
+
+
+def error_response(error: CigriError) -> JSONResponse:
+    headers = {}
+    if isinstance(error, LimitExceeded) and error.retry_after is not None:
+        headers["Retry-After"] = str(max(1, round(error.retry_after)))
+    if error.http_status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    return JSONResponse({"error": " ".join(str(error).split("\n")) or type(error).__name__, "field": error.field},
+                        status_code=error.http_status, headers=headers)
+
+
+async def _cigri_error(request: Request, error: CigriError) -> JSONResponse:
+    if error.http_status >= 500:
+        log.warning("%s %s: %s", request.method, request.url.path, error)
+    return error_response(error)
+
+
+async def _bad_request(request: Request, error: RequestValidationError) -> JSONResponse:
+    """A parameter that is not what the route takes (``/campaigns/abc``, ``?limit=x``)."""
+    first = error.errors()[0] if error.errors() else {}
+    where = [str(part) for part in first.get("loc", ()) if part not in ("query", "path", "body")]
+    field = ".".join(where) or None
+    message = f"{field}: {first.get('msg', 'invalid')}" if field else first.get("msg", "invalid request")
+    return JSONResponse({"error": message, "field": field}, status_code=400)
+
+
+async def _http_error(request: Request, error: HTTPException) -> JSONResponse:
+    words = {404: f"{request.url.path}: no such route", 405: f"{request.method} {request.url.path}: method not allowed"}
+    return JSONResponse({"error": words.get(error.status_code, str(error.detail)), "field": None},
+                        status_code=error.status_code)
+
+
+async def _database_error(request: Request, error: sqlite3.Error) -> JSONResponse:
+    log.warning("%s %s: database: %s", request.method, request.url.path, error)
+    return JSONResponse({"error": f"database: {' '.join(str(error).split())}", "field": None}, status_code=503)
+
+
+async def _internal_error(request: Request, error: Exception) -> JSONResponse:
+    log.error("%s %s failed", request.method, request.url.path, exc_info=error)
+    return JSONResponse({"error": "internal error (the server's log has the traceback)", "field": None},
+                        status_code=500)

@@ -1,0 +1,147 @@
+"""``/campaigns``: submit, list, detail, pause, resume, cancel, add parameters, and a
+campaign's tasks, jobs, events and JDL."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+
+from cigri import api
+from cigri.errors import InputError
+from cigri.server.app import Session, authenticated, pool, session
+from cigri.server.auth import Caller
+
+router = APIRouter(tags=["campaigns"])
+SPOOL_IN_MEMORY = 1 << 20  # an upload's first bytes are held in memory, the rest in a private file
+NOWHERE = Path("/nonexistent")  # what a relative param_file is named against: the client read it
+
+
+@router.get("/campaigns", summary="List campaigns (summaries)")
+def list_campaigns(session: Session = Depends(session), user: str | None = None,
+                   mine: bool = Query(False, description="Only the caller's campaigns."),
+                   state: list[str] = Query([], description="Only campaigns in these states."),
+                   include_finished: bool = Query(False, alias="all", description="Ended campaigns too."),
+                   limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+    """Campaign summaries, oldest first, as ``gridstat [-a] [-u USER] --json`` (public, as CiGri's)."""
+    return api.list_campaigns(session.grid, user=session.user if mine else user, include_finished=include_finished,
+                              states=state, limit=limit, offset=offset)
+
+
+@router.post("/campaigns", status_code=201, summary="Submit campaigns")
+async def submit(request: Request, caller: Caller = Depends(authenticated)) -> dict[str, Any]:
+    """One JDL as ``application/json``; or ``multipart/form-data`` with parts ``jdl`` (one per
+    campaign, in order; a file part's name is what errors call it) and, for the i-th JDL naming
+    a ``param_file``, its lines as file part ``params.i``. All or none, as ``gridsub``."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip()
+    if content_type == "multipart/form-data":
+        form = await request.form(max_files=1000, max_fields=1000)
+        try:
+            jdls = [await _jdl_part(value, index, form.get(f"params.{index}"))
+                    for index, value in enumerate(form.getlist("jdl"))]
+            if not jdls:
+                raise InputError("jdl: no JDL part in the form", field="jdl")
+            results = await _submit(request, jdls, caller)
+        finally:
+            await form.close()
+    elif content_type in ("application/json", ""):
+        results = await _submit(request, [api.JDLText(_text(await request.body(), "JDL"), NOWHERE, "JDL")], caller)
+    else:
+        raise InputError(f"Content-Type: expected application/json or multipart/form-data, got {content_type!r}")
+    return {"campaigns": [{"campaign_id": campaign_id, "tasks": tasks} for campaign_id, tasks in results]}
+
+
+async def _submit(request: Request, jdls: list[api.JDLText], caller: Caller) -> list[tuple[int, int]]:
+    """Once the whole request is in (uploads spooled), the submission, with a grid of the pool."""
+    async with pool(request).grid() as grid:
+        return await run_in_threadpool(api.submit_all, grid, jdls, user=caller.user)
+
+
+async def _jdl_part(value: UploadFile | str, index: int, params: UploadFile | str | None) -> api.JDLText:
+    if isinstance(value, UploadFile):
+        source, text = value.filename or f"jdl[{index}]", _text(await value.read(), value.filename or "jdl")
+    else:
+        source, text = f"jdl[{index}]", value
+    if params is not None and not isinstance(params, UploadFile):
+        raise InputError(f"params.{index}: expected a file part", field=f"params.{index}")
+    lines = None if params is None else api.Lines(params.file, params.filename or f"params.{index}")
+    return api.JDLText(text, NOWHERE, source, lines)
+
+
+def _text(body: bytes, source: str) -> str:
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{source}: not valid UTF-8") from None
+
+
+@router.get("/campaigns/{campaign_id}", summary="One campaign in detail")
+def campaign(campaign_id: int, session: Session = Depends(session)) -> dict[str, Any]:
+    """The campaign as ``gridstat -c N --json``: its summary, and per cluster its jobs and figures."""
+    return api.campaign_detail(session.grid, campaign_id, user=session.user)
+
+
+@router.post("/campaigns/{campaign_id}/pause", summary="Pause a campaign")
+def pause(campaign_id: int, session: Session = Depends(session)) -> dict[str, Any]:
+    api.pause(session.grid, campaign_id, user=session.user)
+    return {"id": campaign_id, "state": "paused"}
+
+
+@router.post("/campaigns/{campaign_id}/resume", summary="Resume a paused campaign")
+def resume(campaign_id: int, session: Session = Depends(session)) -> dict[str, Any]:
+    api.resume(session.grid, campaign_id, user=session.user)
+    return {"id": campaign_id, "state": "in_treatment"}
+
+
+@router.post("/campaigns/{campaign_id}/cancel", summary="Cancel a campaign")
+@router.delete("/campaigns/{campaign_id}", summary="Cancel a campaign (CiGri's DELETE)")
+def cancel(campaign_id: int, session: Session = Depends(session)) -> dict[str, Any]:
+    """Its open tasks are cancelled now, its jobs killed at the next cycle."""
+    api.cancel(session.grid, campaign_id, user=session.user)
+    return {"id": campaign_id, "state": "cancelled"}
+
+
+@router.post("/campaigns/{campaign_id}/tasks", status_code=201, summary="Add parameters to a campaign")
+async def extend(campaign_id: int, request: Request, caller: Caller = Depends(authenticated),
+                 name: str = Query("PARAMS", description="What errors call the lines (the file's name).")
+                 ) -> dict[str, Any]:
+    """The body is parameter lines (``gridsub -c N -F FILE``): read whole into a private spool
+    first, so the database is untouched until the upload is complete."""
+    with tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY) as spool:
+        async for chunk in request.stream():
+            spool.write(chunk)
+        spool.seek(0)
+        async with pool(request).grid() as grid:
+            added = await run_in_threadpool(api.extend, grid, campaign_id, api.Lines(spool, name),  # type: ignore[arg-type]
+                                            user=caller.user)
+    return {"campaign_id": campaign_id, "tasks": added}
+
+
+@router.get("/campaigns/{campaign_id}/tasks", summary="A campaign's tasks with their jobs")
+def tasks(campaign_id: int, session: Session = Depends(session), limit: int | None = 10_000,
+          offset: int = 0) -> list[dict[str, Any]]:
+    """As ``gridstat -c N -f --json``, a page at a time (``limit`` tasks after ``offset``)."""
+    return list(api.campaign_tasks(session.grid, campaign_id, user=session.user, limit=limit, offset=offset))
+
+
+@router.get("/campaigns/{campaign_id}/jobs", summary="A campaign's jobs")
+def jobs(campaign_id: int, session: Session = Depends(session), active: bool = False, limit: int | None = None,
+         offset: int = 0) -> list[dict[str, Any]]:
+    return api.campaign_jobs(session.grid, campaign_id, user=session.user, active_only=active, limit=limit,
+                             offset=offset)
+
+
+@router.get("/campaigns/{campaign_id}/events", summary="A campaign's events")
+def events(campaign_id: int, session: Session = Depends(session), include_closed: bool = Query(False, alias="all"),
+           limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+    return api.list_events(session.grid, user=session.user, campaign_id=campaign_id, include_closed=include_closed,
+                           limit=limit, offset=offset)
+
+
+@router.get("/campaigns/{campaign_id}/jdl", summary="The JDL a campaign was submitted with")
+def jdl(campaign_id: int, session: Session = Depends(session)) -> dict[str, Any]:
+    return api.campaign_jdl(session.grid, campaign_id, user=session.user)

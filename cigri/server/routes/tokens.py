@@ -1,0 +1,43 @@
+"""``/tokens``: the caller's API tokens (an admin: anyone's)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel, ConfigDict
+
+from cigri import api
+from cigri.errors import Forbidden
+from cigri.server.app import Session, session
+
+router = APIRouter(tags=["tokens"])
+
+
+@router.get("/tokens", summary="List tokens (never their secrets)")
+def tokens(session: Session = Depends(session),
+           all_users: bool = Query(False, alias="all", description="Everyone's (admins).")) -> list[dict[str, Any]]:
+    return api.list_tokens(session.grid, user=session.user, all_users=all_users)
+
+
+class NewToken(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    user: str | None = None
+    ttl: str | None = None
+    note: str = ""
+
+
+@router.post("/tokens", status_code=201, summary="Create a token (its secret is shown once)")
+def create(body: NewToken, session: Session = Depends(session)) -> dict[str, Any]:
+    """Over the Unix socket a user makes tokens for themself; an admin for anyone, anywhere. A
+    token cannot make another one (it would outlive its own expiry)."""
+    if session.caller.method == "token" and not session.caller.admin:
+        raise Forbidden("tokens are made over the server's Unix socket (cigri token create on its host)")
+    return api.create_token(session.grid, user=session.user, owner=body.user, ttl=body.ttl, note=body.note)
+
+
+@router.delete("/tokens/{token_id}", summary="Revoke a token")
+def revoke(token_id: int, session: Session = Depends(session)) -> dict[str, Any]:
+    api.revoke_token(session.grid, token_id, user=session.user)
+    return {"id": token_id, "revoked": True}

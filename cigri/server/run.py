@@ -1,0 +1,168 @@
+"""Running ``cigri server``: its files, its sockets, its cycles, and stopping cleanly.
+
+One process: the API (uvicorn, on a Unix socket and optionally TCP, both in one event loop)
+and the scheduling cycles (a thread of their own, one writer's worth of cycles, as ``cigri
+daemon``). It holds the grid's daemon lock, so no daemon or second server drives the same
+grid. SIGTERM and SIGINT stop accepting requests, let the current cycle finish, and exit; a
+``kill -9`` loses nothing (every change is one transaction; clients get one line while it is
+down, and systemd restarts it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import stat
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from cigri.config import Config, parse_listen
+from cigri.daemon import LoopStatus, cycle_loop, daemon_lock
+from cigri.errors import CigriError, ConfigError
+from cigri.grid import open_grid
+from cigri.server.app import create_app
+from cigri.server.auth import PeerCredentialsProtocol
+
+log = logging.getLogger("cigri.server")
+
+
+class Cycles:
+    """The scheduling cycles, in a thread beside the API, with their own grid (connection)."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.stop = threading.Event()
+        self.loop_status = LoopStatus()
+        self.thread = threading.Thread(target=self._run, name="cigri-cycles", daemon=True)
+
+    def _run(self) -> None:
+        grid = open_grid(self.config)
+        try:
+            cycle_loop(grid, self.stop, status=self.loop_status)
+        finally:
+            grid.close()
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def status(self) -> dict[str, Any]:
+        """For ``/healthz``: alive, and a cycle ended less than three periods ago or one is running."""
+        status, now = self.loop_status, time.time()
+        running = status.started_at is not None and (status.ended_at is None or status.ended_at < status.started_at)
+        recent = status.ended_at is not None and now - status.ended_at < 3 * self.config.settings.cycle_period + 5
+        return {"ok": self.thread.is_alive() and (running or recent or status.started_at is None),
+                "running": running, "last_started_at": status.started_at, "last_ended_at": status.ended_at,
+                "failures_in_a_row": status.failures_in_a_row, "last_error": status.last_error}
+
+    def join(self) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+class _Listener(uvicorn.Server):
+    """A uvicorn server whose signals are the process's (two listeners share one handler)."""
+
+    def capture_signals(self) -> contextlib.AbstractContextManager[None]:  # type: ignore[override]
+        return contextlib.nullcontext()
+
+
+def unix_socket(path: Path) -> socket.socket:
+    """The server's Unix socket, reachable by every local user (who they are is the kernel's
+    answer, not a file permission): a stale socket of a dead server is replaced, a live one is
+    refused. Its directory must let users through (``o+x``): the home is made 0711 if needed."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o711)
+    directory = path.parent.stat()
+    if not directory.st_mode & stat.S_IXOTH:
+        os.chmod(path.parent, stat.S_IMODE(directory.st_mode) | 0o011)
+    if path.exists() or path.is_symlink():
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            path.unlink()
+        else:
+            raise CigriError(f"{path}: a server already answers there")
+        finally:
+            probe.close()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+    os.chmod(path, 0o666)
+    sock.listen(256)
+    return sock
+
+
+def tcp_socket(listen: str) -> socket.socket:
+    host, port = parse_listen(listen)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        raise CigriError(f"server.listen {listen}: {error.strerror}") from None
+    sock.listen(256)
+    return sock
+
+
+def serve(config: Config, *, ready: Any = None) -> None:
+    """Run the server until SIGTERM or SIGINT. ``ready(sockets)`` is called once listening."""
+    os.umask(0o077)
+    grid = open_grid(config)  # creates the home, spool and logs, migrates, takes the configured clusters
+    grid.close()
+    if config.server.tls_cert:
+        for key in ("tls_cert", "tls_key"):
+            if not Path(getattr(config.server, key)).is_file():
+                raise ConfigError(f"server.{key}: no such file {getattr(config.server, key)}")
+    app = create_app(config)
+    with daemon_lock(grid):
+        sockets = [unix_socket(Path(config.server.socket))]
+        if config.server.listen:
+            sockets.append(tcp_socket(config.server.listen))
+        cycles = Cycles(config)
+        app.state.cigri.cycles = cycles
+        listeners = [_listener(app, config, sock, tls=index > 0) for index, sock in enumerate(sockets)]
+        cycles.start()
+        log.info("server started: %s%s, cycles every %ss", config.server.socket,
+                 f", {config.server.listen}{' (https)' if config.server.tls_cert else ''}" if config.server.listen
+                 else "", config.settings.cycle_period)
+        try:
+            asyncio.run(_serve(listeners, sockets, ready))
+        finally:  # the socket stays: while the server is down, clients are told it does not answer
+            cycles.join()
+            app.state.cigri.pool.close()
+            log.info("server stopped")
+
+
+def _listener(app: Any, config: Config, sock: socket.socket, *, tls: bool) -> _Listener:
+    options: dict[str, Any] = {"lifespan": "off", "access_log": False, "log_config": None,
+                               "http": PeerCredentialsProtocol if sock.family == socket.AF_UNIX else "h11",
+                               "timeout_keep_alive": 30, "timeout_graceful_shutdown": 10}
+    if tls and config.server.tls_cert:
+        options.update(ssl_certfile=config.server.tls_cert, ssl_keyfile=config.server.tls_key)
+    return _Listener(uvicorn.Config(app, **options))
+
+
+async def _serve(listeners: list[_Listener], sockets: list[socket.socket], ready: Any) -> None:
+    loop = asyncio.get_running_loop()
+
+    def stop() -> None:
+        for listener in listeners:
+            listener.should_exit = True
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop)
+    tasks = [asyncio.create_task(listener.serve(sockets=[sock])) for listener, sock in zip(listeners, sockets)]
+    while not all(listener.started for listener in listeners) and not any(task.done() for task in tasks):
+        await asyncio.sleep(0.01)
+    if ready is not None:
+        ready(sockets)
+    await asyncio.gather(*tasks)
