@@ -8,7 +8,6 @@ are skipped. Files are read in blocks of lines, so a million-line file is never 
 
 from __future__ import annotations
 
-import io
 import re
 import shlex
 from collections.abc import Iterator
@@ -108,16 +107,17 @@ def _file_blocks(source: ParamSource) -> Iterator[tuple[int, list[str], bool]]:
     """
     assert source.file is not None
     if source.stream is not None:  # read by the caller's process (the user's own, or an upload)
-        handle = source.stream if hasattr(source.stream, "peek") else io.BufferedReader(source.stream)  # type: ignore[arg-type]
+        handle: BinaryIO = source.stream
     else:
         try:
             handle = source.file.open("rb")
         except OSError as error:
             raise InputError(f"param_file {source.file}: {error.strerror}") from None
     with handle:
-        if handle.peek(len(BOM))[:len(BOM)] == BOM:  # dropped, as UTF-8 readers do (and the JDL's)
-            handle.read(len(BOM))
-        for number, block, longest in _blocks(handle, source):
+        start = handle.read(len(BOM))
+        if start == BOM:  # dropped, as UTF-8 readers do (and the JDL's)
+            start = b""
+        for number, block, longest in _blocks(handle, source, start):
             if not block.translate(None, _PLAIN_BYTES):
                 lines = block.decode("ascii").split("\n")
                 if max(map(len, lines)) <= longest:
@@ -143,13 +143,13 @@ def _file_blocks(source: ParamSource) -> Iterator[tuple[int, list[str], bool]]:
                 raise InputError(f"{describe(source, number + index)}: {problem}")
 
 
-def _blocks(handle: BinaryIO, source: ParamSource) -> Iterator[tuple[int, bytes, int]]:
+def _blocks(handle: BinaryIO, source: ParamSource, start: bytes) -> Iterator[tuple[int, bytes, int]]:
     """``(number of its first line, whole lines without the last newline, longest line allowed)``.
 
     A line may hold MAX_LINE_BYTES bytes with its newline; a partial line longer than that is
     an error at once, so a huge line is never held whole.
     """
-    number, rest = 1, b""
+    number, rest = 1, start
     while chunk := handle.read(BLOCK_BYTES):
         data = rest + chunk
         end = data.rfind(b"\n")

@@ -25,7 +25,7 @@ from test_events import campaign, make_grid
 from cigri import api, notify
 from cigri import db as database
 from cigri.cycle import run_cycle
-from cigri.errors import InputError, Refused
+from cigri.errors import NotFound, InputError, Refused
 from cigri.events import record
 from cigri.grid import Grid
 from cigri.users import acting_user
@@ -226,7 +226,7 @@ def test_subscriptions_check_their_input_and_belong_to_their_user(grid: Grid) ->
     first = api.subscribe(grid, user="alice", kind="mail", target="a@example.org", severity="low")
     assert api.subscribe(grid, user="alice", kind="mail", target="a@example.org", severity="high") == first
     assert [s["severity"] for s in api.list_subscriptions(grid, user="alice")] == ["high"]
-    with pytest.raises(Refused):
+    with pytest.raises(NotFound, match=f"subscription {first}: no such subscription"):  # another's: as none
         api.unsubscribe(grid, first, user="bob")
     with pytest.raises(Refused):
         api.list_subscriptions(grid, user="bob", all_users=True)

@@ -17,11 +17,13 @@ import pwd
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 NAMES: tuple[str, ...] = tuple(os.environ.get("CIGRI_TEST_USERS", "cigri-u1 cigri-u2").split())
+SERVICE = os.environ.get("CIGRI_TEST_SERVICE", "cigri-svc")  # the account a site's cigri server runs as
 SYSTEM_PYTHON = Path("/usr/bin/python3")
 SOURCES = ("cigri", "cli", "jdl")
 
@@ -86,12 +88,30 @@ def shared_install() -> Path:
     return root / "bin"
 
 
-def run_as(user: str, argv: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None,
-           stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run ``argv`` as ``user`` (its uid, primary group and supplementary groups), with a login's
-    basic environment plus ``env``; never raises on a non-zero exit."""
+def _as(user: str, env: dict[str, str] | None) -> dict[str, Any]:
+    """What runs a process as ``user``: its uid, primary and supplementary groups, its home as
+    the working directory, and a login's basic environment plus ``env``."""
     entry = pwd.getpwnam(user)
     base = {"HOME": entry.pw_dir, "USER": user, "LOGNAME": user, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-    return subprocess.run(argv, env={**base, **(env or {})}, cwd=cwd or entry.pw_dir, text=True,
-                          capture_output=True, input=stdin, timeout=timeout, user=entry.pw_uid,
-                          group=entry.pw_gid, extra_groups=os.getgrouplist(user, entry.pw_gid))
+    return {"env": {**base, **(env or {})}, "cwd": entry.pw_dir, "user": entry.pw_uid, "group": entry.pw_gid,
+            "extra_groups": os.getgrouplist(user, entry.pw_gid)}
+
+
+def run_as(user: str, argv: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None,
+           stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` as ``user`` to its end; never raises on a non-zero exit."""
+    options = _as(user, env)
+    if cwd is not None:
+        options["cwd"] = cwd
+    return subprocess.run(argv, text=True, capture_output=True, input=stdin, timeout=timeout, **options)
+
+
+def start_as(user: str, argv: list[str], *, env: dict[str, str] | None = None,
+             log: Path | None = None) -> subprocess.Popen[bytes]:
+    """Start ``argv`` as ``user`` in the background, its output going to ``log``."""
+    output = open(log, "ab") if log is not None else subprocess.DEVNULL
+    try:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=output, stderr=output, **_as(user, env))
+    finally:
+        if log is not None:
+            output.close()  # type: ignore[union-attr]

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from cigri import bag
 from cigri import db as database
@@ -87,19 +87,26 @@ def submit_all(grid: Grid, jdls: Sequence[JDLText], *, user: str) -> list[tuple[
 def extend(grid: Grid, campaign_id: int, lines: Lines, *, user: str) -> int:
     """Add parameter lines to one of ``user``'s campaigns (``gridsub -c N -F FILE``); an ended
     campaign is in treatment again."""
+    _extensible(grid, grid.db.conn, campaign_id, user)  # before reading anything: a wrong id is told at once
     with _stage(grid) as stage:
         part = stage.add(ParamSource(file=Path(lines.name), stream=lines.stream))
         if part.count == 0:  # as a submission without parameters; nor may an ended campaign reopen for none
             raise InputError(f"{lines.name}: no parameters to add")
         with _ingest(grid, stage) as conn:
-            campaign = owned_campaign(grid, conn, campaign_id, user)
-            if campaign["state"] == CampaignState.CANCELLED:
-                raise Refused(f"campaign {campaign_id} is cancelled")
+            campaign = _extensible(grid, conn, campaign_id, user)
             _refuse_names_taken(conn, campaign_id, part)
             _within_limits(grid, conn, campaign["user"], [part])
             _insert_tasks(conn, campaign_id, part)
             reopen(conn, "id = ?", [campaign_id])
     return part.count
+
+
+def _extensible(grid: Grid, conn: sqlite3.Connection, campaign_id: int, user: str) -> dict[str, Any]:
+    """The campaign, if ``user`` may add tasks to it: theirs (or an admin's), and not cancelled."""
+    campaign = owned_campaign(grid, conn, campaign_id, user)
+    if campaign["state"] == CampaignState.CANCELLED:
+        raise Refused(f"campaign {campaign_id} is cancelled")
+    return campaign
 
 
 def _parse(grid: Grid, jdl: JDLText, user: str) -> CampaignSpec:

@@ -16,7 +16,7 @@ from cigri.config import Config
 from cigri.errors import CigriError
 from cigri.grid import Grid, open_grid
 from cigri.logs import log_to_file
-from cigri.users import acting_user, is_admin
+from cigri.users import is_admin
 
 if TYPE_CHECKING:
     from cigri.cycle import CycleReport
@@ -34,7 +34,7 @@ class DirectClient:
     def open(cls, config: Config) -> DirectClient:
         refuse_others_database(config)
         grid = open_grid(config)
-        user = acting_user()
+        user = api.current_user()
         return cls(grid, user, is_admin(config, user))
 
     def submit(self, jdls: list[JDLText]) -> list[tuple[int, int]]:

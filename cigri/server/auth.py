@@ -16,6 +16,7 @@ import ipaddress
 import pwd
 import socket
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,7 +60,7 @@ def user_of_uid(uid: int) -> str:
         return str(uid)
 
 
-def identify(grid: Grid, scope: dict[str, Any], headers: dict[str, str]) -> Caller:
+def identify(grid: Grid, scope: Mapping[str, Any], headers: Mapping[str, str]) -> Caller:
     """The caller of a request, from what the server alone can vouch for; Unauthenticated (401)
     when nothing does. ``headers`` are lower-cased."""
     uid = scope.get("state", {}).get(PEER_UID)

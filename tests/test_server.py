@@ -1,0 +1,238 @@
+"""``cigri server`` as a site runs it: its service account, two real Unix users, the real
+commands and raw HTTP over its Unix socket and TCP on 127.0.0.1.
+
+Each user submits, watches, pauses, resumes, cancels and reads the outputs of their own
+campaigns; every route answers another user's objects as if they did not exist; nothing a
+client sets (its environment, configuration file or flags) changes who it is, what it may do,
+or the grid's clusters; tokens work over TCP until they expire or are revoked; admins see all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import re
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import wait_for
+from service import Site
+from unix_users import SERVICE
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[Site]:
+    built = Site()
+    try:
+        built.start()
+        yield built
+    finally:
+        built.close()
+
+
+@pytest.fixture(scope="module")
+def campaigns(site: Site) -> dict[str, Any]:
+    """One ended campaign of the first user, with a job that failed (an event) and outputs."""
+    u1, _ = site.users
+    program = site.script("hello.sh", 'echo "hello $1 from $(id -un)"; echo "oops $1" >&2; [ "$1" != bad ]\n')
+    params = site.user_file(u1, "params.txt", "a\nb\nbad\n")  # u1's own, 0600: only u1's process can read it
+    campaign_id = site.submit(u1, site.jdl(u1, "mine", exec_file=str(program), param_file=str(params)))
+    summary = site.drain(u1, campaign_id)
+    tasks = site.json(u1, "gridstat", "-c", str(campaign_id), "-f")
+    events = site.json(u1, "gridevents", "-c", str(campaign_id))
+    return {"id": campaign_id, "summary": summary, "tasks": tasks, "events": events,
+            "job": tasks[0]["jobs"][0]["id"]}
+
+
+def test_a_user_submits_watches_and_reads_outputs_through_the_server(site: Site, campaigns: dict[str, Any]) -> None:
+    u1, _ = site.users
+    assert campaigns["summary"]["user"] == u1
+    assert campaigns["summary"]["tasks"] == {"total": 3, "pending": 0, "waiting": 0, "running": 0,
+                                             "terminated": 2, "failed": 1, "cancelled": 0}
+    out = site.run(u1, "gridstat", "-j", str(campaigns["job"]), "-O").stdout
+    assert out == f"hello a from {SERVICE}\n"  # until jobs run as their owners (issue 24), as the service
+    assert [e["code"] for e in campaigns["events"]] == ["EXIT_ERROR"]
+    assert "oops bad" in campaigns["events"][0]["stderr_tail"]
+    listing = site.run(u1, "gridstat", "-a").stdout
+    assert re.search(rf"^{campaigns['id']}\s+mine\s+{u1}\s", listing, re.M)
+
+
+def test_a_user_pauses_resumes_and_cancels_their_campaign(site: Site) -> None:
+    u1, _ = site.users
+    program = site.script("sleepy.sh", "sleep 30\n")
+    campaign_id = site.submit(u1, site.jdl(u1, "long", exec_file=str(program), nb_jobs=50))
+    assert site.run(u1, "griddel", "-p", str(campaign_id)).stdout == f"Campaign {campaign_id}: paused\n"
+    assert site.json(u1, "gridstat", "-c", str(campaign_id))["state"] == "paused"
+    again = site.run(u1, "griddel", "-p", str(campaign_id), expect=1)
+    assert again.stderr == f"griddel: campaign {campaign_id} is paused, not in_treatment\n"
+    site.run(u1, "griddel", "-r", str(campaign_id))
+    site.run(u1, "griddel", str(campaign_id))
+    assert site.json(u1, "gridstat", "-c", str(campaign_id))["state"] == "cancelled"
+
+
+def _routes(site: Site, user: str) -> list[tuple[str, str]]:
+    """Every route of the API's own contract that names an object by id, with the method."""
+    [(status, contract, _)] = site.http(user, [("GET", "/openapi.json", {})])
+    assert status == 200
+    return [(method.upper(), path) for path, methods in contract["paths"].items() for method in methods
+            if "{" in path and "{name}" not in path]
+
+
+def test_every_route_answers_another_users_objects_as_missing(site: Site, campaigns: dict[str, Any]) -> None:
+    """Campaigns, jobs, events, subscriptions and tokens by id: the other user gets 404 with
+    the same words as for an id that does not exist, on every route the contract lists."""
+    u1, u2 = site.users
+    subscription = site.json(u1, "gridnotify", "subscribe", "--webhook", "https://example.org/hook")["id"]
+    token = site.json(u1, "cigri", "token", "create", "--ttl", "1h")["id"]
+    ids = {"campaign_id": campaigns["id"], "job_id": campaigns["job"], "event_id": campaigns["events"][0]["id"],
+           "subscription_id": subscription, "token_id": token}
+    routes = _routes(site, u2)
+    assert {path for _, path in routes} >= {"/api/v1/campaigns/{campaign_id}", "/api/v1/jobs/{job_id}/stdout",
+                                           "/api/v1/events/{event_id}", "/api/v1/tokens/{token_id}",
+                                           "/api/v1/notifications/{subscription_id}"}
+    requests = []
+    for method, path in routes:
+        options: dict[str, Any] = {"content": "x 1\n"} if path.endswith("/tasks") and method == "POST" else {}
+        requests.append((method, path.removeprefix("/api/v1").format(**ids), options))
+    answers = site.http(u2, requests)
+    for (method, path, _), (status, body, _) in zip(requests, answers):
+        assert status == 404, (method, path, status, body)
+        kind = path.split("/")[1].rstrip("s")
+        assert re.fullmatch(rf"{kind.replace('notification', 'subscription')} \d+: no such "
+                            rf"{kind.replace('notification', 'subscription')}", body["error"]), (path, body)
+    fix = site.http(u2, [("POST", "/events/fix", {"json": {"event": ids["event_id"], "resubmit": True}}),
+                         ("POST", "/events/fix", {"json": {"campaign": ids["campaign_id"]}})])
+    assert [status for status, _, _ in fix] == [404, 404]
+    mine = site.http(u1, [("GET", f"/campaigns/{ids['campaign_id']}", {}), ("GET", f"/jobs/{ids['job_id']}/stdout", {})])
+    assert [status for status, _, _ in mine] == [200, 200]
+    assert u2 not in {e["user"] for e in site.json(u1, "gridstat", "-a")}  # and u2's listing hides nothing but...
+    assert site.json(u2, "gridevents") == []  # ...their events show only their own (and the clusters')
+
+
+def test_another_users_summary_lines_are_public_their_work_is_not(site: Site, campaigns: dict[str, Any]) -> None:
+    """As CiGri: ``gridstat -a -u OTHER`` lists their campaigns' summary lines; their details,
+    tasks, outputs and stderr tails are not there for anyone but them and the admins."""
+    u1, u2 = site.users
+    listed = site.json(u2, "gridstat", "-a", "-u", u1)
+    assert campaigns["id"] in {c["id"] for c in listed}
+    assert all("clusters" not in c and "stderr_tail" not in json.dumps(c) for c in listed)
+    for args in (("-c", str(campaigns["id"])), ("-c", str(campaigns["id"]), "-f"), ("-j", str(campaigns["job"]), "-E")):
+        refused = site.run(u2, "gridstat", *args, expect=1)
+        assert refused.stderr.endswith("no such campaign\n") or refused.stderr.endswith("no such job\n")
+
+
+def test_nothing_a_client_sets_changes_who_it_is_or_what_it_may_do(site: Site, campaigns: dict[str, Any]) -> None:
+    """USER, LOGNAME, SUDO_USER, CIGRI_* variables, a client CIGRI_CONFIG naming u2 an admin and
+    declaring a cluster, and --home: the server still sees u2, an ordinary user, and its grid's
+    clusters are the server's configuration's alone."""
+    u1, u2 = site.users
+    group = pwd.getpwnam(u2).pw_gid
+    evil = site.user_file(u2, "evil.toml", f'[cigri]\nadmins = "{u2}"\nadmin_group = "{u2}"\n'
+                                            '[clusters.evil]\nbackend = "slurm"\ntransport = "rest"\nuser = "x"\n'
+                                            'base_url = "http://127.0.0.1:9"\ntoken_file = "/etc/hostname"\n')
+    spoof = {"USER": u1, "LOGNAME": u1, "SUDO_USER": u1, "CIGRI_ADMINS": u2, "CIGRI_ADMIN_GROUP": str(group),
+             "CIGRI_CONFIG": str(evil), "CIGRI_HOME": str(site.home)}
+    who = site.http(u2, [("GET", "/whoami", {})])[0][1]
+    assert who["user"] == u2 and who["admin"] is False
+    refused = [site.run(u2, "griddel", "-p", str(campaigns["id"]), env=spoof, expect=1),
+               site.run(u2, "gridstat", "-j", str(campaigns["job"]), "-E", env=spoof, expect=1),
+               site.run(u2, "cigri", "--home", str(site.home), "cluster", "blacklist", "local", env=spoof, expect=1),
+               site.run(u2, "cigri", "shares", env=spoof, expect=1)]
+    assert [r.stderr.splitlines()[-1].split(": ", 1)[1] for r in refused] == [
+        f"campaign {campaigns['id']}: no such campaign", f"job {campaigns['job']}: no such job",
+        f"blacklisting a cluster: needs the admin role, and {u2} is not an admin",
+        f"cigri shares: needs the admin role, and {u2} is not an admin"]
+    assert [c["name"] for c in site.json(u2, "gridclusters", env=spoof)] == ["local"]
+    assert [c["name"] for c in site.json("root", "cigri", "cluster", "list")] == ["local"]
+
+
+def test_the_servers_files_are_its_own(site: Site) -> None:
+    """Users need no access to the database, spool, logs or key files, and get none."""
+    u1, _ = site.users
+    for path in (site.home / "cigri.db", site.home / "spool", site.home / "log", site.config):
+        mode = stat.S_IMODE(path.stat().st_mode)
+        assert mode & 0o077 == 0, (path, oct(mode))
+        assert pwd.getpwuid(path.stat().st_uid).pw_name == SERVICE
+    for path in (site.home / "cigri.db", site.home / "spool" / "local", site.home / "log" / "cigri.log", site.config):
+        probe = site.run(u1, "python", "-c", f"open({str(path)!r}, 'rb')", expect=1)
+        assert "PermissionError" in probe.stderr, path
+
+
+def test_tokens_over_tcp_until_revoked_or_expired(site: Site) -> None:
+    u1, _ = site.users
+    token = site.json(u1, "cigri", "token", "create", "--ttl", "1h", "--note", "laptop")
+    assert token["token"].startswith("cigri_") and token["user"] == u1
+    remote = {"CIGRI_SERVER": site.url, "CIGRI_TOKEN": token["token"]}
+    assert site.json(u1, "gridstat", "-a", env=remote) is not None
+    who = site.http(u1, [("GET", "/whoami", {})], tcp=True, headers={"Authorization": f"Bearer {token['token']}"})
+    assert who[0][1] == {"user": u1, "admin": False, "method": "token", "version": who[0][1]["version"]}
+    made = site.http(u1, [("POST", "/tokens", {"json": {}})], tcp=True,
+                     headers={"Authorization": f"Bearer {token['token']}"})
+    assert made[0][0] == 403  # a token cannot make a token that outlives it
+    listed = site.json(u1, "cigri", "token", "list")
+    assert token["token"] not in json.dumps(listed) and {t["note"] for t in listed} >= {"laptop"}
+    site.run(u1, "cigri", "token", "revoke", str(token["id"]))
+    refused = site.run(u1, "gridstat", env=remote, expect=1)
+    assert refused.stderr == "gridstat: the token is unknown, expired or revoked (cigri token create makes a new one)\n"
+    short = site.json(u1, "cigri", "token", "create", "--ttl", "1s")
+    time.sleep(1.5)
+    assert site.run(u1, "gridstat", env={**remote, "CIGRI_TOKEN": short["token"]}, expect=1).stderr.endswith(
+        "unknown, expired or revoked (cigri token create makes a new one)\n")
+    for headers in ({}, {"Authorization": "Bearer cigri_forged"}, {"Authorization": "Basic eDp5"}):
+        assert site.http(u1, [("GET", "/campaigns", {})], tcp=True, headers=headers)[0][0] == 401
+
+
+def test_a_token_file_others_can_read_is_refused(site: Site) -> None:
+    u1, _ = site.users
+    token = site.json(u1, "cigri", "token", "create", "--ttl", "1h")["token"]
+    config = Path(pwd.getpwnam(u1).pw_dir) / ".config" / "cigri"
+    site.run(u1, "python", "-c", f"import os; os.makedirs({str(config)!r}, exist_ok=True)")
+    path = site.user_file(u1, ".config/cigri/token", token + "\n", mode=0o644)
+    refused = site.run(u1, "gridstat", env={"CIGRI_SERVER": site.url}, expect=2)
+    assert refused.stderr == (f"gridstat: {path}: readable by others (mode 0644); chmod 600 {path}, "
+                              "or make a new token: the old one may be known\n")
+    path.chmod(0o600)
+    site.run(u1, "gridstat", env={"CIGRI_SERVER": site.url})
+
+
+def test_admins_see_and_act_on_everything(site: Site, campaigns: dict[str, Any]) -> None:
+    u1, _ = site.users
+    for admin in ("root", SERVICE):
+        assert site.json(admin, "gridstat", "-c", str(campaigns["id"]))["user"] == u1
+        assert site.run(admin, "gridstat", "-j", str(campaigns["job"]), "-O").stdout.startswith("hello a")
+        assert {e["id"] for e in site.json(admin, "gridevents", "-a")} >= {campaigns["events"][0]["id"]}
+    site.run("root", "cigri", "cluster", "blacklist", "local", "--reason", "maintenance")
+    assert site.json(u1, "gridclusters")[0]["blacklisted"] is True
+    site.run("root", "cigri", "cluster", "unblacklist", "local")
+
+
+def test_errors_are_one_json_object_with_the_right_status(site: Site, campaigns: dict[str, Any]) -> None:
+    u1, _ = site.users
+    answers = site.http(u1, [
+        ("GET", "/campaigns/abc", {}),
+        ("GET", "/campaigns?limit=-1", {}),
+        ("POST", "/campaigns", {"content": '{"name": "x"}', "headers": {"Content-Type": "application/json"}}),
+        ("POST", f"/campaigns/{campaigns['id']}/pause", {}),
+        ("GET", "/nowhere", {}),
+        ("GET", "/shares", {}),
+    ])
+    assert [status for status, _, _ in answers] == [400, 400, 400, 409, 404, 403]
+    assert all(set(body) == {"error", "field"} for _, body, _ in answers)
+    assert answers[0][1]["field"] == "campaign_id" and answers[1][1]["field"] == "limit"
+    assert answers[2][1]["error"].startswith("JDL: $: missing mandatory key 'clusters'")
+
+
+def test_healthz_and_the_contract(site: Site) -> None:
+    u1, _ = site.users
+    [(status, health, _)] = site.http(u1, [("GET", "/healthz", {})], root=True)
+    assert status == 200 and health["ok"] is True and health["database"] == "ok"
+    [(_, contract, _)] = site.http(u1, [("GET", "/openapi.json", {})])
+    committed = json.loads((Path(__file__).parents[1] / "docs" / "openapi.json").read_text())
+    assert contract == committed, "the API changed: if on purpose, python -m cigri.server.contract > docs/openapi.json"
