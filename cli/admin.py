@@ -44,10 +44,11 @@ def options(
     logs.setup_logging(verbose)
 
 
-def _grid():
-    """The grid, for admins only (README, "Ownership"): these commands change its state."""
+def _grid(command: str):
+    """The grid itself, for admins only: ``command`` is one of its own operations (cycles, the
+    daemon, the server, the database), never done through a server."""
     config = configuration.load(overrides)
-    require_admin(config, api.current_user(), "this cigri command")
+    require_admin(config, api.current_user(), f"cigri {command}")
     return common.grid(overrides)
 
 
@@ -55,7 +56,7 @@ def _grid():
 @common.errors_to_exit
 def cycle(as_json: bool = typer.Option(False, "--json", help="Print the cycle report as JSON.")) -> None:
     """Run exactly one scheduling cycle and exit (for cron); log to {log_dir}/cigri.log; exit 1 if it fails or another cycle runs."""
-    grid = _grid()
+    grid = _grid("cycle")
     logs.log_to_file(grid.config.log_path / "cigri.log", grid.config.settings)
     report = run_logged(grid)
     if as_json:
@@ -74,7 +75,7 @@ def daemon(period: Optional[float] = typer.Option(None, "--period", help="Second
         raise InputError("--cycles: must be >= 1")
     if period is not None:
         overrides["cigri.cycle_period"] = common.positive("--period", period)  # the predictor's drain floor and flood timeout use it too
-    grid = _grid()
+    grid = _grid("daemon")
     logs.log_to_file(grid.config.log_path / "cigri.log", grid.config.settings)
     run_daemon(grid, cycles)
 
@@ -95,7 +96,7 @@ def server(listen: Optional[str] = typer.Option(None, "--listen", metavar="HOST:
         if not socket:
             raise InputError("--socket: must not be empty")
         overrides["server.socket"] = socket
-    grid = _grid()  # the grid's owner or an admin; creates its directories and migrates its database
+    grid = _grid("server")  # the grid's owner or an admin; creates its directories and migrates its database
     grid.close()
     logs.log_to_file(grid.config.log_path / "cigri.log", grid.config.settings)
     serve(grid.config)
@@ -268,7 +269,7 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Print one JSON va
 @common.errors_to_exit
 def db_init() -> None:
     """Create the database (and apply migrations)."""
-    grid = _grid()
+    grid = _grid("db init")
     print(f"{grid.config.database_path}: schema {db.schema_version(grid.db)}")
 
 
@@ -276,7 +277,7 @@ def db_init() -> None:
 @common.errors_to_exit
 def db_upgrade() -> None:
     """Apply pending migrations."""
-    grid = _grid()
+    grid = _grid("db upgrade")
     print(f"{grid.config.database_path}: schema {db.schema_version(grid.db)}")
 
 

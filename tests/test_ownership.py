@@ -138,10 +138,11 @@ def test_state_changing_admin_commands_refuse_a_non_admin(grid: Grid, monkeypatc
     from cigri.cli import admin
 
     monkeypatch.setattr(api, "current_user", lambda: "bob")
-    for argv in (["cycle"], ["cluster", "blacklist", "local"], ["db", "upgrade"], ["cluster", "add", "x"]):
-        result = CliRunner().invoke(admin.app, argv)
+    for argv, what in ((["cycle"], "cigri cycle"), (["cluster", "blacklist", "local"], "blacklisting a cluster"),
+                       (["db", "upgrade"], "cigri db upgrade"), (["cluster", "add", "x"], "adding a cluster")):
+        result = CliRunner().invoke(admin.app, argv, prog_name="cigri")
         assert result.exit_code == 1, (argv, result.output)
-        assert result.output.endswith(": this cigri command: needs the admin role, and bob is not an admin\n")
+        assert result.output.endswith(f": {what}: needs the admin role, and bob is not an admin\n")
     assert grid.db.execute("SELECT blacklisted FROM clusters").fetchall() == [(0,)]
     assert CliRunner().invoke(admin.app, ["cluster", "list", "--json"]).exit_code == 0  # reading is allowed
 

@@ -101,7 +101,7 @@ class DirectClient:
         return api.usage(self.grid, hours)
 
     def cluster_table(self) -> list[dict[str, Any]]:
-        return api.cluster_table(self.grid, user=self.user)
+        return api.cluster_table(self.grid)
 
     def add_cluster(self, name: str, backend: str, options: dict[str, Any]) -> None:
         api.add_cluster(self.grid, name, backend, options, user=self.user)
