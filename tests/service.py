@@ -72,6 +72,7 @@ class Site:
         os.chown(self.config, service.pw_uid, service.pw_gid)
         self.config.chmod(0o600)
         self.server: subprocess.Popen[bytes] | None = None
+        self.user_dirs: list[Path] = []
 
     @property
     def url(self) -> str:
@@ -118,7 +119,8 @@ class Site:
                 os.kill(int(pid), signal.SIGTERM)
             except (ProcessLookupError, PermissionError):
                 pass
-        shutil.rmtree(self.root, ignore_errors=True)
+        for path in [self.root, *self.user_dirs]:
+            shutil.rmtree(path, ignore_errors=True)
 
     # --- users ----------------------------------------------------------------------------
 
@@ -148,19 +150,29 @@ class Site:
             raise AssertionError(f"raw HTTP as {user} failed: {result.stderr}")
         return [(status, body, hdrs) for status, body, hdrs in json.loads(result.stdout)]
 
-    def jdl(self, user: str, name: str, **fields: Any) -> Path:
-        """A JDL in ``user``'s home (theirs, 0600), for the local cluster, writing into :attr:`exec`."""
+    def user_dir(self, user: str) -> Path:
+        """This site's directory in ``user``'s home (theirs, 0700), removed with the site: tests
+        of several sites, in parallel, never share a file."""
         entry = pwd.getpwnam(user)
-        document = {"name": name, "exec_directory": str(self.exec), "clusters": {"local": {}}, **fields}
-        path = Path(entry.pw_dir) / f"{name}.json"
-        path.write_text(json.dumps(document))
-        os.chown(path, entry.pw_uid, entry.pw_gid)
-        path.chmod(0o600)
+        path = Path(entry.pw_dir) / self.root.name
+        if not path.exists():
+            path.mkdir(mode=0o700)
+            os.chown(path, entry.pw_uid, entry.pw_gid)
+            self.user_dirs.append(path)
         return path
+
+    def jdl(self, user: str, name: str, **fields: Any) -> Path:
+        """A JDL of ``user``'s (theirs, 0600), for the local cluster, writing into :attr:`exec`."""
+        document = {"name": name, "exec_directory": str(self.exec), "clusters": {"local": {}}, **fields}
+        return self.user_file(user, f"{name}.json", json.dumps(document))
 
     def user_file(self, user: str, name: str, text: str, mode: int = 0o600) -> Path:
         entry = pwd.getpwnam(user)
-        path = Path(entry.pw_dir) / name
+        top = self.user_dir(user)
+        path = top / name
+        for parent in reversed(Path(name).parents[:-1]):  # the sub-directories the name implies, theirs too
+            (top / parent).mkdir(mode=0o700, exist_ok=True)
+            os.chown(top / parent, entry.pw_uid, entry.pw_gid)
         path.write_text(text)
         os.chown(path, entry.pw_uid, entry.pw_gid)
         path.chmod(mode)

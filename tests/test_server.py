@@ -192,14 +192,13 @@ def test_tokens_over_tcp_until_revoked_or_expired(site: Site) -> None:
 def test_a_token_file_others_can_read_is_refused(site: Site) -> None:
     u1, _ = site.users
     token = site.json(u1, "cigri", "token", "create", "--ttl", "1h")["token"]
-    config = Path(pwd.getpwnam(u1).pw_dir) / ".config" / "cigri"
-    site.run(u1, "python", "-c", f"import os; os.makedirs({str(config)!r}, exist_ok=True)")
-    path = site.user_file(u1, ".config/cigri/token", token + "\n", mode=0o644)
-    refused = site.run(u1, "gridstat", env={"CIGRI_SERVER": site.url}, expect=2)
+    xdg = site.user_dir(u1) / "xdg"  # the user's config dir (XDG_CONFIG_HOME), this site's own
+    path = site.user_file(u1, "xdg/cigri/token", token + "\n", mode=0o644)
+    refused = site.run(u1, "gridstat", env={"CIGRI_SERVER": site.url, "XDG_CONFIG_HOME": str(xdg)}, expect=2)
     assert refused.stderr == (f"gridstat: {path}: readable by others (mode 0644); chmod 600 {path}, "
                               "or make a new token: the old one may be known\n")
     path.chmod(0o600)
-    site.run(u1, "gridstat", env={"CIGRI_SERVER": site.url})
+    site.run(u1, "gridstat", env={"CIGRI_SERVER": site.url, "XDG_CONFIG_HOME": str(xdg)})
 
 
 def test_admins_see_and_act_on_everything(site: Site, campaigns: dict[str, Any]) -> None:

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
+import stat
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
 import httpx
 
@@ -71,7 +73,7 @@ class HTTPClient:
         for index, jdl in enumerate(jdls):
             files.append(("jdl", (jdl.source, jdl.text.encode(), "application/json")))
             if jdl.params is not None:
-                files.append((f"params.{index}", (jdl.params.name, jdl.params.stream, "text/plain")))
+                files.append((f"params.{index}", (jdl.params.name, _sized_or_not(jdl.params.stream), "text/plain")))
         answer = self._json("POST", "/campaigns", files=files)
         return [(entry["campaign_id"], entry["tasks"]) for entry in answer["campaigns"]]
 
@@ -198,6 +200,25 @@ class HTTPClient:
 
     def close(self) -> None:
         self.http.close()
+
+
+class _Unsized:
+    """A stream whose length cannot be known in advance (a pipe, stdin): without ``fileno`` or
+    ``seek``, httpx sends it chunked instead of declaring the size of an empty file."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream = stream
+
+    def read(self, size: int = -1) -> bytes:
+        return self.stream.read(size)
+
+
+def _sized_or_not(stream: BinaryIO) -> Any:
+    try:
+        regular = stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+    except (OSError, ValueError, AttributeError):
+        regular = False
+    return stream if regular else _Unsized(stream)
 
 
 def _chunks(lines: Lines) -> Iterator[bytes]:
