@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 import platformdirs
 
+from cigri.admission import Admission, from_toml
 from cigri.errors import ConfigError
 
 SYSTEM_FILE = Path("/etc/cigri/cigri.toml")
@@ -191,6 +192,7 @@ class Config:
     metascheduler: MetaschedulerSettings = MetaschedulerSettings()
     classes: tuple[ClassConfig, ...] = ()  # empty: one fair-share class named "default"
     users: Users = Users()
+    admission: Admission = Admission()  # [admission]: cigri.admission
 
     def default_class(self) -> str:
         marked = [c.name for c in self.classes if c.default] or [c.name for c in self.classes if c.name == "default"]
@@ -274,6 +276,11 @@ def _read_file(path: Path) -> dict[str, Any]:
 def _merge_layer(values: dict[str, dict[str, Any]], clusters: dict[str, dict[str, Any]],
                  layer: dict[str, Any], origin: str, shares: dict[str, dict[str, Any]] | None = None) -> None:
     for section, content in layer.items():
+        if section == "admission" and shares is not None:  # checked whole, once every layer is in
+            if not isinstance(content, dict):
+                raise ConfigError(f"{origin}: [admission] must be a table")
+            shares["admission"].update(content)
+            continue
         if section in ("classes", "users") and shares is not None:
             _merge_shares(shares[section], section, content, origin)
             continue
@@ -413,7 +420,7 @@ def load(overrides: dict[str, Any] | None = None, environ: dict[str, str] | None
     env = os.environ if environ is None else environ
     values: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
     clusters: dict[str, dict[str, Any]] = {}
-    shares: dict[str, dict[str, Any]] = {"classes": {}, "users": {}}
+    shares: dict[str, dict[str, Any]] = {"classes": {}, "users": {}, "admission": {}}
     layers = [SYSTEM_FILE, USER_FILE] if system_files else []
     if env.get("CIGRI_CONFIG"):
         explicit = Path(env["CIGRI_CONFIG"])
@@ -446,7 +453,8 @@ def load(overrides: dict[str, Any] | None = None, environ: dict[str, str] | None
     metascheduler = MetaschedulerSettings(**values["metascheduler"])
     _check_metascheduler(metascheduler)
     return Config(settings, runner, _cluster_configs(clusters), notify, metascheduler=metascheduler,
-                  classes=_class_configs(shares["classes"]), users=_users(shares["users"]))
+                  classes=_class_configs(shares["classes"]), users=_users(shares["users"]),
+                  admission=from_toml(shares["admission"]))
 
 
 def _with_paths(settings: Settings) -> Settings:

@@ -226,7 +226,8 @@ def _job_spec(job: dict[str, Any], settings: dict[str, Any], home: str, group_wa
     walltime = settings["walltime"] if kind == "task" else settings.get(f"{kind}_walltime", settings["walltime"])
     directory = settings["exec_directory"]
     if kind == "task":
-        argv = (settings["exec_file"], *split_param(job["param"]))
+        program = settings["exec_file"]  # a list: CiGri's program and arguments (jdl.compat.command_words)
+        argv = (*(program if isinstance(program, list) else [program]), *split_param(job["param"]))
         name = job["task"]
     else:  # prologue/epilogue: the user's own shell lines, run from the home there (CiGri issue #35)
         argv = ("/bin/sh", "-c", settings[kind])

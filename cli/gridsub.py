@@ -31,6 +31,7 @@ def gridsub(
     wait: bool = typer.Option(False, "--wait", "-w", help="Stay attached with a live progress view until the campaigns end; an admin's drives the cycles if no daemon runs."),
     period: float = typer.Option(0.2, "--period", help="Seconds to pause after a cycle that sent no job, when --wait drives the cycles (> 0)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON value."),
+    strict: bool = typer.Option(False, "--strict", help="Refuse CiGri 3.2's forms (a warning each by default) as invalid input."),
     version: bool = common.VersionOption,
 ) -> None:
     """Submit JDL campaigns; print their numbers. Exit 2 on invalid input, with nothing written."""
@@ -40,15 +41,17 @@ def gridsub(
     if campaign is not None or param_file is not None:
         if campaign is None or param_file is None or jdl:
             raise InputError("-c and -F go together, without -f")
-        added = api.extend(grid, campaign, param_file, user=user)
-        common.print_json({"campaign_id": campaign, "tasks": added}) if as_json else \
-            print(f"Campaign {campaign}: {added} task(s) added")
+        added = api.extend(grid, campaign, param_file, user=user, strict=strict)
+        _warn(added.warnings)
+        common.print_json({"campaign_id": campaign, "tasks": added.tasks}) if as_json else \
+            print(f"Campaign {campaign}: {added.tasks} task(s) added")
         ids = [campaign]
     else:
         if not jdl:
             raise InputError("nothing to submit: give a JDL with -f FILE (see gridsub --help)")
-        results = api.submit_all(grid, _read_all(jdl), user=user)
-        submitted = [{"campaign_id": campaign_id, "tasks": count} for campaign_id, count in results]
+        results = api.submit_all(grid, _read_all(jdl), user=user, strict=strict)
+        _warn([line for result in results for line in result.warnings])
+        submitted = [{"campaign_id": result.campaign_id, "tasks": result.tasks} for result in results]
         if as_json:
             common.print_json(submitted[0] if len(submitted) == 1 else submitted)
         else:
@@ -57,6 +60,12 @@ def gridsub(
         ids = [e["campaign_id"] for e in submitted]
     if wait:
         raise typer.Exit(_wait(grid, ids, period, quiet=as_json, drives=is_admin(grid.config, user)))
+
+
+def _warn(lines: list[str] | tuple[str, ...]) -> None:
+    """CiGri's forms a file used, one line each on stderr, so that its owner can update it."""
+    for line in lines:
+        print(f"gridsub: warning: {line}", file=sys.stderr)
 
 
 def _read_all(paths: list[Path]) -> list[api.JDLText]:

@@ -15,14 +15,15 @@ from cigri.api.jobs import cancel_job, job_info, job_output
 from cigri.api.notifications import NOTIFY_KINDS, list_subscriptions, shown_target, subscribe, unsubscribe
 from cigri.api.shares import (current_shares, explain, list_classes, list_users, read_scenario,
                               shares_of_scenario)
-from cigri.api.submission import INSERT_CHUNK, JDLText, extend, submit, submit_all
+from cigri.api.submission import INSERT_CHUNK, JDLText, Submitted, extend, submit, submit_all
 from cigri.users import acting_user
 
 __all__ = ["INSERT_CHUNK", "NOTIFY_KINDS", "TASK_COUNT_KEYS", "JDLText", "add_cluster", "campaign_detail",
            "campaign_summary", "campaign_tasks", "cancel", "cancel_job", "current_shares", "current_user", "event",
            "explain", "extend", "fix_events", "job_info", "job_output", "list_campaigns", "list_classes",
            "list_clusters", "list_events", "list_subscriptions", "list_users", "pause", "read_scenario",
-           "remove_cluster", "resume", "set_blacklist", "shares_of_scenario", "shown_target", "submit", "submit_all",
+           "remove_cluster", "resume", "set_blacklist", "shares_of_scenario", "shown_target", "Submitted", "submit",
+           "submit_all",
            "subscribe", "test_cluster", "unsubscribe", "usage"]
 
 

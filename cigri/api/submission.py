@@ -9,13 +9,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
-from cigri import bag
+from cigri import admission, bag
 from cigri import db as database
 from cigri.api.access import owned_campaign, reopen
 from cigri.errors import InputError, Refused
 from cigri.grid import Grid
-from cigri.jdl import iter_params, parse_jdl
+from cigri.jdl import compat, iter_params, parse_jdl
 from cigri.jdl.params import describe, param_rows
 from cigri.jdl.parser import CampaignSpec, ParamSource, cluster_keys
 from cigri.states import CampaignState
@@ -33,30 +34,46 @@ class JDLText:
     source: str = "JDL"
 
 
+class Submitted(NamedTuple):
+    """A campaign created or extended: its id, the tasks added, and the warning lines of the
+    CiGri forms its JDL or parameter file used (:mod:`cigri.jdl.compat`), for the caller to show."""
+
+    campaign_id: int
+    tasks: int
+    warnings: tuple[str, ...] = ()
+
+
 def submit(grid: Grid, jdl_text: str, *, base_dir: Path, user: str, source: str = "JDL") -> tuple[int, int]:
-    """Create a campaign and all its tasks in one transaction; return (campaign id, tasks)."""
-    return submit_all(grid, [JDLText(jdl_text, base_dir, source)], user=user)[0]
+    """Create a campaign and all its tasks in one transaction; return (campaign id, tasks)
+    (its warnings are :func:`submit_all`'s)."""
+    return submit_all(grid, [JDLText(jdl_text, base_dir, source)], user=user)[0][:2]
 
 
-def submit_all(grid: Grid, jdls: Sequence[JDLText], *, user: str) -> list[tuple[int, int]]:
-    """Create several campaigns in one transaction, all or none: every JDL is validated before
-    any row is written, and a problem found while streaming a parameter file undoes them all.
-    Return (campaign id, tasks) per JDL, in order."""
-    specs = [_parse(grid, jdl, user) for jdl in jdls]
-    stored: list[tuple[int, int]] = []
+def submit_all(grid: Grid, jdls: Sequence[JDLText], *, user: str, strict: bool = False) -> list[Submitted]:
+    """Create several campaigns in one transaction, all or none: every JDL is validated and
+    admitted before any row is written, and a problem found while streaming a parameter file
+    undoes them all. ``strict`` refuses CiGri's forms instead of warning about them."""
+    specs = [_parse(grid, jdl, user, strict) for jdl in jdls]
+    stored: list[Submitted] = []
     with _ingest(grid) as conn:
         for spec, jdl in zip(specs, jdls):  # the task limit bounds the transaction, so all its JDLs
-            stored.append(_store(conn, grid, spec, user, jdl.source, before=sum(n for _, n in stored)))
+            campaign_id, count = _store(conn, grid, spec, user, jdl.source, before=sum(s.tasks for s in stored))
+            admission.check_tasks(grid.config.admission, count)
+            stored.append(Submitted(campaign_id, count, spec.warnings))
     return stored
 
 
-def _parse(grid: Grid, jdl: JDLText, user: str) -> CampaignSpec:
+def _parse(grid: Grid, jdl: JDLText, user: str, strict: bool) -> CampaignSpec:
     settings = grid.config.settings
-    return parse_jdl(jdl.text, known_clusters=grid.cluster_backends(), user=user, base_dir=jdl.base_dir,
+    spec = parse_jdl(jdl.text, known_clusters=grid.cluster_backends(), user=user, base_dir=jdl.base_dir,
                      default_walltime=settings.default_walltime,
                      default_resources=settings.default_resources, source=jdl.source,
                      classes=grid.config.class_users(), default_class=grid.config.default_class(),
-                     homes=grid.cluster_homes(user))
+                     homes=grid.cluster_homes(user), strict=strict, site_defaults=grid.config.admission.defaults)
+    admission.check_campaign(grid.config.admission, user, spec.class_name, spec.clusters,
+                             spec.params.count if spec.params.count is not None else
+                             None if spec.params.inline is None else len(spec.params.inline))
+    return spec
 
 
 def _store(conn: sqlite3.Connection, grid: Grid, spec: CampaignSpec, user: str, source: str,
@@ -77,6 +94,8 @@ def _store(conn: sqlite3.Connection, grid: Grid, spec: CampaignSpec, user: str, 
                 value = values[key]
                 if isinstance(value, str):
                     value = value.replace("{CAMPAIGN_ID}", str(campaign_id))
+                elif key == "exec_file":  # CiGri's program with arguments (jdl.compat.command_words)
+                    value = [word.replace("{CAMPAIGN_ID}", str(campaign_id)) for word in value]
                 rows.append((campaign_id, clusters[cluster], key, json.dumps(value)))
     conn.executemany("INSERT INTO campaign_properties(campaign_id, cluster_id, name, value) "
                      "VALUES (?, ?, ?, ?)", rows)
@@ -86,18 +105,39 @@ def _store(conn: sqlite3.Connection, grid: Grid, spec: CampaignSpec, user: str, 
     return campaign_id, count
 
 
-def extend(grid: Grid, campaign_id: int, param_file: Path, *, user: str) -> int:
-    """Add a parameter file's tasks to an existing campaign (``gridsub -c N -F FILE``)."""
+def extend(grid: Grid, campaign_id: int, param_file: Path, *, user: str, strict: bool = False) -> Submitted:
+    """Add a parameter file's tasks to an existing campaign (``gridsub -c N -F FILE``): lines,
+    or CiGri's JSON array of strings (with a warning; ``strict`` reads lines only)."""
+    source, warnings = _parameters(param_file, strict)
     with _ingest(grid) as conn:
         campaign = owned_campaign(grid, conn, campaign_id, user)
         if campaign["state"] == CampaignState.CANCELLED:
             raise Refused(f"campaign {campaign_id} is cancelled")
-        count = _insert_tasks(conn, campaign_id, ParamSource(file=param_file),
-                              grid.config.settings.max_submission_tasks)
+        count = _insert_tasks(conn, campaign_id, source, grid.config.settings.max_submission_tasks)
         if count == 0:  # as a submission without parameters; nor may an ended campaign reopen for none
             raise InputError(f"{param_file}: no parameters to add")
+        admission.check_tasks(grid.config.admission, conn.execute(
+            "SELECT nb_tasks FROM campaigns WHERE id = ?", [campaign_id]).fetchone()[0])
         reopen(conn, "id = ?", [campaign_id])
-    return count
+    return Submitted(campaign_id, count, warnings)
+
+
+def _parameters(param_file: Path, strict: bool) -> tuple[ParamSource, tuple[str, ...]]:
+    """The parameters of ``gridsub -F``: a file of lines, streamed, or CiGri's JSON array."""
+    try:
+        with param_file.open("rb") as handle:
+            if handle.read(4096).removeprefix(compat.BOM).lstrip()[:1] != b"[":
+                return ParamSource(file=param_file), ()
+            handle.seek(0)
+            text = handle.read().decode("utf-8-sig", errors="replace")
+    except OSError as error:
+        raise InputError(f"{param_file}: {error.strerror}") from None
+    array = compat.parameters_file(text)
+    if array is None:
+        return ParamSource(file=param_file), ()
+    warnings = compat.Warnings(str(param_file), strict)
+    warnings.add("read as CiGri's JSON array of parameters (cigri's form: one parameter per line)")
+    return ParamSource(inline=tuple(array)), tuple(warnings.lines)
 
 
 @contextmanager
