@@ -233,13 +233,17 @@ def _job_spec(job: dict[str, Any], settings: dict[str, Any], home: str, group_wa
         argv = ("/bin/sh", "-c", settings[kind])
         name = kind
         directory = home
-    environment = {
+    environment = {  # the 2009 design's names and aliases; CIGRI_NODE_FILE is the backend's (where it has one)
         "CIGRI_JOB_ID": str(job["id"]),
+        "CIGRI_JOBID": str(job["id"]),
         "CIGRI_CAMPAIGN_ID": str(job["campaign_id"]),
         "CIGRI_CAMPAIGNID": str(job["campaign_id"]),
         "CIGRI_JOB_NAME": name,
+        "CIGRI_JOBNAME": name,
+        "CIGRI_TASK_NAME": name,
         "CIGRI_USER": job["user"],
         "CIGRI_WORKDIR": directory,
+        "CIGRI_WORKING_DIRECTORY": directory,
         "CIGRI_RESOURCES": settings["resources"],
         "CIGRI_WALLTIME": format_walltime(walltime),
         "CIGRI_WALLTIME_SECONDS": str(walltime),
