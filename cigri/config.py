@@ -55,6 +55,7 @@ class Settings:
     admin_group: str = ""
     log_level: str = "info"
     log_format: str = "text"
+    log_jobs: bool = False
 
 
 JOB_RATIOS = ("two_way_adaptive", "adaptive_down_exponential_up", "slow_start", "cigri_tap")

@@ -35,8 +35,9 @@ from cigri.cycle_context import CycleContext
 from cigri.errors import SubmissionRefused, SubmitLimitReached
 from cigri.events import open_event, record
 from cigri.jdl import split_param
-from cigri.jdl.parser import cluster_home, oar_job_types
+from cigri.jdl.parser import oar_job_types
 from cigri.jdl.walltime import format_walltime
+from cigri.joblog import log_submission
 from cigri.metascheduler import windows
 from cigri.states import JOB_ACTIVE, JobState, TaskState, sql_in
 
@@ -89,6 +90,7 @@ def run(ctx: CycleContext) -> int:
         except Exception as error:  # unreachable, timeout...: the jobs stay `submitting`, re-sent next cycle
             ctx.cluster_failed(cluster_id, "submission", error, campaign_id=campaign_id)
             continue
+        log_submission(ctx.grid.config, ctx.grid.backend(cluster_id).name, jobs[0]["user"], specs, remote_ids)
         now = database.now()
         with database.write(ctx.grid.db) as conn:
             conn.executemany(

@@ -291,6 +291,35 @@ def cluster_blacklist(name: str, reason: str = typer.Option("blacklisted by an a
     print(f"Cluster {name} blacklisted")
 
 
+@cluster_app.command("cancel-campaigns")
+@common.errors_to_exit
+def cluster_cancel_campaigns(name: str, as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
+    """Cancel every running campaign that may use a cluster; their jobs are killed everywhere."""
+    ids = api.cancel_cluster_campaigns(_grid(), name, user=api.current_user())
+    common.print_json({"cancelled": ids}) if as_json else print(f"{len(ids)} campaign(s) cancelled: "
+                                                                 f"{' '.join(map(str, ids)) or '-'}")
+
+
+@app.command()
+@common.errors_to_exit
+def purge(campaigns: list[int] = typer.Argument(None, metavar="[CAMPAIGN]...", help="Ended campaigns to purge."),
+          ended_days: Optional[float] = typer.Option(None, "--ended-days", metavar="DAYS",
+                                                     help="Purge every campaign that ended more than DAYS days ago."),
+          as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
+    """Delete ended campaigns with their tasks, jobs and events (all or none)."""
+    if bool(campaigns) == (ended_days is not None):
+        raise InputError("give campaign numbers or --ended-days, not both")
+    grid, user = _grid(), api.current_user()
+    if ended_days is not None:
+        if not 0 <= ended_days < float("inf"):
+            raise InputError("--ended-days: must be >= 0 and finite")
+        ids = api.purge_ended(grid, before=db.now() - ended_days * 86400, user=user)
+    else:
+        ids = api.purge(grid, campaigns, user=user)
+    common.print_json({"purged": ids}) if as_json else print(f"{len(ids)} campaign(s) purged: "
+                                                             f"{' '.join(map(str, ids)) or '-'}")
+
+
 @cluster_app.command("unblacklist")
 @common.errors_to_exit
 def cluster_unblacklist(name: str) -> None:

@@ -7,6 +7,7 @@ environment to learn who is calling.
 
 from __future__ import annotations
 
+from cigri.api.admin import cancel_cluster_campaigns, mark_job_event, purge, purge_ended
 from cigri.api.campaigns import (TASK_COUNT_KEYS, campaign_detail, campaign_summary, campaign_tasks, cancel,
                                  list_campaigns, pause, resume)
 from cigri.api.clusters import add_cluster, list_clusters, remove_cluster, set_blacklist, test_cluster, usage
@@ -19,6 +20,7 @@ from cigri.api.submission import INSERT_CHUNK, JDLText, Submitted, extend, submi
 from cigri.users import acting_user
 
 __all__ = ["INSERT_CHUNK", "NOTIFY_KINDS", "TASK_COUNT_KEYS", "JDLText", "add_cluster", "campaign_detail",
+           "cancel_cluster_campaigns", "import_v3", "mark_job_event", "purge", "purge_ended",
            "campaign_summary", "campaign_tasks", "cancel", "cancel_job", "current_shares", "current_user", "event",
            "explain", "extend", "fix_events", "job_info", "job_output", "list_campaigns", "list_classes",
            "list_clusters", "list_events", "list_subscriptions", "list_users", "pause", "read_scenario",
