@@ -430,3 +430,17 @@ def m012_submit_limits(db: Database) -> None:
     ALTER TABLE clusters ADD COLUMN submit_limit INTEGER;  -- NULL: never refused for its limit
     ALTER TABLE clusters ADD COLUMN submit_limit_at REAL;
     """)
+
+
+@migration
+def m013_v3_imports(db: Database) -> None:
+    """``cigri import-v3``: which row of a CiGri v3 database became which of cigri's, so that a
+    second import of the same database changes nothing (see :mod:`cigri.import_v3`)."""
+    db.executescript("""
+    CREATE TABLE v3_imports (
+        kind TEXT NOT NULL,                           -- campaign, event, subscription
+        v3_id INTEGER NOT NULL,                       -- the row's id in CiGri's database
+        cigri_id INTEGER NOT NULL,
+        PRIMARY KEY (kind, v3_id)
+    );
+    """)

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from cigri.cli import common
 
 from cigri import api, db
 from cigri import config as configuration
-from cigri.cli import common
 from cigri.cycle import run_logged
 from cigri.daemon import run_daemon
 from cigri.doctor import diagnose
@@ -318,6 +318,23 @@ def purge(campaigns: list[int] = typer.Argument(None, metavar="[CAMPAIGN]...", h
         ids = api.purge(grid, campaigns, user=user)
     common.print_json({"purged": ids}) if as_json else print(f"{len(ids)} campaign(s) purged: "
                                                              f"{' '.join(map(str, ids)) or '-'}")
+
+
+@app.command("import-v3")
+@common.errors_to_exit
+def import_v3(dsn: str = typer.Option(..., "--dsn", metavar="URL", help="The CiGri v3 database: postgresql://user:password@host:port/name."),
+              as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
+    """Bring a CiGri v3 database's clusters, campaigns, tasks, jobs, events and subscriptions into cigri; running campaigns continue (their jobs adopted); a second run changes nothing."""
+    report = api.import_v3(_grid(), dsn, user=api.current_user())
+    if as_json:
+        return common.print_json(report.__dict__)
+    print(f"imported: {report.campaigns} campaign(s), {report.tasks} task(s), {report.jobs} job(s) "
+          f"({report.adopted} running or waiting, now followed), {report.events} event(s), "
+          f"{report.subscriptions} subscription(s); {report.skipped_campaigns} campaign(s) already imported")
+    for name in report.clusters_added:
+        print(f"cluster {name} added from CiGri, blacklisted until its options are set")
+    for note in report.notes:
+        print(f"note: {note}")
 
 
 @cluster_app.command("unblacklist")

@@ -17,6 +17,7 @@ from cigri.api.notifications import NOTIFY_KINDS, list_subscriptions, shown_targ
 from cigri.api.shares import (current_shares, explain, list_classes, list_users, read_scenario,
                               shares_of_scenario)
 from cigri.api.submission import INSERT_CHUNK, JDLText, Submitted, extend, submit, submit_all
+from cigri.import_v3 import import_v3
 from cigri.users import acting_user
 
 __all__ = ["INSERT_CHUNK", "NOTIFY_KINDS", "TASK_COUNT_KEYS", "JDLText", "add_cluster", "campaign_detail",
