@@ -145,7 +145,7 @@ def _campaign(conn: sqlite3.Connection, grid: Grid, v3: dict[str, list[dict[str,
     jobs = [j for j in v3["jobs"] if j["campaign_id"] == v3_id]
     state = CampaignState(campaign["state"])
     submitted = _epoch(campaign["submission_time"]) or database.now()
-    ended = [_epoch(j["stop_time"]) for j in jobs if j["stop_time"] is not None]
+    ended = [j["stop_time"].timestamp() for j in jobs if j["stop_time"] is not None]
     finished = (_epoch(campaign["completion_time"]) or max(ended, default=submitted)) \
         if state in (CampaignState.TERMINATED, CampaignState.CANCELLED) else None
     document = {k: v for k, v in json.loads(campaign["jdl"] or "{}").items() if k != "params"}
