@@ -123,7 +123,10 @@ def extend(grid: Grid, campaign_id: int, param_file: Path, *, user: str, strict:
 
 
 def _parameters(param_file: Path, strict: bool) -> tuple[ParamSource, tuple[str, ...]]:
-    """The parameters of ``gridsub -F``: a file of lines, streamed, or CiGri's JSON array."""
+    """The parameters of ``gridsub -F``: a file of lines, streamed, or CiGri's JSON array (a
+    regular file's first bytes tell; a pipe is read once, as lines)."""
+    if not param_file.is_file():
+        return ParamSource(file=param_file), ()
     try:
         with param_file.open("rb") as handle:
             if handle.read(4096).removeprefix(compat.BOM).lstrip()[:1] != b"[":
