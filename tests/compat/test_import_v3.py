@@ -108,13 +108,12 @@ def dump(cigri: Cigri) -> dict[str, list[Any]]:
 
 
 def test_import_a_cigri_site(cigri: Cigri, dsn: str) -> None:
-    clusters_file = clusters_dir() / "cigri.toml"
-    oar_options = tomllib.loads(clusters_file.read_text())["clusters"][OAR]
-    cigri.config.write_text(cigri.config.read_text() + f"[clusters.{OAR}]\n" +
-                            "".join(f"{k} = {json.dumps(v)}\n" for k, v in oar_options.items()))
+    table = tomllib.loads((clusters_dir() / "cigri.toml").read_text())["clusters"][OAR]
+    options = {k: v for k, v in table.items() if k in config.CLUSTER_KEYS["oar"]}  # what this cigri knows
+    cigri.config.write_text(cigri.config.read_text() + f"[clusters.{OAR}]\nbackend = \"oar\"\n" +
+                            "".join(f"{k} = {json.dumps(v)}\n" for k, v in options.items()))
     exec_dir = marker_exec_dir("import", after='[ "$1" = t2 ] && sleep 20\nexit 0\n')
-    loaded = config.load(environ={"CIGRI_CONFIG": str(clusters_file), "CIGRI_HOME": str(cigri.tmp / "oar")})
-    oar = open_backend(OAR, "oar", next(c for c in loaded.clusters if c.name == OAR).options, str(cigri.tmp))
+    oar = open_backend(OAR, "oar", options, str(cigri.tmp))
     try:  # the job CiGri launched for t2 and that still runs when the site moves
         remote_id = oar.submit([JobSpec(key="v3-102", batch="v3-102", name="cigri.1", argv=(f"{exec_dir}/task.sh", "t2"),
                                         directory=str(exec_dir), walltime_seconds=600, resources="core=1")])["v3-102"]
