@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 import platformdirs
 
+from cigri.admission import Admission, from_toml
 from cigri.errors import ConfigError
 
 SYSTEM_FILE = Path("/etc/cigri/cigri.toml")
@@ -54,6 +55,7 @@ class Settings:
     admin_group: str = ""
     log_level: str = "info"
     log_format: str = "text"
+    log_jobs: bool = False
 
 
 JOB_RATIOS = ("two_way_adaptive", "adaptive_down_exponential_up", "slow_start", "cigri_tap")
@@ -229,6 +231,7 @@ class Config:
     server: ServerSettings = ServerSettings()
     limits: LimitSettings = LimitSettings()
     client: ClientSettings = ClientSettings()
+    admission: Admission = Admission()  # [admission]: cigri.admission
 
     def default_class(self) -> str:
         marked = [c.name for c in self.classes if c.default] or [c.name for c in self.classes if c.name == "default"]
@@ -313,6 +316,11 @@ def _read_file(path: Path) -> dict[str, Any]:
 def _merge_layer(values: dict[str, dict[str, Any]], clusters: dict[str, dict[str, Any]],
                  layer: dict[str, Any], origin: str, shares: dict[str, dict[str, Any]] | None = None) -> None:
     for section, content in layer.items():
+        if section == "admission" and shares is not None:  # checked whole, once every layer is in
+            if not isinstance(content, dict):
+                raise ConfigError(f"{origin}: [admission] must be a table")
+            shares["admission"].update(content)
+            continue
         if section in ("classes", "users") and shares is not None:
             _merge_shares(shares[section], section, content, origin)
             continue
@@ -452,7 +460,7 @@ def load(overrides: dict[str, Any] | None = None, environ: dict[str, str] | None
     env = os.environ if environ is None else environ
     values: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
     clusters: dict[str, dict[str, Any]] = {}
-    shares: dict[str, dict[str, Any]] = {"classes": {}, "users": {}}
+    shares: dict[str, dict[str, Any]] = {"classes": {}, "users": {}, "admission": {}}
     layers = [SYSTEM_FILE, USER_FILE] if system_files else []
     if env.get("CIGRI_CONFIG"):
         explicit = Path(env["CIGRI_CONFIG"])
@@ -490,7 +498,7 @@ def load(overrides: dict[str, Any] | None = None, environ: dict[str, str] | None
     _check_server(server, limits)
     return Config(settings, runner, _cluster_configs(clusters), notify, metascheduler=metascheduler,
                   classes=_class_configs(shares["classes"]), users=_users(shares["users"]), server=server,
-                  limits=limits, client=ClientSettings(**values["client"]))
+                  limits=limits, client=ClientSettings(**values["client"]), admission=from_toml(shares["admission"]))
 
 
 def _with_paths(settings: Settings) -> Settings:

@@ -454,3 +454,17 @@ def m013_tokens_and_parameter_bytes(db: Database) -> None:
                                         WHERE tasks.campaign_id = campaigns.id)
     WHERE state IN ('in_treatment', 'paused');
     """)
+
+
+@migration
+def m014_v3_imports(db: Database) -> None:
+    """``cigri import-v3``: which row of a CiGri v3 database became which of cigri's, so that a
+    second import of the same database changes nothing (see :mod:`cigri.import_v3`)."""
+    db.executescript("""
+    CREATE TABLE v3_imports (
+        kind TEXT NOT NULL,                           -- campaign, event, subscription
+        v3_id INTEGER NOT NULL,                       -- the row's id in CiGri's database
+        cigri_id INTEGER NOT NULL,
+        PRIMARY KEY (kind, v3_id)
+    );
+    """)

@@ -59,6 +59,7 @@ CATALOGUE: dict[str, Code] = {
                                                  "(best-effort kills aside)"),
     "STUCK_LAUNCHING": Code("job", MEDIUM, True, "a job stayed `submitting` longer than `stuck_delay`: re-sent "
                                                  "each cycle (idempotently); closed once sent"),
+    "MANUAL_EVENT": Code("job", HIGH, True, "none: an admin's mark on the job, open until fixed"),
     "USER_CANCEL": Code("campaign", LOW, False, "griddel: open tasks cancelled, jobs killed by nikita"),
     "PROLOGUE_FAILED": Code("campaign", HIGH, True, "no task of the campaign runs on that cluster; with no "
                                                     "cluster left, its remaining tasks fail"),

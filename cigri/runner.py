@@ -35,8 +35,9 @@ from cigri.cycle_context import CycleContext
 from cigri.errors import SubmissionRefused, SubmitLimitReached
 from cigri.events import open_event, record
 from cigri.jdl import split_param
-from cigri.jdl.parser import cluster_home, oar_job_types
+from cigri.jdl.parser import oar_job_types
 from cigri.jdl.walltime import format_walltime
+from cigri.joblog import log_submission
 from cigri.metascheduler import windows
 from cigri.states import JOB_ACTIVE, JobState, TaskState, sql_in
 
@@ -89,6 +90,7 @@ def run(ctx: CycleContext) -> int:
         except Exception as error:  # unreachable, timeout...: the jobs stay `submitting`, re-sent next cycle
             ctx.cluster_failed(cluster_id, "submission", error, campaign_id=campaign_id)
             continue
+        log_submission(ctx.grid.config, ctx.grid.backend(cluster_id).name, jobs[0]["user"], specs, remote_ids)
         now = database.now()
         with database.write(ctx.grid.db) as conn:
             conn.executemany(
@@ -226,19 +228,24 @@ def _job_spec(job: dict[str, Any], settings: dict[str, Any], home: str, group_wa
     walltime = settings["walltime"] if kind == "task" else settings.get(f"{kind}_walltime", settings["walltime"])
     directory = settings["exec_directory"]
     if kind == "task":
-        argv = (settings["exec_file"], *split_param(job["param"]))
+        program = settings["exec_file"]  # a list: CiGri's program and arguments (jdl.compat.command_words)
+        argv = (*(program if isinstance(program, list) else [program]), *split_param(job["param"]))
         name = job["task"]
     else:  # prologue/epilogue: the user's own shell lines, run from the home there (CiGri issue #35)
         argv = ("/bin/sh", "-c", settings[kind])
         name = kind
         directory = home
-    environment = {
+    environment = {  # the 2009 design's names and aliases; CIGRI_NODE_FILE is the backend's (where it has one)
         "CIGRI_JOB_ID": str(job["id"]),
+        "CIGRI_JOBID": str(job["id"]),
         "CIGRI_CAMPAIGN_ID": str(job["campaign_id"]),
         "CIGRI_CAMPAIGNID": str(job["campaign_id"]),
         "CIGRI_JOB_NAME": name,
+        "CIGRI_JOBNAME": name,
+        "CIGRI_TASK_NAME": name,
         "CIGRI_USER": job["user"],
         "CIGRI_WORKDIR": directory,
+        "CIGRI_WORKING_DIRECTORY": directory,
         "CIGRI_RESOURCES": settings["resources"],
         "CIGRI_WALLTIME": format_walltime(walltime),
         "CIGRI_WALLTIME_SECONDS": str(walltime),

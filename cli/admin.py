@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from cigri.cli import common
 
 from cigri import api, db, logs
 from cigri import config as configuration
-from cigri.cli import common
 from cigri.cycle import run_logged
 from cigri.daemon import run_daemon
 from cigri.doctor import diagnose
@@ -350,6 +350,52 @@ def cluster_blacklist(name: str, reason: str = typer.Option("blacklisted by an a
     """Drain a cluster: no new jobs; cigri's jobs there run on and are still followed."""
     common.client(overrides).blacklist(name, reason)
     print(f"Cluster {name} blacklisted")
+
+
+@cluster_app.command("cancel-campaigns")
+@common.errors_to_exit
+def cluster_cancel_campaigns(name: str, as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
+    """Cancel every running campaign that may use a cluster; their jobs are killed everywhere."""
+    ids = api.cancel_cluster_campaigns(_grid(), name, user=api.current_user())
+    common.print_json({"cancelled": ids}) if as_json else print(f"{len(ids)} campaign(s) cancelled: "
+                                                                 f"{' '.join(map(str, ids)) or '-'}")
+
+
+@app.command()
+@common.errors_to_exit
+def purge(campaigns: list[int] = typer.Argument(None, metavar="[CAMPAIGN]...", help="Ended campaigns to purge."),
+          ended_days: Optional[float] = typer.Option(None, "--ended-days", metavar="DAYS",
+                                                     help="Purge every campaign that ended more than DAYS days ago."),
+          as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
+    """Delete ended campaigns with their tasks, jobs and events (all or none)."""
+    if bool(campaigns) == (ended_days is not None):
+        raise InputError("give campaign numbers or --ended-days, not both")
+    grid, user = _grid(), api.current_user()
+    if ended_days is not None:
+        if not 0 <= ended_days < float("inf"):
+            raise InputError("--ended-days: must be >= 0 and finite")
+        ids = api.purge_ended(grid, before=db.now() - ended_days * 86400, user=user)
+    else:
+        ids = api.purge(grid, campaigns, user=user)
+    common.print_json({"purged": ids}) if as_json else print(f"{len(ids)} campaign(s) purged: "
+                                                             f"{' '.join(map(str, ids)) or '-'}")
+
+
+@app.command("import-v3")
+@common.errors_to_exit
+def import_v3(dsn: str = typer.Option(..., "--dsn", metavar="URL", help="The CiGri v3 database: postgresql://user:password@host:port/name."),
+              as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
+    """Bring a CiGri v3 database's clusters, campaigns, tasks, jobs, events and subscriptions into cigri; running campaigns continue (their jobs adopted); a second run changes nothing."""
+    report = api.import_v3(_grid(), dsn, user=api.current_user())
+    if as_json:
+        return common.print_json(report.__dict__)
+    print(f"imported: {report.campaigns} campaign(s), {report.tasks} task(s), {report.jobs} job(s) "
+          f"({report.adopted} running or waiting, now followed), {report.events} event(s), "
+          f"{report.subscriptions} subscription(s); {report.skipped_campaigns} campaign(s) already imported")
+    for name in report.clusters_added:
+        print(f"cluster {name} added from CiGri, blacklisted until its options are set")
+    for note in report.notes:
+        print(f"note: {note}")
 
 
 @cluster_app.command("unblacklist")

@@ -31,6 +31,7 @@ def gridsub(
     wait: bool = typer.Option(False, "--wait", "-w", help="Stay attached with a live progress view until the campaigns end; an admin's drives the cycles if no daemon runs."),
     period: float = typer.Option(0.2, "--period", help="Seconds to pause after a cycle that sent no job, when --wait drives the cycles (> 0)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON value."),
+    strict: bool = typer.Option(False, "--strict", help="Refuse CiGri 3.2's forms (a warning each by default) as invalid input."),
     version: bool = common.VersionOption,
 ) -> None:
     """Submit JDL campaigns; print their numbers. Exit 2 on invalid input, with nothing written."""
@@ -39,15 +40,17 @@ def gridsub(
     if campaign is not None or param_file is not None:
         if campaign is None or param_file is None or jdl:
             raise InputError("-c and -F go together, without -f")
-        added = client.extend(campaign, api.Lines(_open(param_file), str(param_file)))
-        common.print_json({"campaign_id": campaign, "tasks": added}) if as_json else \
-            print(f"Campaign {campaign}: {added} task(s) added")
+        added = client.extend(campaign, api.Lines(_open(param_file), str(param_file)), strict=strict)
+        _warn(added.warnings)
+        common.print_json({"campaign_id": campaign, "tasks": added.tasks}) if as_json else \
+            print(f"Campaign {campaign}: {added.tasks} task(s) added")
         ids = [campaign]
     else:
         if not jdl:
             raise InputError("nothing to submit: give a JDL with -f FILE (see gridsub --help)")
-        results = client.submit(_read_all(jdl, api.current_user()))
-        submitted = [{"campaign_id": campaign_id, "tasks": count} for campaign_id, count in results]
+        results = client.submit(_read_all(jdl, api.current_user()), strict=strict)
+        _warn([line for result in results for line in result.warnings])
+        submitted = [{"campaign_id": result.campaign_id, "tasks": result.tasks} for result in results]
         if as_json:
             common.print_json(submitted[0] if len(submitted) == 1 else submitted)
         else:
@@ -56,6 +59,12 @@ def gridsub(
         ids = [e["campaign_id"] for e in submitted]
     if wait:
         raise typer.Exit(_wait(client, ids, period, quiet=as_json))
+
+
+def _warn(lines: list[str] | tuple[str, ...]) -> None:
+    """CiGri's forms a file used, one line each on stderr, so that its owner can update it."""
+    for line in lines:
+        print(f"gridsub: warning: {line}", file=sys.stderr)
 
 
 def _read_all(paths: list[Path], user: str) -> list[api.JDLText]:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from cigri.backends import remote_home
 from cigri.backends.slurm.batch import shape
 from cigri.errors import InputError, SubmissionRefused, shown
+from cigri.jdl import compat
 from cigri.jdl.memory import parse_memory
 from cigri.jdl.walltime import parse_walltime
 
@@ -81,20 +82,27 @@ class CampaignSpec:
     document: dict[str, Any]  # the JDL as given, without inline params
     class_name: str = "default"  # the JDL's class, else the configuration's default class
     priority: int = 0  # among the user's own campaigns: served first, preempted last
+    warnings: tuple[str, ...] = ()  # CiGri leniencies used (jdl.compat), one line each
 
 
 def parse_jdl(text: str, *, known_clusters: Mapping[str, str], user: str, base_dir: Path,
               default_walltime: str, default_resources: str, source: str = "JDL",
               classes: Mapping[str, frozenset[str] | None] | None = None,
-              default_class: str = "default", homes: Mapping[str, str] | None = None) -> CampaignSpec:
+              default_class: str = "default", homes: Mapping[str, str] | None = None,
+              strict: bool = False, site_defaults: Mapping[str, Any] | None = None) -> CampaignSpec:
     """Validate a JDL text; raise :class:`InputError` listing every problem, one per line.
 
     ``known_clusters`` maps each cluster's name to its backend (``oar``, ``slurm``…);
     ``homes`` each cluster's :func:`cluster_home` (absent: ``user``'s home here);
     ``classes`` maps each configured class to its allowed users (None: everyone); None means
-    the one implicit class ``default``.
+    the one implicit class ``default``. CiGri 3.2's forms are read as CiGri read them, each
+    noted in the spec's ``warnings`` (:mod:`cigri.jdl.compat`); ``strict`` refuses them.
+    ``site_defaults`` are per-cluster keys a site sets where the JDL sets none.
     """
-    document = _load(text, source)
+    warnings = compat.Warnings(source, strict)
+    document = _load(text, source, warnings)
+    if not strict:
+        compat.normalize(document, known_clusters, schema(), warnings)
     problems = [f"{source}: {_path(e)}: {_message(e)}" for e in sorted(_validator().iter_errors(document), key=_order)]
     if problems:
         raise InputError("\n".join(map(_one_line, problems)))
@@ -104,8 +112,12 @@ def parse_jdl(text: str, *, known_clusters: Mapping[str, str], user: str, base_d
     if problems:
         raise InputError("\n".join(_one_line(f"{source}: {p}") for p in problems))
     home = home_of(user)  # the parameter file is read here
-    clusters = {name: _resolve(document, name, (homes or {}).get(name, home), default_walltime, default_resources)
+    clusters = {name: _resolve(document, name, (homes or {}).get(name, home), known_clusters[name], warnings,
+                               {"walltime": default_walltime, "resources": default_resources, **(site_defaults or {})})
                 for name in document["clusters"]}
+    param_file = document.get("param_file")
+    if isinstance(param_file, str) and "$" in param_file:
+        document["param_file"] = compat.expand_path(param_file, "$.param_file", home, warnings)
     return CampaignSpec(
         name=document["name"],
         jobs_type=document.get("jobs_type", "normal"),
@@ -114,13 +126,16 @@ def parse_jdl(text: str, *, known_clusters: Mapping[str, str], user: str, base_d
         document={k: v for k, v in document.items() if k != "params"},
         class_name=class_name,
         priority=document.get("priority", 0),
+        warnings=tuple(warnings.lines),
     )
 
 
-def _load(text: str, source: str) -> Any:
-    """The JDL's JSON value; InputError naming ``source`` if it is not JSON cigri can store."""
+def _load(text: str, source: str, warnings: compat.Warnings) -> Any:
+    """The JDL's JSON value; InputError naming ``source`` if it is not JSON cigri can store.
+    Unless ``warnings`` are strict, read as CiGri's Ruby parser read it (:func:`compat.loads`)."""
     try:  # a byte order mark is dropped, as UTF-8 readers do
-        document = json.loads(text.removeprefix("\ufeff"), object_pairs_hook=_unique_keys)
+        text = text.removeprefix("\ufeff")
+        document = json.loads(text, object_pairs_hook=_unique_keys) if warnings.strict else compat.loads(text, warnings)
     except _DuplicateKey as error:
         raise InputError(f"{source}: duplicate key {shown(error.args[0])} (JSON would keep only the last)") from None
     except json.JSONDecodeError as error:
@@ -142,14 +157,18 @@ def param_file_path(text: str, *, base_dir: Path, user: str) -> Path | None:
     or None when the JDL names none (or is not a JSON object: the submission then says why).
     The submitting process opens it and sends its lines: cigri itself never opens a path that
     a JDL names."""
+    lenient = compat.Warnings("JDL")  # the submission itself reports what CiGri's forms it used
     try:
-        document = _load(text, "JDL")
+        document = _load(text, "JDL", lenient)
     except InputError:
         return None
-    value = document.get("param_file") if isinstance(document, dict) else None
+    if not isinstance(document, dict):
+        return None
+    value = next((v for k, v in reversed(document.items()) if k.lower() == "param_file"), None)  # CiGri's key case
     if not isinstance(value, str) or not value:
         return None
-    path = Path(_expand_home(value, home_of(user)))
+    home = home_of(user)
+    path = Path(_expand_home(compat.expand_path(value, "$.param_file", home, lenient), home))
     return path if path.is_absolute() else base_dir / path
 
 
@@ -298,17 +317,17 @@ def _expand_home(value: str, home: str) -> str:
     return value
 
 
-def _resolve(document: dict[str, Any], cluster: str, home: str,
-             default_walltime: str, default_resources: str) -> dict[str, Any]:
-    """Per-cluster settings: cluster value > global value > default, with macros expanded.
+def _resolve(document: dict[str, Any], cluster: str, home: str, backend: str, warnings: compat.Warnings,
+             defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """Per-cluster settings: cluster value > global value > default (the site's ``defaults``,
+    then cigri's), with macros expanded.
 
     ``{CAMPAIGN_ID}`` is left in place: the id exists only once the campaign row is written.
     """
     merged: dict[str, Any] = {
         "type": "best-effort", "exec_directory": "{HOME}", "test_mode": False,
         "dimensional_grouping": False, "properties": "",
-        "project": "", "cluster_job_type": "", "walltime": default_walltime,
-        "resources": default_resources, "temporal_grouping_batch_duration": 900,
+        "project": "", "cluster_job_type": "", "temporal_grouping_batch_duration": 900, **defaults,
     }
     merged.update({k: v for k, v in document.items() if k not in GLOBAL_ONLY})
     merged.update(document["clusters"][cluster])
@@ -325,8 +344,11 @@ def _resolve(document: dict[str, Any], cluster: str, home: str,
     for key in SCRIPT_KEYS:
         if isinstance(merged.get(key), list):
             merged[key] = "\n".join(merged[key])
+        if key in merged:
+            merged[key] = compat.script_macros(merged[key], key, backend, warnings)
     for key in PATH_KEYS:
-        merged[key] = _expand_home(merged[key], home)
+        merged[key] = compat.expand_path(_expand_home(merged[key], home), key, home, warnings)
+    merged["exec_file"] = compat.command_words(merged["exec_file"], "exec_file", warnings)
     if merged["type"] == "besteffort":
         merged["type"] = "best-effort"
     return merged

@@ -23,7 +23,8 @@ for cmd in "${!summary[@]}"; do
     {
       echo "[SUBCOMMANDS]"
       for sub in "cycle" "daemon" "server" "doctor" "shares" "classes" "users" "simulate" "db init" "db upgrade" "db path" "cluster list" "cluster add" \
-                 "cluster test" "cluster remove" "cluster blacklist" "cluster unblacklist" "token create" "token list" "token revoke"; do
+                 "cluster test" "cluster remove" "cluster blacklist" "cluster unblacklist" "cluster cancel-campaigns" \
+                 "purge" "import-v3" "token create" "token list" "token revoke"; do
         echo ".SS \"cigri $sub\""
         echo ".nf"
         # shellcheck disable=SC2086

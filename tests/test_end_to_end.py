@@ -320,8 +320,8 @@ def test_invalid_jdls_are_rejected_with_one_line_per_problem_and_nothing_written
         "unknown-cluster": ({"name": "x", "clusters": {"nowhere": {}}, "nb_jobs": 3},
                             ["$.clusters.nowhere: unknown cluster", "$.clusters.nowhere: missing mandatory key"]),
         "schema": ({"name": "x", "clusters": {"local": {"exec_file": "/bin/true", "walltime": "soon"}},
-                    "nb_jobs": 3, "colour": "red"},
-                   ["$: unknown key 'colour'", "$.clusters.local.walltime:"]),
+                    "nb_jobs": 3, "priority": "high"},  # (an unknown key is ignored with a warning, as CiGri)
+                   ["$.clusters.local.walltime:", "$.priority:"]),
         "bad-param-line": ({"name": "x", "clusters": {"local": {}}, "exec_file": "/bin/true",
                             "param_file": str(bad_params)}, [f"{bad_params}:2:"]),
         "not-json": ("{\"name\": ", ["not valid JSON"]),

@@ -22,10 +22,10 @@ HOME = pwd.getpwnam(USER).pw_dir
 BASE = {"name": "c", "exec_file": "/bin/echo", "nb_jobs": 2, "clusters": {"local": {}}}
 
 
-def parse(document: dict[str, Any] | str, base_dir: Path = Path("/base")) -> CampaignSpec:
+def parse(document: dict[str, Any] | str, base_dir: Path = Path("/base"), strict: bool = False) -> CampaignSpec:
     text = document if isinstance(document, str) else json.dumps(document)
     return parse_jdl(text, known_clusters={"local": "local", "other": "oar"}, user=USER, base_dir=base_dir,
-                     default_walltime="00:02:00", default_resources="core=1")
+                     default_walltime="00:02:00", default_resources="core=1", strict=strict)
 
 
 def jdl(**changes: Any) -> dict[str, Any]:
@@ -141,8 +141,6 @@ INVALID: list[tuple[str, dict[str, Any] | str, str]] = [
     ("clusters not an object", jdl(clusters=["local"]), "$.clusters"),
     ("cluster not an object", jdl(clusters={"local": "yes"}), "$.clusters.local"),
     ("unknown cluster", jdl(clusters={"mars": {}}), "$.clusters.mars"),
-    ("unknown top-level key", jdl(colour="blue"), "colour"),
-    ("unknown per-cluster key", jdl(clusters={"local": {"speed": 1}}), "$.clusters.local: unknown key 'speed'"),
     ("missing exec_file", jdl(exec_file=None), "$.clusters.local: missing mandatory key 'exec_file'"),
     ("empty exec_file", jdl(exec_file=""), "$.exec_file"),
     ("two param sources", jdl(params=["a"]), "nb_jobs, params"),
@@ -174,11 +172,9 @@ INVALID: list[tuple[str, dict[str, Any] | str, str]] = [
     ("nb_jobs boolean", jdl(nb_jobs=True), "$.nb_jobs"),
     ("desktop_computing", jdl(jobs_type="desktop_computing"), "$.jobs_type"),
     ("unknown jobs_type", jdl(jobs_type="batch"), "$.jobs_type"),
-    ("dimensional_grouping true", jdl(dimensional_grouping=True), "$.clusters.local.dimensional_grouping"),
     ("params not strings", jdl(nb_jobs=None, params=["a", 1]), "$.params[1]"),
     ("params not a list", jdl(nb_jobs=None, params="a b"), "$.params"),
     ("param_file not a string", jdl(nb_jobs=None, param_file=3), "$.param_file"),
-    ("bad type value", jdl(type="fast"), "$.type"),
     ("prologue not strings", jdl(prologue=["ok", 2]), "$.prologue"),
     ("job types on a non-OAR cluster", jdl(cluster_job_type="idempotent"),
      "$.clusters.local.cluster_job_type: OAR job types, but local is a local cluster"),
@@ -189,22 +185,69 @@ INVALID: list[tuple[str, dict[str, Any] | str, str]] = [
     ("besteffort as a job type", jdl(clusters={"other": {"cluster_job_type": "besteffort"}}),
      "besteffort comes from the campaign's type"),
     ("job types not strings", jdl(clusters={"other": {"cluster_job_type": [1]}}), "$.clusters.other.cluster_job_type"),
-    ("output gathering not supported", jdl(clusters={"local": {"output_gathering_method": "scp"}}),
-     "$.clusters.local.output_gathering_method"),
 ]
 
 
+@pytest.mark.parametrize("strict", [False, True], ids=["lenient", "strict"])
 @pytest.mark.parametrize(("document", "named"), [case[1:] for case in INVALID], ids=[c[0] for c in INVALID])
-def test_invalid_jdl(document: dict[str, Any] | str, named: str) -> None:
+def test_invalid_jdl(document: dict[str, Any] | str, named: str, strict: bool) -> None:
     with pytest.raises(InputError) as error:
-        parse(document)
+        parse(document, strict=strict)
     assert error.value.exit_code == 2
     assert named in str(error.value)
 
 
+# What CiGri 3.2 accepted and cigri's own JDL does not: accepted with one warning, refused with
+# strict (tests/compat/ runs CiGri's own files through gridsub).
+LENIENT: list[tuple[str, dict[str, Any] | str, str, str]] = [
+    ("unknown top-level key", jdl(colour="blue"), "$: unknown key 'colour' ignored", "colour"),
+    ("unknown per-cluster key", jdl(clusters={"local": {"speed": 1}}), "$.clusters.local: unknown key 'speed' ignored",
+     "$.clusters.local: unknown key 'speed'"),
+    ("dimensional_grouping true", jdl(dimensional_grouping=True), "$.dimensional_grouping: ignored",
+     "$.clusters.local.dimensional_grouping"),
+    ("type CiGri did not know", jdl(type="fast"), "$.type: 'fast' runs best-effort", "$.type"),
+    ("output gathering", jdl(clusters={"local": {"output_gathering_method": "scp"}}),
+     "$.clusters.local.output_gathering_method: 'scp' ignored", "$.clusters.local.output_gathering_method"),
+    ("upper-case key", jdl(NB_JOBS=3, nb_jobs=None), "key 'NB_JOBS' read as 'nb_jobs'", "'NB_JOBS'"),
+    ("Ruby escape", '{"name": "c\\$", "exec_file": "/x", "nb_jobs": 1, "clusters": {"local": {}}}',
+     "\\$ is not a JSON escape: read as $", "Invalid \\escape"),
+    ("duplicate key", '{"name": "a", "name": "b", "exec_file": "/x", "nb_jobs": 1, "clusters": {"local": {}}}',
+     "duplicate key 'name': its last value is used", "duplicate key 'name'"),
+    ("one unknown cluster of two", jdl(clusters={"local": {}, "mars": {}}), "unknown cluster(s) mars skipped",
+     "$.clusters.mars: unknown cluster"),
+    ("$HOME in exec_file", jdl(exec_file="$HOME/bin/x"), "exec_file: $HOME expanded", "(refused with --strict)"),
+    ("exec_file with arguments", jdl(exec_file="/bin/echo -n"), "exec_file: split into the program '/bin/echo'",
+     "(refused with --strict)"),
+    (r"\$ in a prologue", jdl(prologue=["cd \\$HOME"]), "prologue: \\$ read as $", "(refused with --strict)"),
+]
+
+
+@pytest.mark.parametrize(("document", "warned", "refused"), [c[1:] for c in LENIENT], ids=[c[0] for c in LENIENT])
+def test_cigri_forms_warn_and_strict_refuses_them(document: dict[str, Any] | str, warned: str, refused: str) -> None:
+    spec = parse(document)
+    assert len(spec.warnings) == 1 and spec.warnings[0].startswith("JDL: ") and warned in spec.warnings[0], \
+        spec.warnings
+    with pytest.raises(InputError) as error:
+        parse(document, strict=True)
+    assert refused in str(error.value) and error.value.exit_code == 2
+
+
+def test_cigri_forms_keep_cigri_meaning() -> None:
+    spec = parse('{"NAME": "c", "Exec_File": "\\$HOME/bin/run {CAMPAIGN_ID}", "nb_jobs": 1, "Type": "normal", '
+                 '"output_gathering_method": "scp", "prologue": ["cd {HOME}", "echo {OAR_JOB_ID} \\\\$X"], '
+                 '"clusters": {"local": {"Walltime": "9"}, "other": {}, "luke": {}}}')
+    local, other = spec.clusters["local"], spec.clusters["other"]
+    assert spec.name == "c" and set(spec.clusters) == {"local", "other"}
+    assert local["exec_file"] == [f"{HOME}/bin/run", "{CAMPAIGN_ID}"] and local["type"] == "normal"
+    assert local["walltime"] == 120  # a cluster's key in upper case is ignored, as CiGri ignored it
+    assert "output_gathering_method" not in local
+    assert local["prologue"] == "cd $HOME\necho $CIGRI_JOB_ID $X" and other["prologue"] == "cd $HOME\necho $OAR_JOB_ID $X"
+    assert len(spec.warnings) == 10, spec.warnings  # one per form: the escape and $HOME said once for both clusters
+
+
 def test_every_problem_is_reported_on_its_own_line() -> None:
     with pytest.raises(InputError) as error:
-        parse(jdl(walltime="x", clusters={"local": {"speed": 1}}))
+        parse(jdl(walltime="x", clusters={"local": {"speed": 1}}), strict=True)
     lines = str(error.value).splitlines()
     assert len(lines) == 2
     assert any("$.walltime" in line for line in lines) and any("speed" in line for line in lines)

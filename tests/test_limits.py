@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import BIN, Cigri, wait_for
+from harness import BIN, Cigri
 from service import Site
 
 pytestmark = pytest.mark.slow

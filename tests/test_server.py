@@ -10,7 +10,6 @@ or the grid's clusters; tokens work over TCP until they expire or are revoked; a
 from __future__ import annotations
 
 import json
-import os
 import pwd
 import re
 import stat
@@ -20,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import wait_for
 from service import Site
 from unix_users import SERVICE
 

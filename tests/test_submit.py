@@ -147,7 +147,7 @@ def test_extend_adds_tasks(grid: Grid, tmp_path: Path) -> None:
                                    "clusters": {"local": {}}}, tmp_path)
     more = tmp_path / "more.txt"
     more.write_text("a 'one arg'\nb\n")
-    assert api.extend(grid, campaign_id, api.Lines(more.open("rb"), str(more)), user=USER) == 2
+    assert api.extend(grid, campaign_id, api.Lines(more.open("rb"), str(more)), user=USER).tasks == 2
     assert [name for name, _ in tasks(grid, campaign_id)] == ["0", "1", "a", "b"]
     assert grid.db.execute("SELECT nb_tasks FROM campaigns WHERE id = ?", [campaign_id]).fetchone()[0] == 4
 

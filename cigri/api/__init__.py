@@ -7,6 +7,7 @@ environment to learn who is calling.
 
 from __future__ import annotations
 
+from cigri.api.admin import cancel_cluster_campaigns, mark_job_event, purge, purge_ended
 from cigri.api.campaigns import (CAMPAIGN_STATES, TASK_COUNT_KEYS, campaign_detail, campaign_jdl, campaign_summary,
                                  campaign_tasks, cancel, list_campaigns, pause, resume)
 from cigri.api.clusters import (add_cluster, cluster_table, grid_usage, list_clusters, remove_cluster, set_blacklist,
@@ -16,16 +17,18 @@ from cigri.api.jobs import STREAMS, campaign_jobs, cancel_job, job_info, job_out
 from cigri.api.notifications import NOTIFY_KINDS, list_subscriptions, shown_target, subscribe, unsubscribe
 from cigri.api.shares import current_shares, explain, list_classes, list_users, read_scenario, shares_of_scenario
 from cigri.api.staging import INSERT_CHUNK
-from cigri.api.submission import JDLText, Lines, extend, local_jdl, submit, submit_all
+from cigri.api.submission import JDLText, Lines, Submitted, extend, local_jdl, submit, submit_all
 from cigri.api.tokens import create_token, list_tokens, revoke_token, token_user
+from cigri.import_v3 import import_v3
 from cigri.users import acting_user
 
 __all__ = ["CAMPAIGN_STATES", "INSERT_CHUNK", "NOTIFY_KINDS", "STREAMS", "TASK_COUNT_KEYS", "JDLText", "Lines",
-           "add_cluster", "campaign_detail", "campaign_jdl", "campaign_jobs", "campaign_summary", "campaign_tasks",
-           "cancel", "cancel_job", "cluster_table", "create_token", "current_shares", "current_user", "event",
-           "explain", "extend", "fix_events", "grid_usage", "job_info", "job_output", "list_campaigns",
-           "list_classes", "list_clusters", "list_events", "list_subscriptions", "list_tokens", "list_users",
-           "local_jdl", "pause", "read_scenario", "remove_cluster", "resume", "revoke_token", "set_blacklist",
+           "Submitted", "add_cluster", "campaign_detail", "campaign_jdl", "campaign_jobs", "campaign_summary",
+           "campaign_tasks", "cancel", "cancel_cluster_campaigns", "cancel_job", "cluster_table", "create_token",
+           "current_shares", "current_user", "event", "explain", "extend", "fix_events", "grid_usage", "import_v3",
+           "job_info", "job_output", "list_campaigns", "list_classes", "list_clusters", "list_events",
+           "list_subscriptions", "list_tokens", "list_users", "local_jdl", "mark_job_event", "pause", "purge",
+           "purge_ended", "read_scenario", "remove_cluster", "resume", "revoke_token", "set_blacklist",
            "shares_of_scenario", "shown_target", "submit", "submit_all", "subscribe", "test_cluster", "token_user",
            "unsubscribe", "usage"]
 

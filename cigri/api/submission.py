@@ -9,21 +9,22 @@ client of the server) and reaches cigri as a stream: cigri never opens a path a 
 
 from __future__ import annotations
 
+import io
 import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
-from cigri import bag
+from cigri import admission, bag
 from cigri import db as database
 from cigri.api.access import owned_campaign, reopen
 from cigri.api.staging import Stage, StagedPart, staging
 from cigri.errors import InputError, LimitExceeded, Refused
 from cigri.grid import Grid
-from cigri.jdl import parse_jdl
+from cigri.jdl import compat, parse_jdl
 from cigri.jdl.params import describe
 from cigri.jdl.parser import CampaignSpec, ParamSource, cluster_keys, param_file_path
 from cigri.states import CAMPAIGN_ACTIVE, CampaignState, TaskState, sql_in
@@ -36,6 +37,15 @@ class Lines:
 
     stream: BinaryIO
     name: str
+
+
+class Submitted(NamedTuple):
+    """A campaign created or extended: its id, the tasks added, and the warning lines of the
+    CiGri forms its JDL or parameter file used (:mod:`cigri.jdl.compat`), for the caller to show."""
+
+    campaign_id: int
+    tasks: int
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -62,43 +72,86 @@ def local_jdl(text: str, *, base_dir: Path, user: str, source: str = "JDL") -> J
 
 
 def submit(grid: Grid, jdl_text: str, *, base_dir: Path, user: str, source: str = "JDL") -> tuple[int, int]:
-    """Create a campaign and all its tasks in one transaction; return (campaign id, tasks). For
-    callers in the submitting user's own process (its ``param_file`` is opened here)."""
-    return submit_all(grid, [local_jdl(jdl_text, base_dir=base_dir, user=user, source=source)], user=user)[0]
+    """Create a campaign and all its tasks in one transaction; return (campaign id, tasks) (its
+    warnings are :func:`submit_all`'s). For callers in the submitting user's own process (its
+    ``param_file`` is opened here)."""
+    campaign_id, tasks, _ = submit_all(grid, [local_jdl(jdl_text, base_dir=base_dir, user=user, source=source)],
+                                       user=user)[0]
+    return campaign_id, tasks
 
 
-def submit_all(grid: Grid, jdls: Sequence[JDLText], *, user: str) -> list[tuple[int, int]]:
-    """Create several campaigns in one transaction, all or none: every JDL is parsed and every
-    parameter line read and checked first, then the campaigns are written together. Return
-    (campaign id, tasks) per JDL, in order."""
-    specs = [_parse(grid, jdl, user) for jdl in jdls]
+def submit_all(grid: Grid, jdls: Sequence[JDLText], *, user: str, strict: bool = False) -> list[Submitted]:
+    """Create several campaigns in one transaction, all or none: every JDL is parsed and
+    admitted, and every parameter line read and checked, before the campaigns are written
+    together. ``strict`` refuses CiGri's forms instead of warning about them."""
+    specs = [_parse(grid, jdl, user, strict) for jdl in jdls]
     with _stage(grid) as stage:
         parts: list[StagedPart] = []
         for spec, jdl in zip(specs, jdls):  # the limits bound the whole submission, so all its JDLs
             part = stage.add(_source(spec, jdl))
             if part.count == 0:
                 raise InputError(f"{jdl.source}: the campaign has no parameters")
+            admission.check_tasks(grid.config.admission, part.count)
             parts.append(part)
         with _ingest(grid, stage) as conn:
             _within_limits(grid, conn, user, parts)
-            return [_store(conn, grid, spec, user, part) for spec, part in zip(specs, parts)]
+            return [Submitted(_store(conn, grid, spec, user, part), part.count, spec.warnings)
+                    for spec, part in zip(specs, parts)]
 
 
-def extend(grid: Grid, campaign_id: int, lines: Lines, *, user: str) -> int:
-    """Add parameter lines to one of ``user``'s campaigns (``gridsub -c N -F FILE``); an ended
+def extend(grid: Grid, campaign_id: int, lines: Lines, *, user: str, strict: bool = False) -> Submitted:
+    """Add parameter lines to one of ``user``'s campaigns (``gridsub -c N -F FILE``): lines, or
+    CiGri's JSON array of strings (with a warning; ``strict`` reads lines only). An ended
     campaign is in treatment again."""
     _extensible(grid, grid.db.conn, campaign_id, user)  # before reading anything: a wrong id is told at once
+    source, warnings = _parameters(lines, strict)
     with _stage(grid) as stage:
-        part = stage.add(ParamSource(file=Path(lines.name), stream=lines.stream))
+        part = stage.add(source)
         if part.count == 0:  # as a submission without parameters; nor may an ended campaign reopen for none
             raise InputError(f"{lines.name}: no parameters to add")
         with _ingest(grid, stage) as conn:
             campaign = _extensible(grid, conn, campaign_id, user)
+            admission.check_tasks(grid.config.admission, conn.execute(
+                "SELECT nb_tasks FROM campaigns WHERE id = ?", [campaign_id]).fetchone()[0] + part.count)
             _refuse_names_taken(conn, campaign_id, part)
             _within_limits(grid, conn, campaign["user"], [part])
             _insert_tasks(conn, campaign_id, part)
             reopen(conn, "id = ?", [campaign_id])
-    return part.count
+    return Submitted(campaign_id, part.count, warnings)
+
+
+JSON_SNIFF = 4096  # bytes read to tell CiGri's JSON array of parameters from lines
+
+
+def _parameters(lines: Lines, strict: bool) -> tuple[ParamSource, tuple[str, ...]]:
+    """The parameters of ``gridsub -F``: lines, streamed, or CiGri's JSON array (its first
+    bytes tell; an array is read whole, as JSON must be)."""
+    head = lines.stream.read(JSON_SNIFF)
+    stream = _Prefixed(head, lines.stream)
+    if strict or head.removeprefix(compat.BOM).lstrip()[:1] != b"[":
+        return ParamSource(file=Path(lines.name), stream=stream), ()
+    array = compat.parameters_file(stream.read().decode("utf-8-sig", errors="replace"))
+    if array is None:
+        raise InputError(f"{lines.name}: starts with '[' but is not CiGri's JSON array of parameters (strings)")
+    warnings = compat.Warnings(lines.name, strict)
+    warnings.add("read as CiGri's JSON array of parameters (cigri's form: one parameter per line)")
+    return ParamSource(inline=tuple(array)), tuple(warnings.lines)
+
+
+class _Prefixed(io.RawIOBase):
+    """A stream whose first bytes were already read: they come first, then the rest."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        self.head, self.rest = head, rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        data = self.head[:len(buffer)] if self.head else self.rest.read(len(buffer))
+        self.head = self.head[len(data):] if self.head else b""
+        buffer[:len(data)] = data
+        return len(data)
 
 
 def _extensible(grid: Grid, conn: sqlite3.Connection, campaign_id: int, user: str) -> dict[str, Any]:
@@ -109,13 +162,17 @@ def _extensible(grid: Grid, conn: sqlite3.Connection, campaign_id: int, user: st
     return campaign
 
 
-def _parse(grid: Grid, jdl: JDLText, user: str) -> CampaignSpec:
+def _parse(grid: Grid, jdl: JDLText, user: str, strict: bool) -> CampaignSpec:
     settings = grid.config.settings
-    return parse_jdl(jdl.text, known_clusters=grid.cluster_backends(), user=user, base_dir=jdl.base_dir,
+    spec = parse_jdl(jdl.text, known_clusters=grid.cluster_backends(), user=user, base_dir=jdl.base_dir,
                      default_walltime=settings.default_walltime,
                      default_resources=settings.default_resources, source=jdl.source,
                      classes=grid.config.class_users(), default_class=grid.config.default_class(),
-                     homes=grid.cluster_homes(user))
+                     homes=grid.cluster_homes(user), strict=strict, site_defaults=grid.config.admission.defaults)
+    admission.check_campaign(grid.config.admission, user, spec.class_name, spec.clusters,
+                             spec.params.count if spec.params.count is not None else
+                             None if spec.params.inline is None else len(spec.params.inline))
+    return spec
 
 
 def _source(spec: CampaignSpec, jdl: JDLText) -> ParamSource:
@@ -150,8 +207,9 @@ def _within_limits(grid: Grid, conn: sqlite3.Connection, user: str, parts: list[
                             f"more than the {limits.param_bytes:,} allowed (limits.param_bytes)")
 
 
-def _store(conn: sqlite3.Connection, grid: Grid, spec: CampaignSpec, user: str, part: StagedPart) -> tuple[int, int]:
-    """Write one campaign, its properties and its staged tasks inside the caller's transaction."""
+def _store(conn: sqlite3.Connection, grid: Grid, spec: CampaignSpec, user: str, part: StagedPart) -> int:
+    """Write one campaign, its properties and its staged tasks inside the caller's transaction;
+    return its id."""
     clusters = grid.cluster_ids()
     campaign_id = conn.execute(
         "INSERT INTO campaigns(name, user, state, jobs_type, jdl, submitted_at, class, priority) "
@@ -166,11 +224,13 @@ def _store(conn: sqlite3.Connection, grid: Grid, spec: CampaignSpec, user: str, 
                 value = values[key]
                 if isinstance(value, str):
                     value = value.replace("{CAMPAIGN_ID}", str(campaign_id))
+                elif key == "exec_file":  # CiGri's program with arguments (jdl.compat.command_words)
+                    value = [word.replace("{CAMPAIGN_ID}", str(campaign_id)) for word in value]
                 rows.append((campaign_id, clusters[cluster], key, json.dumps(value)))
     conn.executemany("INSERT INTO campaign_properties(campaign_id, cluster_id, name, value) "
                      "VALUES (?, ?, ?, ?)", rows)
     _insert_tasks(conn, campaign_id, part)
-    return campaign_id, part.count
+    return campaign_id
 
 
 @contextmanager

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import platformdirs
 
-from cigri.api.submission import JDLText, Lines
+from cigri.api.submission import JDLText, Lines, Submitted
 from cigri.config import Config
 from cigri.errors import InputError
 
@@ -37,8 +37,8 @@ class Client(Protocol):
     admin: bool
     direct: bool
 
-    def submit(self, jdls: list[JDLText]) -> list[tuple[int, int]]: ...
-    def extend(self, campaign_id: int, lines: Lines) -> int: ...
+    def submit(self, jdls: list[JDLText], *, strict: bool = False) -> list[Submitted]: ...
+    def extend(self, campaign_id: int, lines: Lines, *, strict: bool = False) -> Submitted: ...
     def campaigns(self, *, user: str | None = None, mine: bool = False, include_finished: bool = False,
                   states: tuple[str, ...] = ()) -> list[dict[str, Any]]: ...
     def campaign(self, campaign_id: int) -> dict[str, Any]: ...

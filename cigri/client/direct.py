@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cigri import api
-from cigri.api.submission import JDLText, Lines
+from cigri.api.submission import JDLText, Lines, Submitted
 from cigri.config import Config
 from cigri.errors import CigriError
 from cigri.grid import Grid, open_grid
@@ -37,11 +37,11 @@ class DirectClient:
         user = api.current_user()
         return cls(grid, user, is_admin(config, user))
 
-    def submit(self, jdls: list[JDLText]) -> list[tuple[int, int]]:
-        return api.submit_all(self.grid, jdls, user=self.user)
+    def submit(self, jdls: list[JDLText], *, strict: bool = False) -> list[Submitted]:
+        return api.submit_all(self.grid, jdls, user=self.user, strict=strict)
 
-    def extend(self, campaign_id: int, lines: Lines) -> int:
-        return api.extend(self.grid, campaign_id, lines, user=self.user)
+    def extend(self, campaign_id: int, lines: Lines, *, strict: bool = False) -> Submitted:
+        return api.extend(self.grid, campaign_id, lines, user=self.user, strict=strict)
 
     def campaigns(self, *, user: str | None = None, mine: bool = False, include_finished: bool = False,
                   states: tuple[str, ...] = ()) -> list[dict[str, Any]]:

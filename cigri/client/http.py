@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 
 import httpx
 
-from cigri.api.submission import JDLText, Lines
+from cigri.api.submission import JDLText, Lines, Submitted
 from cigri.errors import (BackendError, CigriError, Forbidden, InputError, LimitExceeded, NotFound, Refused, TooLarge,
                           Unauthenticated, Unavailable)
 
@@ -68,18 +68,19 @@ class HTTPClient:
 
     # --- campaigns -----------------------------------------------------------------------
 
-    def submit(self, jdls: list[JDLText]) -> list[tuple[int, int]]:
+    def submit(self, jdls: list[JDLText], *, strict: bool = False) -> list[Submitted]:
         files: list[tuple[str, tuple[str, Any, str]]] = []
         for index, jdl in enumerate(jdls):
             files.append(("jdl", (jdl.source, jdl.text.encode(), "application/json")))
             if jdl.params is not None:
                 files.append((f"params.{index}", (jdl.params.name, _sized_or_not(jdl.params.stream), "text/plain")))
-        answer = self._json("POST", "/campaigns", files=files)
-        return [(entry["campaign_id"], entry["tasks"]) for entry in answer["campaigns"]]
+        answer = self._json("POST", "/campaigns", files=files, params={"strict": strict})
+        return [_submitted(entry) for entry in answer["campaigns"]]
 
-    def extend(self, campaign_id: int, lines: Lines) -> int:
-        return int(self._json("POST", f"/campaigns/{campaign_id}/tasks", params={"name": lines.name},
-                              content=_chunks(lines), headers={"Content-Type": "text/plain"})["tasks"])
+    def extend(self, campaign_id: int, lines: Lines, *, strict: bool = False) -> Submitted:
+        return _submitted(self._json("POST", f"/campaigns/{campaign_id}/tasks", params={"name": lines.name,
+                                                                                        "strict": strict},
+                                     content=_chunks(lines), headers={"Content-Type": "text/plain"}))
 
     def campaigns(self, *, user: str | None = None, mine: bool = False, include_finished: bool = False,
                   states: tuple[str, ...] = ()) -> list[dict[str, Any]]:
@@ -219,6 +220,10 @@ def _sized_or_not(stream: BinaryIO) -> Any:
     except (OSError, ValueError, AttributeError):
         regular = False
     return stream if regular else _Unsized(stream)
+
+
+def _submitted(entry: dict[str, Any]) -> Submitted:
+    return Submitted(entry["campaign_id"], entry["tasks"], tuple(entry.get("warnings", ())))
 
 
 def _chunks(lines: Lines) -> Iterator[bytes]:

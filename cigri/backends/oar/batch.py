@@ -174,7 +174,9 @@ def script(specs: list[JobSpec]) -> str:
              f"# cigri batch {specs[0].batch}: OAR runs this once per job, with its directory and key."]
     if any(members[0].group for members in jobs):
         lines.append(grouping.FUNCTION)
-    lines += ['cd "$1" || exit', 'case "$2" in']
+    lines += ['cd "$1" || exit',
+              # OAR's node file, under the 2009 design's names (CiGri's jobs saw OAR's own)
+              'export CIGRI_NODE_FILE="$OAR_NODEFILE" CIGRI_NODEFILE="$OAR_NODEFILE"', 'case "$2" in']
     for members in jobs:
         spec = members[0]
         if spec.group:

@@ -33,10 +33,13 @@ def list_campaigns(session: Session = Depends(session), user: str | None = None,
 
 
 @router.post("/campaigns", status_code=201, summary="Submit campaigns")
-async def submit(request: Request, caller: Caller = Depends(authenticated)) -> dict[str, Any]:
+async def submit(request: Request, caller: Caller = Depends(authenticated),
+                 strict: bool = Query(False, description="Refuse CiGri 3.2's forms instead of warning.")
+                 ) -> dict[str, Any]:
     """One JDL as ``application/json``; or ``multipart/form-data`` with parts ``jdl`` (one per
     campaign, in order; a file part's name is what errors call it) and, for the i-th JDL naming
-    a ``param_file``, its lines as file part ``params.i``. All or none, as ``gridsub``."""
+    a ``param_file``, its lines as file part ``params.i``. All or none, as ``gridsub``; each
+    campaign comes back with the warnings of the CiGri forms its JDL used."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip()
     if content_type == "multipart/form-data":
         form = await request.form(max_files=1000, max_fields=1000)
@@ -45,20 +48,21 @@ async def submit(request: Request, caller: Caller = Depends(authenticated)) -> d
                     for index, value in enumerate(form.getlist("jdl"))]
             if not jdls:
                 raise InputError("jdl: no JDL part in the form", field="jdl")
-            results = await _submit(request, jdls, caller)
+            results = await _submit(request, jdls, caller, strict)
         finally:
             await form.close()
     elif content_type in ("application/json", ""):
-        results = await _submit(request, [api.JDLText(_text(await request.body(), "JDL"), NOWHERE, "JDL")], caller)
+        results = await _submit(request, [api.JDLText(_text(await request.body(), "JDL"), NOWHERE, "JDL")], caller,
+                                strict)
     else:
         raise InputError(f"Content-Type: expected application/json or multipart/form-data, got {content_type!r}")
-    return {"campaigns": [{"campaign_id": campaign_id, "tasks": tasks} for campaign_id, tasks in results]}
+    return {"campaigns": [result._asdict() for result in results]}
 
 
-async def _submit(request: Request, jdls: list[api.JDLText], caller: Caller) -> list[tuple[int, int]]:
+async def _submit(request: Request, jdls: list[api.JDLText], caller: Caller, strict: bool) -> list[api.Submitted]:
     """Once the whole request is in (uploads spooled), the submission, with a grid of the pool."""
     async with pool(request).grid() as grid:
-        return await run_in_threadpool(api.submit_all, grid, jdls, user=caller.user)
+        return await run_in_threadpool(api.submit_all, grid, jdls, user=caller.user, strict=strict)
 
 
 async def _jdl_part(value: UploadFile | str, index: int, params: UploadFile | str | None) -> api.JDLText:
@@ -107,7 +111,8 @@ def cancel(campaign_id: int, session: Session = Depends(session)) -> dict[str, A
 
 @router.post("/campaigns/{campaign_id}/tasks", status_code=201, summary="Add parameters to a campaign")
 async def extend(campaign_id: int, request: Request, caller: Caller = Depends(authenticated),
-                 name: str = Query("PARAMS", description="What errors call the lines (the file's name).")
+                 name: str = Query("PARAMS", description="What errors call the lines (the file's name)."),
+                 strict: bool = Query(False, description="Read lines only, never CiGri's JSON array.")
                  ) -> dict[str, Any]:
     """The body is parameter lines (``gridsub -c N -F FILE``): read whole into a private spool
     first, so the database is untouched until the upload is complete."""
@@ -117,8 +122,8 @@ async def extend(campaign_id: int, request: Request, caller: Caller = Depends(au
         spool.seek(0)
         async with pool(request).grid() as grid:
             added = await run_in_threadpool(api.extend, grid, campaign_id, api.Lines(spool, name),  # type: ignore[arg-type]
-                                            user=caller.user)
-    return {"campaign_id": campaign_id, "tasks": added}
+                                            user=caller.user, strict=strict)
+    return added._asdict()
 
 
 @router.get("/campaigns/{campaign_id}/tasks", summary="A campaign's tasks with their jobs")

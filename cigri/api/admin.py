@@ -1,0 +1,87 @@
+"""What a CiGri site's admins did by hand: purging ended campaigns, marking a job with a manual
+event, cancelling every running campaign of a cluster (CiGri's ``delete_running_campaigns``, but
+with their jobs killed). The per-user submission logs (CiGri's ``LOG_JOBS``) are
+:mod:`cigri.joblog`'s."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from cigri import db as database
+from cigri.api.access import owned_campaign
+from cigri.api.campaigns import cancel
+from cigri.errors import NotFound, Refused
+from cigri.events import record
+from cigri.grid import Grid
+from cigri.states import CAMPAIGN_ACTIVE, CampaignState, sql_in
+from cigri.users import require_admin
+
+ENDED = (CampaignState.TERMINATED, CampaignState.FAILED, CampaignState.CANCELLED)
+# Every table holding a campaign's rows, children before parents (foreign keys are enforced).
+_CAMPAIGN_TABLES = ("campaign_cluster_health", "affinity_penalties", "campaign_stats", "taps", "campaign_properties",
+                    "task_blocks")
+
+
+def purge(grid: Grid, campaign_ids: Sequence[int], *, user: str) -> list[int]:
+    """Delete ended campaigns with their tasks, jobs and events (CiGri's ``griddel --purge``,
+    which its API never let through); the owner or an admin. All or none: a campaign still
+    running, or another's, refuses the whole call. Return the ids purged."""
+    with database.write(grid.db) as conn:
+        for campaign_id in campaign_ids:
+            campaign = owned_campaign(grid, conn, campaign_id, user)
+            if campaign["state"] not in ENDED:
+                raise Refused(f"campaign {campaign_id} is {campaign['state']}: only an ended campaign is purged "
+                              "(griddel it first)")
+        for campaign_id in campaign_ids:
+            _delete(conn, campaign_id)
+    return list(campaign_ids)
+
+
+def purge_ended(grid: Grid, *, before: float, user: str) -> list[int]:
+    """Purge every campaign that ended before ``before`` (epoch seconds); admins only."""
+    require_admin(grid.config, user, "purging every ended campaign")
+    ids = [r[0] for r in grid.db.execute(
+        f"SELECT id FROM campaigns WHERE state IN {sql_in(ENDED)} AND coalesce(finished_at, submitted_at) < ? "
+        "ORDER BY id", [before])]
+    return purge(grid, ids, user=user)
+
+
+def _delete(conn: sqlite3.Connection, campaign_id: int) -> None:
+    events = "SELECT id FROM events WHERE campaign_id = ?"
+    jobs = "SELECT id FROM jobs WHERE campaign_id = ?"
+    conn.execute(f"UPDATE clusters SET blacklist_event_id = NULL WHERE blacklist_event_id IN ({events})", [campaign_id])
+    conn.execute(f"DELETE FROM event_jobs WHERE event_id IN ({events}) OR job_id IN ({jobs})", [campaign_id] * 2)
+    for table in _CAMPAIGN_TABLES:
+        conn.execute(f"DELETE FROM {table} WHERE campaign_id = ?", [campaign_id])
+    conn.execute(f"DELETE FROM events WHERE campaign_id = ? OR job_id IN ({jobs})", [campaign_id] * 2)
+    conn.execute("DELETE FROM jobs WHERE campaign_id = ?", [campaign_id])
+    conn.execute("DELETE FROM tasks WHERE campaign_id = ?", [campaign_id])
+    conn.execute("DELETE FROM campaigns WHERE id = ?", [campaign_id])
+
+
+def mark_job_event(grid: Grid, job_id: int, message: str, *, user: str) -> int:
+    """Open a ``MANUAL_EVENT`` on a job (CiGri's ``gridevents --mark-job-event``); admins only.
+    Return the event's id; it stays open until fixed."""
+    require_admin(grid.config, user, "marking a job with an event")
+    with database.write(grid.db) as conn:
+        row = conn.execute("SELECT campaign_id, cluster_id, task_id FROM jobs WHERE id = ?", [job_id]).fetchone()
+        if row is None:
+            raise NotFound(f"job {job_id}: no such job")
+        return record(conn, "MANUAL_EVENT", message or f"marked by {user}", campaign_id=row[0], cluster_id=row[1],
+                      job_id=job_id, task_id=row[2])
+
+
+def cancel_cluster_campaigns(grid: Grid, cluster: str, *, user: str) -> list[int]:
+    """Cancel every running campaign (in treatment or paused) that may use ``cluster``, their
+    jobs killed everywhere as with griddel; admins only. Return their ids."""
+    require_admin(grid.config, user, "cancelling a cluster's campaigns")
+    cluster_id = grid.cluster_ids().get(cluster)
+    if cluster_id is None:
+        raise NotFound(f"cluster {cluster}: no such cluster")
+    ids = [r[0] for r in grid.db.execute(
+        f"SELECT DISTINCT c.id FROM campaigns c JOIN campaign_properties p ON p.campaign_id = c.id "
+        f"WHERE p.cluster_id = ? AND c.state IN {sql_in(CAMPAIGN_ACTIVE)} ORDER BY c.id", [cluster_id])]
+    for campaign_id in ids:
+        cancel(grid, campaign_id, user=user)
+    return ids

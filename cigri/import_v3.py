@@ -1,0 +1,314 @@
+"""``cigri import-v3``: move a CiGri v3 site's database (PostgreSQL) into cigri's.
+
+Brought over: clusters (a name cigri has is that cluster; another becomes an OAR REST cluster
+with the CiGri row's URL, blacklisted until an admin completes its options), campaigns with
+their JDLs read as CiGri read them (:mod:`cigri.jdl.compat`), their parameters as tasks, their
+jobs, their events and the notification subscriptions. A campaign still running continues
+where it was: its running and waiting jobs keep their remote ids and are polled as cigri's own
+(adopted, never resubmitted), its tasks still in CiGri's bag or queues are pending here.
+
+The whole import is one transaction (all or nothing; ``kill -9`` leaves nothing half done),
+and ``v3_imports`` records which CiGri row became which, so a second run changes nothing.
+What cigri keeps in its configuration (user priorities, admission rules) is not written: the
+report says what to put there.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from cigri import bag
+from cigri import db as database
+from cigri.errors import CigriError, InputError
+from cigri.grid import Grid
+from cigri.jdl import parse_jdl, split_param
+from cigri.jdl.parser import cluster_keys
+from cigri.states import CampaignState, JobState, KillReason, TaskState
+from cigri.users import require_admin
+
+# CiGri's job states, as cigri's; to_launch and launching never reached a cluster (their task is pending)
+JOB_STATES = {"terminated": JobState.TERMINATED, "event": JobState.FAILED, "running": JobState.RUNNING,
+              "remote_waiting": JobState.WAITING, "submitted": JobState.WAITING, "batch_waiting": JobState.WAITING}
+ACTIVE = ("running", "remote_waiting", "submitted", "batch_waiting")
+SEVERITIES = ("low", "medium", "high")
+
+
+@dataclass
+class Report:
+    """What an import did, and what an admin has left to do."""
+
+    clusters_added: list[str] = field(default_factory=list)
+    campaigns: int = 0
+    tasks: int = 0
+    jobs: int = 0
+    adopted: int = 0  # running or waiting jobs that cigri now follows
+    events: int = 0
+    subscriptions: int = 0
+    skipped_campaigns: int = 0  # imported by an earlier run
+    notes: list[str] = field(default_factory=list)
+
+
+def import_v3(grid: Grid, dsn: str, *, user: str) -> Report:
+    """Import the CiGri v3 database at ``dsn`` (a ``postgresql://`` URL); admins only."""
+    require_admin(grid.config, user, "importing a CiGri v3 database")
+    try:
+        import psycopg
+        from psycopg.rows import dict_row
+    except ImportError:
+        raise CigriError("import-v3 needs psycopg: pip install 'cigri[import]'") from None
+    try:
+        with psycopg.connect(dsn, row_factory=dict_row, connect_timeout=10) as source:
+            source.read_only = True
+            v3 = _read(source)
+    except psycopg.errors.UndefinedTable as error:
+        raise InputError(f"--dsn: not a CiGri v3 database: {error.diag.message_primary}") from None
+    except psycopg.Error as error:
+        raise InputError(f"--dsn: {' '.join(str(error).split())}") from None
+    report = Report()
+    clusters = _clusters(grid, v3["clusters"], report)
+    with database.write(grid.db) as conn:
+        done = {(kind, v3_id) for kind, v3_id in conn.execute("SELECT kind, v3_id FROM v3_imports")}
+        for campaign in v3["campaigns"]:
+            if ("campaign", campaign["id"]) in done:
+                report.skipped_campaigns += 1
+                continue
+            _campaign(conn, grid, v3, campaign, clusters, report)
+        _events(conn, v3, clusters, done, report)
+        _subscriptions(conn, v3["user_notifications"], done, report)
+    _configuration_notes(v3, report)
+    return report
+
+
+def _read(source: Any) -> dict[str, list[dict[str, Any]]]:
+    """Every table the import reads, whole (a site's database fits in memory: CiGri's own API
+    read it in pages of 100, but its campaigns are its history, not its parameters' bytes)."""
+    tables = {
+        "clusters": "SELECT id, name, api_url, batch, enabled, properties, api_chunk_size FROM clusters",
+        "campaigns": "SELECT id, grid_user, state, type, name, submission_time, completion_time, jdl "
+                     "FROM campaigns ORDER BY id",
+        "parameters": "SELECT id, campaign_id, name, param FROM parameters WHERE id > 0 ORDER BY campaign_id, id",
+        "bag_of_tasks": "SELECT campaign_id, param_id, priority FROM bag_of_tasks",
+        "jobs_to_launch": "SELECT b.campaign_id, b.param_id FROM jobs_to_launch q "
+                          "JOIN bag_of_tasks b ON b.id = q.task_id",
+        "jobs": "SELECT id, campaign_id, param_id, cluster_id, state, return_code, submission_time, start_time, "
+                "stop_time, node_name, remote_id, tag FROM jobs ORDER BY id",
+        "events": "SELECT id, class, code, state, job_id, cluster_id, campaign_id, date_open, date_closed, message "
+                  "FROM events ORDER BY id",
+        "user_notifications": "SELECT id, grid_user, type, identity, severity FROM user_notifications ORDER BY id",
+        "users_priority": "SELECT grid_user, cluster_id, priority FROM users_priority ORDER BY id",
+        "admission_rules": "SELECT id, code FROM admission_rules ORDER BY id",
+    }
+    with source.cursor() as cursor:
+        result = {}
+        for name, sql in tables.items():
+            cursor.execute(sql)
+            result[name] = list(cursor.fetchall())
+        return result
+
+
+def _clusters(grid: Grid, rows: list[dict[str, Any]], report: Report) -> dict[int, int]:
+    """CiGri's cluster ids as cigri's; a cluster cigri lacks is added, blacklisted."""
+    from cigri.api.clusters import add_cluster, set_blacklist
+
+    known = grid.cluster_ids()
+    for row in rows:
+        if row["name"] in known:
+            continue
+        add_cluster(grid, row["name"], "oar", {"transport": "rest", "base_url": row["api_url"], "user": "cigri",
+                                               "properties": row["properties"] or "",
+                                               "api_chunk_size": row["api_chunk_size"] or 100})
+        set_blacklist(grid, row["name"], "imported from CiGri v3: set its options (user, password_file...) "
+                                         "with cigri cluster add, then unblacklist it")
+        report.clusters_added.append(row["name"])
+        if not row["enabled"]:
+            report.notes.append(f"cluster {row['name']} was disabled in CiGri: it stays blacklisted here")
+    known = grid.cluster_ids()
+    return {row["id"]: known[row["name"]] for row in rows}
+
+
+def _epoch(value: datetime | None) -> float | None:
+    return None if value is None else value.timestamp()
+
+
+def _campaign(conn: sqlite3.Connection, grid: Grid, v3: dict[str, list[dict[str, Any]]], campaign: dict[str, Any],
+              clusters: dict[int, int], report: Report) -> None:
+    v3_id, user = campaign["id"], campaign["grid_user"]
+    settings = _settings(grid, campaign, report)
+    if settings is None:
+        return
+    params = [p for p in v3["parameters"] if p["campaign_id"] == v3_id]
+    jobs = [j for j in v3["jobs"] if j["campaign_id"] == v3_id]
+    state = CampaignState(campaign["state"])
+    submitted = _epoch(campaign["submission_time"]) or database.now()
+    ended = [j["stop_time"].timestamp() for j in jobs if j["stop_time"] is not None]
+    finished = (_epoch(campaign["completion_time"]) or max(ended, default=submitted)) \
+        if state in (CampaignState.TERMINATED, CampaignState.CANCELLED) else None
+    document = {k: v for k, v in json.loads(campaign["jdl"] or "{}").items() if k != "params"}
+    campaign_id = conn.execute(
+        "INSERT INTO campaigns(name, user, state, jobs_type, jdl, submitted_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [campaign["name"] or f"cigri-v3-{v3_id}", user, state, campaign["type"], json.dumps(document), submitted,
+         finished]).lastrowid
+    assert campaign_id is not None
+    names = grid.cluster_ids()
+    conn.executemany("INSERT INTO campaign_properties(campaign_id, cluster_id, name, value) VALUES (?, ?, ?, ?)",
+                     [(campaign_id, names[cluster], key, json.dumps(_campaign_id(value, campaign_id)))
+                      for cluster, values in settings.items() for key in cluster_keys() if key in values
+                      for value in [values[key]]])
+    task_ids = _tasks(conn, v3, campaign_id, state, params, jobs)
+    for job in jobs:
+        _job(conn, job, campaign_id, task_ids, clusters, state, report)
+    conn.execute("INSERT INTO v3_imports(kind, v3_id, cigri_id) VALUES ('campaign', ?, ?)", [v3_id, campaign_id])
+    report.campaigns += 1
+    report.tasks += len(params)
+
+
+def _campaign_id(value: Any, campaign_id: int) -> Any:
+    if isinstance(value, str):
+        return value.replace("{CAMPAIGN_ID}", str(campaign_id))
+    if isinstance(value, list):
+        return [_campaign_id(v, campaign_id) for v in value]
+    return value
+
+
+def _settings(grid: Grid, campaign: dict[str, Any], report: Report) -> dict[str, dict[str, Any]] | None:
+    """Each cluster's settings, from CiGri's expanded JDL read by cigri's parser as CiGri read
+    it (its parameters are CiGri's rows, not the JDL's copy)."""
+    try:
+        document = json.loads(campaign["jdl"] or "")
+        document = {k: v for k, v in document.items() if k not in ("params", "param_file", "nb_jobs")}
+        document.update(nb_jobs=1, clusters={name: value for name, value in document.get("clusters", {}).items()
+                                             if name in grid.cluster_ids()})
+        settings = grid.config.settings
+        spec = parse_jdl(json.dumps(document), known_clusters=grid.cluster_backends(), user=campaign["grid_user"],
+                         base_dir=Path("/"), default_walltime=settings.default_walltime,
+                         default_resources=settings.default_resources, source=f"campaign {campaign['id']}",
+                         homes=grid.cluster_homes(campaign["grid_user"]))
+    except (ValueError, AttributeError, InputError) as error:
+        report.notes.append(f"campaign {campaign['id']} not imported: its JDL: {' '.join(str(error).split())}")
+        return None
+    return spec.clusters
+
+
+def _tasks(conn: sqlite3.Connection, v3: dict[str, list[dict[str, Any]]], campaign_id: int, state: CampaignState,
+           params: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> dict[int, int]:
+    """One task per CiGri parameter, in order, in one block with no fresh tail: a task still in
+    CiGri's bag or queues is pending at the head of the bag (at its tail if CiGri put it there)."""
+    bag_priority = {row["param_id"]: row["priority"] for row in v3["bag_of_tasks"]
+                    if row["campaign_id"] == params[0]["campaign_id"]} if params else {}
+    by_param: dict[int, list[dict[str, Any]]] = {}
+    for job in jobs:
+        by_param.setdefault(job["param_id"], []).append(job)
+    rows = []
+    for param in params:
+        attempts = by_param.get(param["id"], [])
+        states = {j["state"] for j in attempts}
+        priority = bag.PRIORITY_TAIL if bag_priority.get(param["id"]) == 0 else bag.PRIORITY_HEAD
+        if "terminated" in states:
+            task_state = TaskState.TERMINATED
+        elif "running" in states:
+            task_state = TaskState.RUNNING
+        elif states & set(ACTIVE):
+            task_state = TaskState.WAITING
+        elif param["id"] in bag_priority or states & {"to_launch", "launching"} or not attempts:
+            task_state = TaskState.PENDING
+        else:
+            task_state = TaskState.FAILED
+        if state == CampaignState.CANCELLED and task_state not in (TaskState.TERMINATED, TaskState.FAILED):
+            task_state = TaskState.CANCELLED
+        try:
+            name = split_param(param["param"] or "")[0]
+        except (ValueError, IndexError):
+            name = param["name"] or str(param["id"])
+        rows.append((campaign_id, name, param["param"] or "", priority, task_state,
+                     len([j for j in attempts if j["state"] in JOB_STATES])))
+    if not rows:
+        return {}
+    first_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM tasks").fetchone()[0]
+    conn.executemany("INSERT INTO tasks(campaign_id, name, param, priority, state, attempts) VALUES (?, ?, ?, ?, ?, ?)",
+                     rows)
+    last_id = first_id + len(rows) - 1
+    bag.add_block(conn, campaign_id, first_id, last_id)
+    conn.execute("UPDATE task_blocks SET next_fresh = ? WHERE campaign_id = ? AND first_id = ?",
+                 [last_id + 1, campaign_id, first_id])
+    conn.execute("UPDATE campaigns SET nb_tasks = ? WHERE id = ?", [len(rows), campaign_id])
+    return {param["id"]: first_id + n for n, param in enumerate(params)}
+
+
+def _job(conn: sqlite3.Connection, job: dict[str, Any], campaign_id: int, task_ids: dict[int, int],
+         clusters: dict[int, int], state: CampaignState, report: Report) -> None:
+    """One CiGri job as cigri's; a running one keeps its remote id, to be polled (adopted)."""
+    if job["state"] not in JOB_STATES or job["cluster_id"] not in clusters:
+        return
+    kind = job["tag"] if job["tag"] in ("prologue", "epilogue") else "task"
+    code = job["return_code"]
+    exit_code = code >> 8 if code is not None and code > 255 else code  # CiGri kept OAR's wait status
+    active = job["state"] in ACTIVE
+    job_id = conn.execute(
+        "INSERT INTO jobs(campaign_id, task_id, cluster_id, kind, state, remote_id, batch, created_at, submitted_at, "
+        "started_at, finished_at, exit_code, node, kill_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [campaign_id, task_ids.get(job["param_id"]) if kind == "task" else None, clusters[job["cluster_id"]], kind,
+         JOB_STATES[job["state"]], None if job["remote_id"] is None else str(job["remote_id"]), f"v3-{job['id']}",
+         _epoch(job["submission_time"]) or database.now(), _epoch(job["submission_time"]), _epoch(job["start_time"]),
+         None if active else _epoch(job["stop_time"]), exit_code, job["node_name"],
+         KillReason.USER if active and state == CampaignState.CANCELLED else None]).lastrowid
+    conn.execute("INSERT INTO v3_imports(kind, v3_id, cigri_id) VALUES ('job', ?, ?)", [job["id"], job_id])
+    report.jobs += 1
+    report.adopted += active
+
+
+def _events(conn: sqlite3.Connection, v3: dict[str, list[dict[str, Any]]], clusters: dict[int, int],
+            done: set[tuple[str, int]], report: Report) -> None:
+    """CiGri's events of imported campaigns and its global ones, with their states and dates."""
+    campaigns = dict(conn.execute("SELECT v3_id, cigri_id FROM v3_imports WHERE kind = 'campaign'").fetchall())
+    jobs = dict(conn.execute("SELECT v3_id, cigri_id FROM v3_imports WHERE kind = 'job'").fetchall())
+    for event in v3["events"]:
+        if ("event", event["id"]) in done or event["campaign_id"] is not None and event["campaign_id"] not in campaigns:
+            continue
+        opened = _epoch(event["date_open"]) or database.now()
+        kind = {"notify": "campaign", "log": "cluster"}.get(event["class"], event["class"])
+        event_id = conn.execute(
+            "INSERT INTO events(class, code, state, campaign_id, cluster_id, job_id, message, created_at, closed_at, "
+            "updated_at, notified_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+            [kind, event["code"], event["state"], campaigns.get(event["campaign_id"]),
+             clusters.get(event["cluster_id"]), jobs.get(event["job_id"]), event["message"] or "", opened,
+             _epoch(event["date_closed"]), opened]).lastrowid
+        conn.execute("INSERT INTO v3_imports(kind, v3_id, cigri_id) VALUES ('event', ?, ?)", [event["id"], event_id])
+        report.events += 1
+
+
+def _subscriptions(conn: sqlite3.Connection, rows: list[dict[str, Any]], done: set[tuple[str, int]],
+                   report: Report) -> None:
+    """Mail subscriptions (CiGri's admin, ``%%admin%%``, is root here); Jabber has no equivalent."""
+    for row in rows:
+        if ("subscription", row["id"]) in done:
+            continue
+        if row["type"] != "mail":
+            report.notes.append(f"subscription of {row['grid_user']} by {row['type']} to {row['identity']} not "
+                                "imported: cigri sends mail and webhooks (gridnotify)")
+            continue
+        user = "root" if row["grid_user"] == "%%admin%%" else row["grid_user"]
+        severity = row["severity"] if row["severity"] in SEVERITIES else "medium"  # CiGri's empty meant medium
+        conn.execute("INSERT INTO subscriptions(user, kind, target, severity, created_at) VALUES (?, 'mail', ?, ?, ?) "
+                     "ON CONFLICT(user, kind, target) DO NOTHING", [user, row["identity"], severity, database.now()])
+        conn.execute("INSERT INTO v3_imports(kind, v3_id, cigri_id) VALUES ('subscription', ?, 0)", [row["id"]])
+        report.subscriptions += 1
+
+
+def _configuration_notes(v3: dict[str, list[dict[str, Any]]], report: Report) -> None:
+    """What CiGri kept in its database and cigri keeps in cigri.toml."""
+    names = {row["id"]: row["name"] for row in v3["clusters"]}
+    for row in v3["users_priority"]:
+        report.notes.append(f"users_priority: put [users.{row['grid_user']}.affinity] "
+                            f"{names.get(row['cluster_id'], row['cluster_id'])} = {row['priority']} in cigri.toml")
+    for row in v3["admission_rules"]:
+        if "user_lists" in (row["code"] or "") and "normal_authorized" in (row["code"] or ""):
+            report.notes.append("admission rule %d reads /etc/cigri/user_lists: put [admission] user_lists = "
+                                "\"/etc/cigri/user_lists\" in cigri.toml" % row["id"])
+        else:
+            report.notes.append(f"admission rule {row['id']} is Ruby code, never run here: write it as "
+                                "[admission] rules in cigri.toml")

@@ -1,0 +1,177 @@
+"""cigri import-v3 against a real PostgreSQL holding CiGri v3.2.1's schema, filled with campaigns
+in every state: what comes over, a running campaign that continues on the real OAR cluster
+with its running job adopted (never run twice), and a second import that changes nothing."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import Cigri, clusters_dir, marker_exec_dir, runs_per_task, wait_for
+from postgres import server
+
+from cigri import config
+from cigri.backends import JobSpec, RemoteState, open_backend
+
+SCHEMA = Path(__file__).with_name("cigri3_schema.sql")
+OAR = "oar-ssh"  # the CiGri site's cluster that cigri also has (tests/clusters/up.sh)
+DEFAULTS = {"type": "best-effort", "walltime": "00:05:00", "resources": "/resource_id=1",
+            "output_gathering_method": "None", "dimensional_grouping": "false", "temporal_grouping": "false",
+            "checkpointing_type": "None", "test_mode": "false", "properties": "", "project": "",
+            "cluster_job_type": ""}
+
+
+@pytest.fixture(scope="module")
+def dsn() -> Iterator[str]:
+    with server() as url:
+        yield url
+
+
+def expanded_jdl(name: str, exec_dir: Path, params: list[str], **cluster: Any) -> str:
+    """A JDL as CiGri stored it in campaigns.jdl: expanded into every cluster, with its params."""
+    settings = {**DEFAULTS, "exec_file": f"{exec_dir}/task.sh", "exec_directory": str(exec_dir), **cluster}
+    return json.dumps({"name": name, "jobs_type": "normal", "params": params,
+                       "clusters": {OAR: settings, "luke": {**settings, "exec_directory": "$HOME"}}})
+
+
+def fill(dsn: str, exec_dir: Path, running_remote_id: str) -> str:
+    """A CiGri site's database: one campaign in each state; return the new database's DSN."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute("DROP DATABASE IF EXISTS cigri3")
+        admin.execute("CREATE DATABASE cigri3 ENCODING 'UTF8' TEMPLATE template0")
+    site = dsn.rsplit("/", 1)[0] + "/cigri3"
+    rule = ("user_lists = JSON.parse(File.read('/etc/cigri/user_lists'))\n"
+            "jdl['clusters'].each do |c, v| raise 'no' unless user_lists['normal_authorized'][c] end")
+    with psycopg.connect(site) as conn:
+        conn.execute(SCHEMA.read_text())
+        conn.execute("INSERT INTO clusters(id, name, api_url, batch) VALUES (1, %s, 'http://oar/oarapi/', 'oar2_5')",
+                     [OAR])
+        conn.execute("INSERT INTO clusters(id, name, api_url, batch, enabled) "
+                     "VALUES (2, 'luke', 'https://luke.example/oarapi/', 'oar2_5', false)")
+        campaigns = [(1, "alice", "in_treatment", "running", ["t1", "t2", "t3", "t4 x"]),
+                     (2, "alice", "paused", "paused", ["p1"]), (3, "bob", "terminated", "done", ["d1", "d2"]),
+                     (4, "bob", "cancelled", "cancelled", ["c1", "c2"])]
+        for cid, user, state, name, params in campaigns:
+            conn.execute("INSERT INTO campaigns(id, grid_user, state, type, name, submission_time, nb_jobs, jdl) "
+                         "VALUES (%s, %s, %s, 'normal', %s, now() - interval '1 hour', %s, %s)",
+                         [cid, user, state, name, len(params), expanded_jdl(name, exec_dir, params)])
+            for n, param in enumerate(params):
+                conn.execute("INSERT INTO parameters(id, campaign_id, name, param) VALUES (%s, %s, %s, %s)",
+                             [cid * 10 + n, cid, param.split()[0], param])
+        jobs = [  # id, campaign, param, state, return code, remote id, tag
+            (100, 1, 0, "terminated", 0, 9001, "prologue"), (101, 1, 10, "terminated", 0, 9002, None),
+            (102, 1, 11, "running", None, int(running_remote_id), None), (103, 1, 13, "event", 256, 9004, None),
+            (301, 3, 30, "terminated", 0, 9301, None), (302, 3, 31, "terminated", 0, 9302, None),
+            (401, 4, 40, "event", 35072, 9401, None)]
+        for jid, cid, pid, state, code, remote, tag in jobs:
+            conn.execute("INSERT INTO jobs(id, campaign_id, param_id, cluster_id, state, return_code, remote_id, tag, "
+                         "submission_time, start_time, stop_time) VALUES (%s, %s, %s, 1, %s, %s, %s, %s, "
+                         "now() - interval '50 minutes', now() - interval '40 minutes', "
+                         "CASE WHEN %s = 'running' THEN NULL ELSE now() - interval '30 minutes' END)",
+                         [jid, cid, pid, state, code, remote, tag, state])
+        for cid, pid, priority in [(1, 12, 10), (1, 13, 20), (2, 20, 10), (4, 41, 10)]:
+            conn.execute("INSERT INTO bag_of_tasks(campaign_id, param_id, priority) VALUES (%s, %s, %s)",
+                         [cid, pid, priority])
+        events = [  # class, code, state, job, cluster, campaign, message
+            ("job", "EXIT_ERROR", "closed", 103, 1, 1, "The job exited with exit status 256;"),
+            ("job", "RESUBMIT", "closed", 103, 1, 1, "Resubmit cause: exit"),
+            ("notify", "FINISHED_CAMPAIGN", "closed", None, None, 3, "Campaign 3 is finished"),
+            ("campaign", "USER_FRAG", "closed", None, None, 4, "cancelled"),
+            ("cluster", "CLUSTER_MANUALLY_DISABLED", "open", None, 2, None, "luke is down"),
+            ("job", "EXIT_ERROR", "open", 999, 1, 77, "a campaign CiGri deleted")]
+        for event in events:
+            conn.execute("INSERT INTO events(class, code, state, job_id, cluster_id, campaign_id, message, date_open) "
+                         "VALUES (%s, %s, %s, %s, %s, %s, %s, now())", list(event))
+        conn.execute("INSERT INTO user_notifications(grid_user, type, identity, severity) VALUES "
+                     "('alice', 'mail', 'alice@example.org', 'high'), ('alice', 'xmpp', 'alice@jabber.org', 'low'), "
+                     "('%%admin%%', 'mail', 'admin@example.org', '')")
+        conn.execute("INSERT INTO users_priority(grid_user, cluster_id, priority) VALUES ('alice', 1, 10)")
+        conn.execute("UPDATE admission_rules SET code = %s", [rule])
+    return site
+
+
+def dump(cigri: Cigri) -> dict[str, list[Any]]:
+    conn = sqlite3.connect(cigri.home / "cigri.db")
+    try:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {t: conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in tables if t != "_sqlite_migrations"}
+    finally:
+        conn.close()
+
+
+def test_import_a_cigri_site(cigri: Cigri, dsn: str) -> None:
+    table = tomllib.loads((clusters_dir() / "cigri.toml").read_text())["clusters"][OAR]
+    options = {k: v for k, v in table.items() if k in config.CLUSTER_KEYS["oar"]}  # what this cigri knows
+    cigri.config.write_text(cigri.config.read_text() + f"[clusters.{OAR}]\nbackend = \"oar\"\n" +
+                            "".join(f"{k} = {json.dumps(v)}\n" for k, v in options.items()))
+    exec_dir = marker_exec_dir("import", after='[ "$1" = t2 ] && sleep 20\nexit 0\n')
+    oar = open_backend(OAR, "oar", options, str(cigri.tmp))
+    try:  # the job CiGri launched for t2 and that still runs when the site moves
+        remote_id = oar.submit([JobSpec(key="v3-102", batch="v3-102", name="cigri.1", argv=(f"{exec_dir}/task.sh", "t2"),
+                                        directory=str(exec_dir), walltime_seconds=600, resources="core=1")])["v3-102"]
+        wait_for(lambda: oar.poll([remote_id])[remote_id].state == RemoteState.RUNNING, 60, "t2 running on OAR")
+    finally:
+        oar.close()
+    site = fill(dsn, exec_dir, remote_id)
+
+    result = cigri.run("cigri", "import-v3", "--dsn", site, "--json")
+    report = json.loads(result.stdout)
+    assert {k: report[k] for k in ("clusters_added", "campaigns", "tasks", "jobs", "adopted", "events",
+                                   "subscriptions", "skipped_campaigns")} == {
+        "clusters_added": ["luke"], "campaigns": 4, "tasks": 9, "jobs": 7, "adopted": 1, "events": 5,
+        "subscriptions": 2, "skipped_campaigns": 0}
+    assert report["notes"] == [
+        "cluster luke was disabled in CiGri: it stays blacklisted here",
+        "subscription of alice by xmpp to alice@jabber.org not imported: cigri sends mail and webhooks (gridnotify)",
+        f"users_priority: put [users.alice.affinity] {OAR} = 10 in cigri.toml",
+        'admission rule 1 reads /etc/cigri/user_lists: put [admission] user_lists = "/etc/cigri/user_lists" in '
+        "cigri.toml"]
+    before = dump(cigri)
+    again = cigri.run("cigri", "import-v3", "--dsn", site)
+    assert re.match(r"imported: 0 campaign\(s\), 0 task\(s\), 0 job\(s\) \(0 running or waiting, now followed\), "
+                    r"0 event\(s\), 0 subscription\(s\); 4 campaign\(s\) already imported\n", again.stdout)
+    assert dump(cigri) == before
+
+    ids = {row[1]: row[0] for row in before["campaigns"]}
+    states = {name: cigri.stat(cid)["state"] for name, cid in ids.items()}
+    assert states == {"running": "in_treatment", "paused": "paused", "done": "terminated", "cancelled": "cancelled"}
+    cancelled = cigri.stat(ids["cancelled"])["tasks"]
+    assert (cancelled["failed"], cancelled["cancelled"]) == (1, 1)
+    assert _codes(cigri, ids["running"]) == {"EXIT_ERROR", "RESUBMIT"}
+    clusters = {c["name"]: c for c in cigri.json("gridclusters")}
+    assert clusters["luke"]["blacklisted"] and not clusters[OAR]["blacklisted"]
+    tasks = {t["name"]: t for t in cigri.tasks(ids["running"])}
+    assert {n: t["state"] for n, t in tasks.items()} == {"t1": "terminated", "t2": "running", "t3": "pending",
+                                                        "t4": "pending"}
+
+    summary = cigri.drain(ids["running"], timeout=240)
+    assert summary["state"] == "terminated" and summary["tasks"]["terminated"] == 4
+    assert runs_per_task(exec_dir) == {"t2": 1, "t3": 1, "t4": 1}  # t2 adopted, never run again; t1 was done
+    subscriptions = sqlite3.connect(cigri.home / "cigri.db").execute(
+        "SELECT user, kind, target, severity FROM subscriptions ORDER BY user").fetchall()
+    assert subscriptions == [("alice", "mail", "alice@example.org", "high"),
+                             ("root", "mail", "admin@example.org", "medium")]
+
+
+def _codes(cigri: Cigri, campaign_id: int) -> set[str]:
+    conn = sqlite3.connect(cigri.home / "cigri.db")
+    try:
+        return {r[0] for r in conn.execute("SELECT code FROM events WHERE campaign_id = ?", [campaign_id])}
+    finally:
+        conn.close()
+
+
+def test_a_database_that_is_not_cigris_is_one_line(cigri: Cigri, dsn: str) -> None:
+    result = cigri.run("cigri", "import-v3", "--dsn", dsn, expect=2)
+    assert result.stderr.startswith("cigri: --dsn: ") and len(result.stderr.splitlines()) == 1
+    assert result.stderr == 'cigri: --dsn: not a CiGri v3 database: relation "clusters" does not exist\n'
+    unreachable = cigri.run("cigri", "import-v3", "--dsn", "postgresql://cigri@127.0.0.1:1/x", expect=2)
+    assert unreachable.stderr.startswith("cigri: --dsn: ") and len(unreachable.stderr.splitlines()) == 1
