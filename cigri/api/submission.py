@@ -101,8 +101,8 @@ def submit_all(grid: Grid, jdls: Sequence[JDLText], *, user: str, strict: bool =
 
 def extend(grid: Grid, campaign_id: int, lines: Lines, *, user: str, strict: bool = False) -> Submitted:
     """Add parameter lines to one of ``user``'s campaigns (``gridsub -c N -F FILE``): lines, or
-    CiGri's JSON array of strings (with a warning; ``strict`` reads lines only). An ended
-    campaign is in treatment again."""
+    CiGri's JSON array of strings (with a warning; ``strict`` refuses it). An ended campaign is
+    in treatment again."""
     _extensible(grid, grid.db.conn, campaign_id, user)  # before reading anything: a wrong id is told at once
     source, warnings = _parameters(lines, strict)
     with _stage(grid) as stage:
@@ -128,7 +128,7 @@ def _parameters(lines: Lines, strict: bool) -> tuple[ParamSource, tuple[str, ...
     bytes tell; an array is read whole, as JSON must be)."""
     head = lines.stream.read(JSON_SNIFF)
     stream = _Prefixed(head, lines.stream)
-    if strict or head.removeprefix(compat.BOM).lstrip()[:1] != b"[":
+    if head.removeprefix(compat.BOM).lstrip()[:1] != b"[":
         return ParamSource(file=Path(lines.name), stream=stream), ()
     array = compat.parameters_file(stream.read().decode("utf-8-sig", errors="replace"))
     if array is None:

@@ -133,7 +133,39 @@ def create_app(config: Config) -> FastAPI:
         return upload_limit if uploads else limits.request_body_bytes
 
     app.add_middleware(BodyLimit, limit_of=body_limit)
+    app.openapi = lambda: _contract(app)  # type: ignore[method-assign]
     return app
+
+
+ERROR_SCHEMA = {"type": "object", "required": ["error", "field"],
+                "properties": {"error": {"type": "string", "description": "One line saying what went wrong."},
+                               "field": {"anyOf": [{"type": "string"}, {"type": "null"}],
+                                         "description": "The input it is about, when there is one."}}}
+ERROR_STATUSES = {"400": "Bad input (the field is named)", "401": "Not authenticated",
+                  "403": "Not allowed (an admin's operation)", "404": "No such object, or not the caller's",
+                  "409": "Not in a state that allows it", "413": "Too large", "429": "Over a per-user limit",
+                  "503": "The server cannot serve it now"}
+
+
+def _contract(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's OpenAPI document with cigri's errors as they are: one ``Error`` object for
+    every failure status (FastAPI would document its own 422, which cigri answers as 400)."""
+    if app.openapi_schema is None:
+        from fastapi.openapi.utils import get_openapi
+
+        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for name in ("HTTPValidationError", "ValidationError"):
+            components.pop(name, None)
+        components["Error"] = ERROR_SCHEMA
+        error = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+        for operations in schema["paths"].values():
+            for operation in operations.values():
+                operation["responses"].pop("422", None)
+                operation["responses"].update({status: {"description": words, **error}
+                                               for status, words in ERROR_STATUSES.items()})
+        app.openapi_schema = schema
+    return app.openapi_schema
 
 
 def error_response(error: CigriError) -> JSONResponse:

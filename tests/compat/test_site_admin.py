@@ -91,7 +91,7 @@ def test_caps_on_tasks_and_walltime(tmp_path: Path) -> None:
     params = tmp_path / "more.txt"
     params.write_text("x\n")
     with pytest.raises(Refused, match="4 tasks"):  # adding tasks counts the campaign's total
-        api.extend(grid, campaign_id, params, user=USER)
+        api.extend(grid, campaign_id, api.Lines(params.open("rb"), str(params)), user=USER)
     assert grid.db.execute("SELECT count(*), sum(nb_tasks) FROM campaigns").fetchone() == (1, 3)
 
 
@@ -127,7 +127,7 @@ def test_purge_deletes_ended_campaigns_with_their_tasks_jobs_and_events(cigri: C
     try:
         with pytest.raises(Refused, match="only an ended campaign"):  # all or none
             api.purge(grid, [ended, running], user=USER)
-        with pytest.raises(Refused, match="belongs to"):
+        with pytest.raises(NotFound, match=f"campaign {ended}: no such campaign"):  # another's: as none
             api.purge(grid, [ended], user="somebody-else")
         assert count(cigri, ended, "jobs") == 3 and count(cigri, ended, "events") >= 1
         assert api.purge(grid, [ended], user=USER) == [ended]

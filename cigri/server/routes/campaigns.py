@@ -112,7 +112,7 @@ def cancel(campaign_id: int, session: Session = Depends(session)) -> dict[str, A
 @router.post("/campaigns/{campaign_id}/tasks", status_code=201, summary="Add parameters to a campaign")
 async def extend(campaign_id: int, request: Request, caller: Caller = Depends(authenticated),
                  name: str = Query("PARAMS", description="What errors call the lines (the file's name)."),
-                 strict: bool = Query(False, description="Read lines only, never CiGri's JSON array.")
+                 strict: bool = Query(False, description="Refuse CiGri's JSON array instead of warning.")
                  ) -> dict[str, Any]:
     """The body is parameter lines (``gridsub -c N -F FILE``): read whole into a private spool
     first, so the database is untouched until the upload is complete."""
