@@ -1,8 +1,10 @@
 """``cigri doctor``: what is wrong with this installation, checked without changing anything.
 
 Configuration (it loads), database (it opens, ``PRAGMA integrity_check``, no pending
-migration), permissions (the database, its directory, the spool, and every file holding a
-secret are private to their owner), and each cluster (it answers a capacity request within
+migration), permissions (the database, its directory, the spool, the logs and every file
+holding a secret are private to their owner; a directory may let others through, not read or
+write it), the server's layout (its socket reachable by every local user and answering, TLS
+for a TCP port that is not loopback), and each cluster (it answers a capacity request within
 its ``timeout``). Each check is one :class:`Check`; the command exits 1 if any failed.
 """
 
@@ -43,6 +45,7 @@ def diagnose(overrides: dict[str, object] | None = None) -> list[Check]:
         return [Check("configuration", False, str(error))]
     checks = [Check("configuration", True, f"{len(config.clusters)} cluster(s), home {config.home}")]
     checks += _permissions(config)
+    checks += _server(config)
     db_check, clusters = _database(config.database_path)
     checks.append(db_check)
     spool = str(config.spool_path)
@@ -62,7 +65,8 @@ def _private(path: Path, what: str, directory: bool) -> Check | None:
     except OSError as error:
         return Check(f"permissions: {what}", False, f"{path}: {error.strerror}")
     wanted = 0o700 if directory else 0o600
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+    others = (stat.S_IRWXG | stat.S_IRWXO) & ~(stat.S_IXGRP | stat.S_IXOTH if directory else 0)
+    if mode & others:  # a directory may let others through (the server's socket is in its home)
         return Check(f"permissions: {what}", False,
                      f"{path} is {stat.S_IMODE(mode):04o}; run chmod {wanted:04o} {path}")
     return Check(f"permissions: {what}", True, f"{path} is {stat.S_IMODE(mode):04o}")
@@ -70,12 +74,58 @@ def _private(path: Path, what: str, directory: bool) -> Check | None:
 
 def _permissions(config: configuration.Config) -> list[Check]:
     paths = [(config.database_path, "database", False), (config.database_path.parent, "database directory", True),
-             (config.spool_path, "spool", True)]
+             (config.spool_path, "spool", True), (config.log_path, "logs", True),
+             (config.log_path / "cigri.log", "log file", False)]
+    if config.server.tls_key:
+        paths.append((Path(config.server.tls_key), "server.tls_key", False))
     for cluster in config.clusters:
         for key in SECRET_KEYS:
             if key in cluster.options:
                 paths.append((Path(str(cluster.options[key])), f"clusters.{cluster.name}.{key}", False))
     return [check for path, what, directory in paths if (check := _private(path, what, directory)) is not None]
+
+
+def _server(config: configuration.Config) -> list[Check]:
+    """The server's layout, when it has one: a socket every local user can reach (who they
+    are is the kernel's answer), that answers; TLS for a TCP port off loopback."""
+    checks = []
+    path = Path(config.server.socket)
+    if path.exists():
+        mode = path.stat().st_mode
+        if not stat.S_ISSOCK(mode):
+            checks.append(Check("server: socket", False, f"{path} is not a socket"))
+        elif stat.S_IMODE(mode) & 0o006 != 0o006 or not path.parent.stat().st_mode & stat.S_IXOTH:
+            checks.append(Check("server: socket", False, f"{path}: users cannot reach it (the socket must be 0666 "
+                                                         f"and its directory o+x); restart cigri server"))
+        else:
+            checks.append(Check("server: socket", *_answers(path)))
+    if config.server.listen:
+        host, port = configuration.parse_listen(config.server.listen)
+        loopback = host in ("localhost", "127.0.0.1", "::1")
+        if not config.server.tls_cert and not loopback:
+            checks.append(Check("server: listen", False, f"{config.server.listen} without server.tls_cert: tokens "
+                                                         "are refused there (they would travel in clear)"))
+        else:
+            missing = [f for f in (config.server.tls_cert, config.server.tls_key) if f and not Path(f).is_file()]
+            checks.append(Check("server: listen", not missing,
+                                f"{config.server.listen} ({'https' if config.server.tls_cert else 'http, loopback'})"
+                                + (f": no such file {missing[0]}" if missing else "")))
+    return checks
+
+
+def _answers(path: Path) -> tuple[bool, str]:
+    """Whether the server behind ``path`` answers /healthz, and what it says."""
+    import httpx
+
+    try:
+        with httpx.Client(transport=httpx.HTTPTransport(uds=str(path)), timeout=10) as client:
+            health = client.get("http://cigri/healthz").json()
+    except (httpx.HTTPError, ValueError) as error:
+        return False, f"{path}: the server does not answer ({' '.join(str(error).split()) or type(error).__name__})"
+    cycles = health.get("cycles", {})
+    detail = f"{path}: answers, database {health.get('database')}, cycles " + (
+        "ok" if cycles.get("ok") else f"failing ({cycles.get('last_error')})")
+    return bool(health.get("ok")), detail
 
 
 def _database(path: Path) -> tuple[Check, dict[str, tuple[str, dict[str, object], bool]]]:

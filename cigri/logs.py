@@ -86,6 +86,7 @@ def log_to_file(path: Path, settings: configuration.Settings) -> None:
     for handler in root.handlers:
         handler.setLevel(max(handler.level, root.level))
     level = logging.getLevelName(settings.log_level.upper())
+    path.touch(mode=0o600, exist_ok=True)  # private from its first line, whatever the umask
     file_handler = logging.FileHandler(path)
     file_handler.setFormatter(_formatter(settings.log_format, tracebacks=True))
     file_handler.setLevel(level)

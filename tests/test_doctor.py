@@ -89,3 +89,13 @@ def _dump(database: Path) -> list[str]:
         return list(conn.iterdump())
     finally:
         conn.close()
+
+
+def test_a_tcp_port_off_loopback_without_tls_is_named(cigri: Cigri) -> None:
+    """Tokens are refused over plain HTTP off loopback: such a listen is a configuration to fix."""
+    cigri.run("cigri", "db", "init")
+    cigri.config.write_text(cigri.config.read_text() + '[server]\nlisten = "192.0.2.1:8443"\n')
+    result = cigri.run("cigri", "doctor", "--json", expect=1)
+    checks = {c["what"]: c for c in json.loads(result.stdout)}
+    assert checks["server: listen"] == {"what": "server: listen", "ok": False, "detail": (
+        "192.0.2.1:8443 without server.tls_cert: tokens are refused there (they would travel in clear)")}

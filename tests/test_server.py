@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from service import Site
-from unix_users import SERVICE
+from unix_users import SERVICE, run_as
 
 pytestmark = pytest.mark.slow
 
@@ -233,3 +233,21 @@ def test_healthz_and_the_contract(site: Site) -> None:
     [(_, contract, _)] = site.http(u1, [("GET", "/openapi.json", {})])
     committed = json.loads((Path(__file__).parents[1] / "docs" / "openapi.json").read_text())
     assert contract == committed, "the API changed: if on purpose, python -m cigri.server.contract > docs/openapi.json"
+
+
+def test_doctor_checks_the_servers_layout(site: Site) -> None:
+    """Run as the service account on the server's host: the socket reachable by users and
+    answering, every file private, a home that lets users through but not in."""
+    result = run_as(SERVICE, [str(site.bin / "cigri"), "doctor", "--json"], env=site.server_env())
+    checks = {c["what"]: c for c in json.loads(result.stdout)}
+    assert result.returncode == 0, result.stdout
+    assert checks["server: socket"]["ok"] and "answers, database ok, cycles ok" in checks["server: socket"]["detail"]
+    assert checks["server: listen"]["detail"] == f"127.0.0.1:{site.port} (http, loopback)"
+    assert checks["permissions: database directory"]["detail"].endswith("is 0711")
+    site.socket.chmod(0o600)  # as if a careless restart had made it the service's alone
+    try:
+        broken = run_as(SERVICE, [str(site.bin / "cigri"), "doctor", "--json"], env=site.server_env())
+        assert broken.returncode == 1
+        assert "users cannot reach it" in {c["what"]: c for c in json.loads(broken.stdout)}["server: socket"]["detail"]
+    finally:
+        site.socket.chmod(0o666)
