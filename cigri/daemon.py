@@ -13,10 +13,11 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from cigri.cycle import lock_path, run_logged
 from cigri.errors import Busy
@@ -41,6 +42,13 @@ def daemon_running(grid: Grid) -> bool:
             return True
         fcntl.flock(handle, fcntl.LOCK_UN)
         return False
+
+
+class Stop(Protocol):
+    """What stops a loop: a threading or a multiprocessing Event."""
+
+    def is_set(self) -> bool: ...
+    def wait(self, timeout: float | None = None) -> bool: ...
 
 
 @dataclass
@@ -77,15 +85,16 @@ def daemon_lock(grid: Grid) -> Iterator[None]:
         yield
 
 
-def cycle_loop(grid: Grid, stop: threading.Event, max_cycles: int | None = None,
-               status: LoopStatus | None = None) -> int:
+def cycle_loop(grid: Grid, stop: Stop, max_cycles: int | None = None,
+               report: Callable[[LoopStatus], None] = lambda status: None) -> int:
     """Run cycles ``cigri.cycle_period`` apart until ``stop`` is set (or ``max_cycles``); a
-    failed cycle is logged (by :func:`run_logged`) and the next one starts clean. Return how
-    many cycles ran."""
-    status = status or LoopStatus()
+    failed cycle is logged (by :func:`run_logged`) and the next one starts clean. ``report``
+    sees the status as each cycle starts and ends. Return how many cycles ran."""
+    status = LoopStatus()
     cycles = 0
     while not stop.is_set() and (max_cycles is None or cycles < max_cycles):
         status.started_at = time.time()
+        report(status)
         try:
             run_logged(grid)
             status.failures_in_a_row, status.last_error = 0, None
@@ -95,6 +104,7 @@ def cycle_loop(grid: Grid, stop: threading.Event, max_cycles: int | None = None,
             status.failures_in_a_row += 1
             status.last_error = f"{type(error).__name__}: {' '.join(str(error).split())}"
         status.ended_at = time.time()
+        report(status)
         cycles += 1
         stop.wait(grid.config.settings.cycle_period)
     return cycles

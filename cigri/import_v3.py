@@ -70,7 +70,7 @@ def import_v3(grid: Grid, dsn: str, *, user: str) -> Report:
     except psycopg.Error as error:
         raise InputError(f"--dsn: {' '.join(str(error).split())}") from None
     report = Report()
-    clusters = _clusters(grid, v3["clusters"], report)
+    clusters = _clusters(grid, v3["clusters"], report, user)
     with database.write(grid.db) as conn:
         done = {(kind, v3_id) for kind, v3_id in conn.execute("SELECT kind, v3_id FROM v3_imports")}
         for campaign in v3["campaigns"]:
@@ -111,7 +111,7 @@ def _read(source: Any) -> dict[str, list[dict[str, Any]]]:
         return result
 
 
-def _clusters(grid: Grid, rows: list[dict[str, Any]], report: Report) -> dict[int, int]:
+def _clusters(grid: Grid, rows: list[dict[str, Any]], report: Report, user: str) -> dict[int, int]:
     """CiGri's cluster ids as cigri's; a cluster cigri lacks is added, blacklisted."""
     from cigri.api.clusters import add_cluster, set_blacklist
 
@@ -121,9 +121,9 @@ def _clusters(grid: Grid, rows: list[dict[str, Any]], report: Report) -> dict[in
             continue
         add_cluster(grid, row["name"], "oar", {"transport": "rest", "base_url": row["api_url"], "user": "cigri",
                                                "properties": row["properties"] or "",
-                                               "api_chunk_size": row["api_chunk_size"] or 100})
+                                               "api_chunk_size": row["api_chunk_size"] or 100}, user=user)
         set_blacklist(grid, row["name"], "imported from CiGri v3: set its options (user, password_file...) "
-                                         "with cigri cluster add, then unblacklist it")
+                                         "with cigri cluster add, then unblacklist it", user=user)
         report.clusters_added.append(row["name"])
         if not row["enabled"]:
             report.notes.append(f"cluster {row['name']} was disabled in CiGri: it stays blacklisted here")

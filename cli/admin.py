@@ -356,7 +356,7 @@ def cluster_blacklist(name: str, reason: str = typer.Option("blacklisted by an a
 @common.errors_to_exit
 def cluster_cancel_campaigns(name: str, as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
     """Cancel every running campaign that may use a cluster; their jobs are killed everywhere."""
-    ids = api.cancel_cluster_campaigns(_grid(), name, user=api.current_user())
+    ids = api.cancel_cluster_campaigns(_grid("cluster cancel-campaigns"), name, user=api.current_user())
     common.print_json({"cancelled": ids}) if as_json else print(f"{len(ids)} campaign(s) cancelled: "
                                                                  f"{' '.join(map(str, ids)) or '-'}")
 
@@ -370,7 +370,7 @@ def purge(campaigns: list[int] = typer.Argument(None, metavar="[CAMPAIGN]...", h
     """Delete ended campaigns with their tasks, jobs and events (all or none)."""
     if bool(campaigns) == (ended_days is not None):
         raise InputError("give campaign numbers or --ended-days, not both")
-    grid, user = _grid(), api.current_user()
+    grid, user = _grid("purge"), api.current_user()
     if ended_days is not None:
         if not 0 <= ended_days < float("inf"):
             raise InputError("--ended-days: must be >= 0 and finite")
@@ -386,7 +386,7 @@ def purge(campaigns: list[int] = typer.Argument(None, metavar="[CAMPAIGN]...", h
 def import_v3(dsn: str = typer.Option(..., "--dsn", metavar="URL", help="The CiGri v3 database: postgresql://user:password@host:port/name."),
               as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
     """Bring a CiGri v3 database's clusters, campaigns, tasks, jobs, events and subscriptions into cigri; running campaigns continue (their jobs adopted); a second run changes nothing."""
-    report = api.import_v3(_grid(), dsn, user=api.current_user())
+    report = api.import_v3(_grid("import-v3"), dsn, user=api.current_user())
     if as_json:
         return common.print_json(report.__dict__)
     print(f"imported: {report.campaigns} campaign(s), {report.tasks} task(s), {report.jobs} job(s) "

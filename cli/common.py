@@ -15,18 +15,20 @@ import sqlite3
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from typer.exceptions import TyperException
 
+if TYPE_CHECKING:
+    from cigri.grid import Grid
+
 from cigri import config as configuration
 from cigri import logs
 from cigri.client import Client, connect
 from cigri.errors import CigriError, InputError
-from cigri.grid import Grid, open_grid
 
 F = TypeVar("F", bound=Callable[..., Any])
 stdout = Console(highlight=False)
@@ -41,6 +43,8 @@ def fancy() -> bool:
 def grid(overrides: dict[str, Any] | None = None) -> Grid:
     """The grid itself, for the commands that are the grid's own operations (cycles, the
     daemon, the server, the database): never through a server."""
+    from cigri.grid import open_grid  # here: a client never opens the grid (its imports are heavy)
+
     config = configuration.load(overrides)
     logs.use_log_format(config.settings.log_format)
     return open_grid(config)

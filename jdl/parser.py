@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from cigri.backends import remote_home
-from cigri.backends.slurm.batch import shape
 from cigri.errors import InputError, SubmissionRefused, shown
 from cigri.jdl import compat
 from cigri.jdl.memory import parse_memory
@@ -256,6 +255,8 @@ def _resources_problems(cluster: str, backend: str | None, resources: str) -> li
                 return [f"{where}: {shown(level)} is not a resource level (name=N with N >= 1, ALL or BEST; "
                         "e.g. core=1 or /nodes=2/core=4; the walltime goes in walltime)"]
     if backend == "slurm":
+        from cigri.backends.slurm.batch import shape  # the Slurm dialect's own check (its import is heavy)
+
         try:
             shape(resources)
         except SubmissionRefused as error:

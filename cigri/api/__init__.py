@@ -8,18 +8,37 @@ environment to learn who is calling.
 from __future__ import annotations
 
 from cigri.api.admin import cancel_cluster_campaigns, mark_job_event, purge, purge_ended
-from cigri.api.campaigns import (CAMPAIGN_STATES, TASK_COUNT_KEYS, campaign_detail, campaign_jdl, campaign_summary,
-                                 campaign_tasks, cancel, list_campaigns, pause, resume)
-from cigri.api.clusters import (add_cluster, cluster_table, grid_usage, list_clusters, remove_cluster, set_blacklist,
-                                test_cluster, usage)
+from cigri.api.campaigns import (
+    CAMPAIGN_STATES,
+    TASK_COUNT_KEYS,
+    campaign_detail,
+    campaign_jdl,
+    campaign_summary,
+    campaign_tasks,
+    cancel,
+    list_campaigns,
+    pause,
+    resume,
+)
+from cigri.api.clusters import (
+    add_cluster,
+    cluster_table,
+    grid_usage,
+    list_clusters,
+    remove_cluster,
+    set_blacklist,
+    test_cluster,
+    usage,
+)
 from cigri.api.events import event, fix_events, list_events
 from cigri.api.jobs import STREAMS, campaign_jobs, cancel_job, job_info, job_output
 from cigri.api.notifications import NOTIFY_KINDS, list_subscriptions, shown_target, subscribe, unsubscribe
 from cigri.api.shares import current_shares, explain, list_classes, list_users, read_scenario, shares_of_scenario
 from cigri.api.staging import INSERT_CHUNK
-from cigri.api.submission import JDLText, Lines, Submitted, extend, local_jdl, submit, submit_all
+from cigri.api.submission import extend, submit, submit_all
 from cigri.api.tokens import create_token, list_tokens, revoke_token, token_user
 from cigri.import_v3 import import_v3
+from cigri.uploads import JDLText, Lines, Submitted, local_jdl
 from cigri.users import acting_user
 
 __all__ = ["CAMPAIGN_STATES", "INSERT_CHUNK", "NOTIFY_KINDS", "STREAMS", "TASK_COUNT_KEYS", "JDLText", "Lines",

@@ -14,9 +14,9 @@ import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any, BinaryIO
 
 from cigri import admission, bag
 from cigri import db as database
@@ -26,49 +26,9 @@ from cigri.errors import InputError, LimitExceeded, Refused
 from cigri.grid import Grid
 from cigri.jdl import compat, parse_jdl
 from cigri.jdl.params import describe
-from cigri.jdl.parser import CampaignSpec, ParamSource, cluster_keys, param_file_path
+from cigri.jdl.parser import CampaignSpec, ParamSource, cluster_keys
 from cigri.states import CAMPAIGN_ACTIVE, CampaignState, TaskState, sql_in
-
-
-@dataclass(frozen=True)
-class Lines:
-    """Parameter lines on their way in (a file opened by the submitting process, stdin, an
-    upload), with the name errors give them (``params.txt:12: ...``)."""
-
-    stream: BinaryIO
-    name: str
-
-
-class Submitted(NamedTuple):
-    """A campaign created or extended: its id, the tasks added, and the warning lines of the
-    CiGri forms its JDL or parameter file used (:mod:`cigri.jdl.compat`), for the caller to show."""
-
-    campaign_id: int
-    tasks: int
-    warnings: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class JDLText:
-    """A JDL as read, with the name its errors give it (``source``), the directory a relative
-    ``param_file`` is named against, and that file's lines (``params``) when it names one."""
-
-    text: str
-    base_dir: Path
-    source: str = "JDL"
-    params: Lines | None = None
-
-
-def local_jdl(text: str, *, base_dir: Path, user: str, source: str = "JDL") -> JDLText:
-    """A JDL read by the submitting user's own process, its ``param_file`` opened here (in
-    that process, with that user's rights); a file that cannot be opened is one line."""
-    path = param_file_path(text, base_dir=base_dir, user=user)
-    if path is None:
-        return JDLText(text, base_dir, source)
-    try:
-        return JDLText(text, base_dir, source, Lines(path.open("rb"), str(path)))
-    except OSError as error:
-        raise InputError(f"param_file {path}: {error.strerror}", field="param_file") from None
+from cigri.uploads import JDLText, Lines, Submitted, local_jdl
 
 
 def submit(grid: Grid, jdl_text: str, *, base_dir: Path, user: str, source: str = "JDL") -> tuple[int, int]:
@@ -127,7 +87,7 @@ def _parameters(lines: Lines, strict: bool) -> tuple[ParamSource, tuple[str, ...
     """The parameters of ``gridsub -F``: lines, streamed, or CiGri's JSON array (its first
     bytes tell; an array is read whole, as JSON must be)."""
     head = lines.stream.read(JSON_SNIFF)
-    stream = _Prefixed(head, lines.stream)
+    stream = io.BufferedReader(_Prefixed(head, lines.stream))
     if head.removeprefix(compat.BOM).lstrip()[:1] != b"[":
         return ParamSource(file=Path(lines.name), stream=stream), ()
     array = compat.parameters_file(stream.read().decode("utf-8-sig", errors="replace"))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import platformdirs
 
-from cigri.api.submission import JDLText, Lines, Submitted
+from cigri.uploads import JDLText, Lines, Submitted
 from cigri.config import Config
 from cigri.errors import InputError
 

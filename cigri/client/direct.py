@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cigri import api
-from cigri.api.submission import JDLText, Lines, Submitted
+from cigri.uploads import JDLText, Lines, Submitted
 from cigri.config import Config
 from cigri.errors import CigriError
 from cigri.grid import Grid, open_grid

@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 
 import httpx
 
-from cigri.api.submission import JDLText, Lines, Submitted
+from cigri.uploads import JDLText, Lines, Submitted
 from cigri.errors import (BackendError, CigriError, Forbidden, InputError, LimitExceeded, NotFound, Refused, TooLarge,
                           Unauthenticated, Unavailable)
 
