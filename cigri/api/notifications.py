@@ -10,6 +10,7 @@ from cigri.api.access import storable
 from cigri.errors import InputError, NotFound, Refused
 from cigri.events import Severity
 from cigri.grid import Grid
+from cigri.notify import targets
 from cigri.users import is_admin, require_admin
 
 NOTIFY_KINDS = ("mail", "webhook")
@@ -33,6 +34,11 @@ def subscribe(grid: Grid, *, user: str, kind: str, target: str, severity: str) -
             url = None
         if url is None or url.scheme not in ("http", "https") or not url.host:
             raise InputError("webhook URL: expected http://HOST/... or https://HOST/...")
+        try:
+            addresses = targets.resolve(url)
+        except (OSError, UnicodeError):  # not resolvable now: every delivery checks it again
+            addresses = []
+        targets.check(addresses, grid.config.notify.webhook_allow)
     else:
         raise InputError(f"kind: expected one of {', '.join(NOTIFY_KINDS)}, got {kind!r}")
     if kind == "mail" and not grid.config.notify.smtp_host:  # what the notifier needs to send a mail
