@@ -4,6 +4,7 @@ grouping, severity filter, retries with backoff, crash safety, and a notifier th
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import socket
@@ -23,6 +24,7 @@ from harness import Cigri
 from test_events import campaign, make_grid
 
 from cigri import api, notify
+from cigri.cli.common import JSONFormatter, TextFormatter
 from cigri import db as database
 from cigri.cycle import run_cycle
 from cigri.errors import InputError, Refused
@@ -273,3 +275,36 @@ def test_failed_notifications_go_to_the_log_not_to_the_terminal_driving_the_cycl
     cycled = cigri.run("cigri", "cycle")  # tries the message again
     assert "notification" not in waited.stderr + cycled.stderr
     assert "notification 1 (webhook, try 2/8) failed: ConnectError" in (cigri.home / "log" / "cigri.log").read_text()
+
+
+def test_no_url_credential_or_query_string_reaches_a_log_line(cigri: Cigri, hook: str) -> None:
+    """httpx logs each request's URL at INFO, cigri.log's default level: a webhook's password and
+    token were written there. A real delivery and a failed one, with the log file and ``-v``."""
+    with cigri.config.open("a") as conf:
+        conf.write(f"[notify]\nretry_delay = 0.0\n{ALLOW_LOOPBACK}")
+    for target in (hook.replace("http://", "http://bot:secret@") + "?token=secret",
+                   f"http://bot:secret@127.0.0.1:{free_port()}/closed?token=secret"):
+        cigri.run("gridnotify", "subscribe", "--webhook", target, "-s", "low")
+    waited = cigri.run("gridsub", "-f", str(cigri.jdl("told", exec_file="/bin/true", params=["a"])),
+                       "--wait", "--period", "0.05")
+    cycled = cigri.run("cigri", "-v", "cycle")  # the failed one again, logged on stderr too
+    assert len(Hook.bodies) == 1 and Hook.bodies[0]["events"][0]["code"] == "CAMPAIGN_FINISHED"
+    log = (cigri.home / "log" / "cigri.log").read_text()
+    assert "notification 2 (webhook, try 2/8) failed: ConnectError" in log
+    for text in (log, waited.stderr, cycled.stderr):
+        assert "secret" not in text
+
+
+@pytest.mark.parametrize("formatter", [TextFormatter(True), TextFormatter(False), JSONFormatter(True)],
+                         ids=["text", "text-brief", "json"])
+def test_every_log_line_masks_url_credentials_and_query_strings(formatter: logging.Formatter) -> None:
+    """Whatever logs a URL (a library, an error quoting one), at any level."""
+    try:
+        raise ValueError("cannot reach https://bot:p@ss@hooks.example.org/T0/B0?token=s3cret&x=1 now")
+    except ValueError:
+        failure = sys.exc_info()
+    record = logging.LogRecord("httpx", logging.DEBUG, __file__, 1, "HTTP Request: POST %s",
+                               ("http://u:s3cret@10.0.0.1:8080/x?token=s3cret",), failure)
+    line = formatter.format(record)
+    assert "s3cret" not in line and "p@ss" not in line
+    assert "http://***@10.0.0.1:8080/x?***" in line and "https://***@hooks.example.org/T0/B0?***" in line
