@@ -70,7 +70,7 @@ def _campaign(grid, campaign_id: int, as_json: bool) -> None:
     if as_json:
         return common.print_json(detail)
     t = detail["tasks"]
-    print(f"Campaign {detail['id']}: {detail['name']} ({detail['user']}), {detail['state']}, "
+    print(f"Campaign {detail['id']}: {common.printable(detail['name'])} ({detail['user']}), {detail['state']}, "
           f"submitted {common.when(detail['submitted_at'])}")
     common.print_table("Tasks", list(t), [list(t.values())])
     print(f"Progress: {detail['progress']}%   duration: {common.duration(detail['average_duration'])} "

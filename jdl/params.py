@@ -15,7 +15,7 @@ from itertools import islice
 from typing import BinaryIO
 
 from cigri.errors import InputError
-from cigri.jdl.parser import ParamSource
+from cigri.jdl.parser import ParamSource, control_character
 
 MAX_LINE_BYTES = 65_536
 _QUOTING = frozenset("'\"\\")
@@ -55,6 +55,10 @@ def _name(line: str, source: ParamSource, position: int) -> str:
         raise InputError(f"{describe(source, position)}: {error}") from None
     if not words or not words[0]:
         raise InputError(f"{describe(source, position)}: no task name")
+    control = control_character(words[0])
+    if control is not None:  # quoted, it would reach gridstat -f and gridevents raw
+        raise InputError(f"{describe(source, position)}: the task name contains the control character "
+                         f"U+{ord(control):04X}; a name is one line of text")
     return words[0]
 
 
