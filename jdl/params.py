@@ -62,6 +62,19 @@ def _name(line: str, source: ParamSource, position: int) -> str:
     return words[0]
 
 
+def _check_inline(raw: str, source: ParamSource, index: int) -> None:
+    """What reading a file checks of each line, for a string of ``params``: one line, of
+    UTF-8, at most :data:`MAX_LINE_BYTES` bytes with its newline."""
+    if "\n" in raw:
+        raise InputError(f"{describe(source, index)}: holds a line break; give one parameter line per string")
+    try:
+        size = len(raw.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate, which JSON's \ud800 gives
+        raise InputError(f"{describe(source, index)}: not valid UTF-8") from None
+    if size >= MAX_LINE_BYTES:
+        raise InputError(f"{describe(source, index)}: line longer than {MAX_LINE_BYTES} bytes")
+
+
 def iter_params(source: ParamSource) -> Iterator[tuple[int, str, str]]:
     """Yield ``(position, name, line)`` per parameter; :func:`describe` names a position."""
     if source.count is not None:
@@ -69,6 +82,7 @@ def iter_params(source: ParamSource) -> Iterator[tuple[int, str, str]]:
             yield index, str(index), str(index)
     elif source.inline is not None:
         for index, raw in enumerate(source.inline):
+            _check_inline(raw, source, index)
             line = raw.strip()
             if line and line[0] != "#":
                 yield index, _name(line, source, index), line
