@@ -237,6 +237,27 @@ def test_subscriptions_check_their_input_and_belong_to_their_user(grid: Grid) ->
     assert api.list_subscriptions(grid, user="alice") == []
 
 
+@pytest.mark.parametrize("target", ["a@x.org,victim@y.org", "a@x.org, victim", "a@x.org;victim@y.org",
+                                    "a@x.org victim@y.org", "<a@x.org>", "Alice <a@x.org>", '"a,b"@x.org',
+                                    "a(comment)@x.org", "a@x.org\tb@y.org", "a@@x.org", "a@x..org", "@x.org",
+                                    "a@", "a.@x.org", "a@[127.0.0.1]", "a@x.org:b"])
+def test_a_mail_subscription_is_one_address(grid: Grid, target: str) -> None:
+    """``--mail "a@x.org,victim"`` made the mail go to a second recipient."""
+    with pytest.raises(InputError, match=r"^mail address: .* is not one address"):
+        api.subscribe(grid, user=USER, kind="mail", target=target, severity="low")
+    assert api.list_subscriptions(grid, user=USER) == []
+
+
+def test_plain_addresses_are_taken(grid: Grid, smtp: tuple[Mailbox, int], tmp_path: Path) -> None:
+    mailbox, _ = smtp
+    for target in ("alice@example.org", "first.last+tag@mail.example-1.org", "o'brien@example.org"):
+        api.subscribe(grid, user=USER, kind="mail", target=target, severity="low")
+    failures(grid, campaign(grid, tmp_path, 1)[0], 1)
+    assert notify.notify(grid) == 3
+    assert sorted(m["To"] for m in mailbox.messages) == ["alice@example.org", "first.last+tag@mail.example-1.org",
+                                                         "o'brien@example.org"]
+
+
 @pytest.mark.slow
 def test_gridnotify_command(cigri: Cigri, hook: str) -> None:
     with cigri.config.open("a") as conf:
