@@ -201,19 +201,28 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Print one JSON va
         raise typer.Exit(1)
 
 
+def _database_grid():
+    """The grid for ``db init`` and ``db upgrade``: an admin's, or on a fresh install the
+    database whoever runs them creates. Its creator then owns it and so is its admin: the
+    service account in the unit's ExecStartPre, before which nobody (but root) is one. Creating
+    it takes write access to its directory, which the role adds nothing to."""
+    config = configuration.load(overrides)
+    return common.grid(overrides) if not config.database_path.exists() else _grid()
+
+
 @db_app.command("init")
 @common.errors_to_exit
 def db_init() -> None:
-    """Create the database (and apply migrations)."""
-    grid = _grid()
+    """Create the database (and apply migrations): an admin, or on a fresh install the account that will own it."""
+    grid = _database_grid()
     print(f"{grid.config.database_path}: schema {db.schema_version(grid.db)}")
 
 
 @db_app.command("upgrade")
 @common.errors_to_exit
 def db_upgrade() -> None:
-    """Apply pending migrations."""
-    grid = _grid()
+    """Apply pending migrations (on a fresh install, create the database, as db init)."""
+    grid = _database_grid()
     print(f"{grid.config.database_path}: schema {db.schema_version(grid.db)}")
 
 
