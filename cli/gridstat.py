@@ -25,7 +25,9 @@ def gridstat(
     stderr: bool = typer.Option(False, "-E", "--stderr", help="With -j: print the job's stderr."),
     user: Optional[str] = typer.Option(None, "-u", "--user", help="Only this user's campaigns."),
     all_campaigns: bool = typer.Option(False, "-a", "--all", help="Finished campaigns too."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON value (with -O/-E: {job, stdout, stderr})."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON value (with -O/-E: {job, stdout, stderr}). "
+                                                      "progress: percent of the tasks that ran to an end (terminated "
+                                                      "or failed: a cancelled task did not)."),
     version: bool = common.VersionOption,
 ) -> None:
     """Without arguments: your unfinished campaigns."""
@@ -51,7 +53,7 @@ def gridstat(
         return common.print_json(campaigns)
     common.print_table(None, ["Campaign id", "Name", "User", "Submission time", "S", "Progress", "Tasks/h", "ETA"],
                        [[c["id"], c["name"], c["user"], common.when(c["submitted_at"]), _letter(c["state"]),
-                         f"{c['tasks']['terminated'] + c['tasks']['failed'] + c['tasks']['cancelled']}/"
+                         f"{c['tasks']['terminated'] + c['tasks']['failed']}/"
                          f"{c['tasks']['total']} ({c['progress']}%)", _rate(c["throughput_per_hour"]),
                          common.when(c["eta"]) or "?"] for c in campaigns])
 

@@ -71,8 +71,8 @@ def _summary(grid: Grid, campaign_id: int, now: float) -> tuple[dict[str, Any], 
         "id": row["id"], "name": row["name"], "user": row["user"], "state": row["state"],
         "submitted_at": row["submitted_at"], "started_at": row["started_at"],
         "finished_at": row["finished_at"], "tasks": counts,
-        "progress": round(100 * (counts["terminated"] + counts["failed"] + counts["cancelled"])
-                          / counts["total"], 1) if counts["total"] else 100.0,
+        "progress": round(100 * (counts["terminated"] + counts["failed"]) / counts["total"], 1)
+        if counts["total"] else 100.0,  # the tasks that ran to an end: a cancelled one did not
         "open_events": grid.db.execute("SELECT count(*) FROM events WHERE campaign_id = ? AND state = 'open'",
                                        [campaign_id]).fetchone()[0],
         "replicas": grid.db.execute(  # extra copies of running tasks (finalize scheduler)
