@@ -27,7 +27,8 @@ def gridstat(
     all_campaigns: bool = typer.Option(False, "-a", "--all", help="Finished campaigns too."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON value (with -O/-E: {job, stdout, stderr}). "
                                                       "progress: percent of the tasks that ran to an end (terminated "
-                                                      "or failed: a cancelled task did not)."),
+                                                      "or failed: a cancelled task did not); throughput_per_hour: over "
+                                                      "the last hour while it runs, over its own life once over."),
     version: bool = common.VersionOption,
 ) -> None:
     """Without arguments: your unfinished campaigns."""
@@ -77,7 +78,8 @@ def _campaign(grid, campaign_id: int, as_json: bool) -> None:
     common.print_table("Tasks", list(t), [list(t.values())])
     print(f"Progress: {detail['progress']}%   duration: {common.duration(detail['average_duration'])} "
           f"± {common.duration(detail['duration_stddev'])}   throughput: {_rate(detail['throughput_per_hour'])} tasks/h "
-          f"(last hour)   remaining: {common.duration(detail['remaining_seconds'])}   "
+          f"({'its life' if detail['finished_at'] else 'last hour'})   "
+          f"remaining: {common.duration(detail['remaining_seconds'])}   "
           f"ETA: {common.when(detail['eta']) or '?'}   open events: {detail['open_events']}   "
           f"replicas: {detail['replicas']}")
     if detail["clusters"]:

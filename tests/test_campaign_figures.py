@@ -1,11 +1,12 @@
 """A campaign's summary figures as gridstat shows them (issue 28, "The live view and the
-numbers"): a cancelled one does not show 100 %."""
+numbers"): a cancelled one does not show 100 %, and a finished one keeps the throughput of its own life however the clock moves."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
 from test_predictor import ended
 from test_submit import grid  # noqa: F401  (a fixture: two local clusters, "local" and "other")
 
@@ -29,3 +30,22 @@ def test_a_cancelled_campaigns_progress_counts_the_tasks_that_ran_to_an_end(grid
     summary = api.campaign_summary(grid, campaign_id, NOW)
     assert (summary["tasks"]["terminated"], summary["tasks"]["cancelled"]) == (5, 194)
     assert summary["progress"] == 2.5  # 5 of 199, not 100 %
+
+
+def test_a_finished_campaigns_throughput_is_that_of_its_own_life(grid: Grid, tmp_path: Path) -> None:  # noqa: F811
+    """40 tasks over 1,000 s on local and 20 over 500 s on other, ended at NOW: 144 and 144 per
+    hour, 60 tasks over the campaign's 1,000 s: 216 per hour, whenever it is asked."""
+    campaign_id = campaign(grid, tmp_path, 60)
+    ended(grid, campaign_id, "local", [(100.0, NOW - 900 + 900 * i / 39) for i in range(40)])
+    ended(grid, campaign_id, "other", [(50.0, NOW - 450 + 450 * i / 19) for i in range(20)])
+    with grid.db.conn:  # what the updator does once every task ended
+        grid.db.conn.execute("UPDATE campaigns SET state = 'terminated', finished_at = ? WHERE id = ?",
+                             [NOW + 5, campaign_id])
+    seen = set()
+    for moment in (NOW + 5, NOW + 60, NOW + 3000, NOW + 86_400):
+        detail = api.campaign_detail(grid, campaign_id, moment)
+        assert detail["throughput_per_hour"] == pytest.approx(216.0)
+        assert sorted(c["throughput_per_hour"] for c in detail["clusters"]) == [pytest.approx(144.0)] * 2
+        assert (detail["remaining_seconds"], detail["eta"]) == (0.0, NOW + 5)
+        seen.add(json.dumps(detail, sort_keys=True))
+    assert len(seen) == 1  # the same document at every moment

@@ -61,8 +61,8 @@ def campaign_summary(grid: Grid, campaign_id: int, now: float | None = None) -> 
 
 
 def _summary(grid: Grid, campaign_id: int, now: float) -> tuple[dict[str, Any], predictor.CampaignFigures]:
-    """The summary with the predictor's figures: throughput over the last hour, remaining
-    time and ETA (the end time once the campaign is over)."""
+    """The summary with the predictor's figures: throughput, remaining time and ETA (see
+    :func:`predictor.campaign_figures`: once over, its life's throughput and its end)."""
     row = campaign_row(grid, campaign_id)
     counts = _task_counts(grid, campaign_id)
     figures = predictor.campaign_figures(grid.db, campaign_id, now,
@@ -80,7 +80,7 @@ def _summary(grid: Grid, campaign_id: int, now: float) -> tuple[dict[str, Any], 
             f"AND state IN {sql_in(JOB_ACTIVE)}", [campaign_id]).fetchone()[0],
         "throughput_per_hour": figures.throughput_per_hour,
         "remaining_seconds": figures.remaining_seconds,
-        "eta": row["finished_at"] or figures.eta,
+        "eta": figures.eta,
     }, figures
 
 
@@ -115,7 +115,7 @@ def campaign_detail(grid: Grid, campaign_id: int, now: float | None = None) -> d
                                  throughput_per_hour=cluster.throughput_per_hour)
     for cluster_id, part in predictor.cluster_remaining(grid.db, campaign_id, moment, figures.clusters,
                                                         pending=summary["tasks"]["pending"], held=held).items():
-        entry(cluster_id).update(remaining_seconds=part.remaining_seconds, eta=summary["finished_at"] or part.eta)
+        entry(cluster_id).update(remaining_seconds=part.remaining_seconds, eta=part.eta)
     for cluster_id, rate in predictor.taps(grid.db, campaign_id).items():
         entry(cluster_id)["tap"] = rate
     for (_, cluster_id), penalty in predictor.affinity_penalties(grid.db, [campaign_id], moment).items():
