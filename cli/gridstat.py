@@ -28,7 +28,8 @@ def gridstat(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON value (with -O/-E: {job, stdout, stderr}). "
                                                       "progress: percent of the tasks that ran to an end (terminated "
                                                       "or failed: a cancelled task did not); throughput_per_hour: over "
-                                                      "the last hour while it runs, over its own life once over."),
+                                                      "the last hour while it runs, null while paused (and so "
+                                                      "remaining_seconds and eta), over its own life once over."),
     version: bool = common.VersionOption,
 ) -> None:
     """Without arguments: your unfinished campaigns."""

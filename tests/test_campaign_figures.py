@@ -1,5 +1,6 @@
 """A campaign's summary figures as gridstat shows them (issue 28, "The live view and the
-numbers"): a cancelled one does not show 100 %, and a finished one keeps the throughput of its own life however the clock moves."""
+numbers"): a paused campaign has no rate and no ETA, a cancelled one does not show 100 %, and
+a finished one keeps the throughput of its own life however the clock moves."""
 
 from __future__ import annotations
 
@@ -19,6 +20,27 @@ NOW = 100_000.0
 def campaign(grid: Grid, tmp_path: Path, tasks: int) -> int:  # noqa: F811
     jdl = {"name": "figures", "nb_jobs": tasks, "exec_file": "/bin/true", "clusters": {"local": {}, "other": {}}}
     return api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user="alice")[0]
+
+
+def moving_figures(summary: dict) -> tuple:
+    return summary["throughput_per_hour"], summary["remaining_seconds"], summary["eta"]
+
+
+def test_a_paused_campaign_has_no_rate_and_no_eta(grid: Grid, tmp_path: Path) -> None:  # noqa: F811
+    campaign_id = campaign(grid, tmp_path, 100)
+    ended(grid, campaign_id, "local", [(100.0, NOW - 3000 + 100 * i) for i in range(30)])
+    running = api.campaign_detail(grid, campaign_id, NOW)
+    assert running["throughput_per_hour"] > 0 and running["eta"] > NOW
+    api.pause(grid, campaign_id, user="alice")
+    for moment in (NOW, NOW + 600, NOW + 7200):  # nothing moves while it is paused
+        for summary in (api.campaign_summary(grid, campaign_id, moment), api.campaign_detail(grid, campaign_id, moment)):
+            assert moving_figures(summary) == (None, None, None)
+        detail = api.campaign_detail(grid, campaign_id, moment)
+        assert detail["throughput_per_second"] is None
+        assert [moving_figures(c) for c in detail["clusters"]] == [(None, None, None)]
+        assert detail["average_duration"] == pytest.approx(100.0)  # what was measured stays
+    api.resume(grid, campaign_id, user="alice")
+    assert moving_figures(api.campaign_summary(grid, campaign_id, NOW)) == moving_figures(running)
 
 
 def test_a_cancelled_campaigns_progress_counts_the_tasks_that_ran_to_an_end(grid: Grid,  # noqa: F811

@@ -62,7 +62,7 @@ def campaign_summary(grid: Grid, campaign_id: int, now: float | None = None) -> 
 
 def _summary(grid: Grid, campaign_id: int, now: float) -> tuple[dict[str, Any], predictor.CampaignFigures]:
     """The summary with the predictor's figures: throughput, remaining time and ETA (see
-    :func:`predictor.campaign_figures`: once over, its life's throughput and its end)."""
+    :func:`predictor.campaign_figures`: none while paused; once over, its life's and its end)."""
     row = campaign_row(grid, campaign_id)
     counts = _task_counts(grid, campaign_id)
     figures = predictor.campaign_figures(grid.db, campaign_id, now,
