@@ -317,8 +317,8 @@ def simulate(scenario: Path = typer.Argument(..., help="Scenario file (JSON; see
     from cigri import simulate as simulator
 
     plan = simulator.load_scenario(scenario)
-    if plot is not None and plot.suffix.lower() not in (".png", ".svg"):
-        raise InputError(f"--plot {plot}: expected a .png or .svg file")
+    if plot is not None:
+        simulator.plotter(plot)  # refused now, not after the run
     report = simulator.simulate(plan)
     if plot is not None:
         simulator.plot(report, plot)
