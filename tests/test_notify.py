@@ -63,18 +63,25 @@ def smtp() -> Iterator[tuple[Mailbox, int]]:
 
 
 class Hook(BaseHTTPRequestHandler):
-    """Answers 500 to the first ``failures`` POSTs, then 204; keeps every JSON body it received."""
+    """Answers 500 to the first ``failures`` POSTs, then ``status`` (a 3xx to ``location``);
+    keeps every JSON body it received, and each request's path and headers."""
 
     failures = 0
+    status = 204
+    location = ""
     bodies: list[dict[str, Any]] = []
+    requests: list[dict[str, Any]] = []
 
     def do_POST(self) -> None:  # noqa: N802
         Hook.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        Hook.requests.append({"path": self.path, "headers": dict(self.headers)})
         if Hook.failures > 0:
             Hook.failures -= 1
             self.send_response(500)
         else:
-            self.send_response(204)
+            self.send_response(Hook.status)
+        if Hook.location:
+            self.send_header("Location", Hook.location)
         self.end_headers()
 
     def log_message(self, *args: Any) -> None:
@@ -84,7 +91,7 @@ class Hook(BaseHTTPRequestHandler):
 @pytest.fixture
 def hook() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
-    Hook.failures, Hook.bodies = 0, []
+    Hook.failures, Hook.status, Hook.location, Hook.bodies, Hook.requests = 0, 204, "", [], []
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}/hooks/cigri"
     server.shutdown()

@@ -6,19 +6,18 @@ shows of a failed delivery tells no open port from a closed one. Real HTTP and T
 
 from __future__ import annotations
 
-import json
 import socket
 import ssl
 import subprocess
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
+import httpx
 import pytest
 from test_events import campaign, make_grid
-from test_notify import failures, free_port
+from test_notify import Hook, failures, free_port, hook  # noqa: F401  (hook: a fixture)
 
 from cigri import api, config, notify
 from cigri.errors import ConfigError, InputError, Refused
@@ -36,34 +35,10 @@ REFUSED = ["http://127.0.0.1/hook", "http://localhost:8080/hook", "http://0x7f00
            "http://[2002:c0a8:101::1]/", "http://[::7f00:1]/", "https://bot:pw@127.0.0.1:443/hook?token=x"]
 
 
-class Recorder(BaseHTTPRequestHandler):
-    """Keeps each request's path, headers and body; answers ``status`` (a 302 to ``location``)."""
-
-    status = 204
-    location = ""
-    seen: list[dict[str, Any]] = []
-
-    def do_POST(self) -> None:  # noqa: N802
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        Recorder.seen.append({"path": self.path, "headers": dict(self.headers), "body": json.loads(body)})
-        self.send_response(self.status)
-        if self.location:
-            self.send_header("Location", self.location)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
-def recorder() -> Iterator[int]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    Recorder.status, Recorder.location, Recorder.seen = 204, "", []
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+def recorder(hook: str) -> int:  # noqa: F811
+    """The port of :class:`Hook`'s server."""
+    return int(httpx.URL(hook).port or 0)
 
 
 @pytest.fixture
@@ -123,7 +98,7 @@ def test_a_target_allowed_when_subscribed_is_checked_again_at_delivery(allowing:
     strict = open_grid(config.load())
     try:
         assert notify.notify(strict) == 0
-        assert Recorder.seen == []
+        assert Hook.requests == []
         listed = api.list_subscriptions(strict, user=USER)
         assert listed[0]["last_error"] == "delivery failed: the URL leads to an address this site does not allow"
     finally:
@@ -136,15 +111,15 @@ def test_the_post_keeps_the_host_name_and_follows_no_redirect(allowing: Grid, tm
                   severity="low")
     failures(allowing, campaign_id, 1)
     assert notify.notify(allowing) == 1
-    [request] = Recorder.seen
+    [request] = Hook.requests
     assert request["path"] == "/hook?k=v" and request["headers"]["Host"] == f"localhost:{recorder}"
     assert request["headers"]["Authorization"] == "Basic Ym90OnB3"  # bot:pw, from the URL as before
-    assert request["body"]["user"] == USER and len(request["body"]["events"]) == 1
+    assert Hook.bodies[0]["user"] == USER and len(Hook.bodies[0]["events"]) == 1
 
-    Recorder.status, Recorder.location = 302, f"http://127.0.0.1:{recorder}/elsewhere"
+    Hook.status, Hook.location = 302, f"http://127.0.0.1:{recorder}/elsewhere"
     failures(allowing, campaign_id, 1)
     assert notify.notify(allowing) == 0
-    assert [r["path"] for r in Recorder.seen] == ["/hook?k=v"] * 2  # /elsewhere never asked
+    assert [r["path"] for r in Hook.requests] == ["/hook?k=v"] * 2  # /elsewhere never asked
     assert api.list_subscriptions(allowing, user=USER)[0]["last_error"] == "HTTP 302"
 
 
@@ -193,11 +168,11 @@ def test_https_checks_the_certificate_of_the_name_not_of_the_address(allowing: G
                     "-addext", "subjectAltName=DNS:localhost", "-days", "1", "-keyout", str(key), "-out", str(cert)],
                    check=True, capture_output=True)
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # the site's CA, as OpenSSL reads it
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
     tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     tls.load_cert_chain(cert, key)
     server.socket = tls.wrap_socket(server.socket, server_side=True)
-    Recorder.status, Recorder.location, Recorder.seen = 204, "", []
+    Hook.status, Hook.location, Hook.bodies, Hook.requests = 204, "", [], []
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         port = server.server_address[1]
@@ -206,7 +181,7 @@ def test_https_checks_the_certificate_of_the_name_not_of_the_address(allowing: G
         api.subscribe(allowing, user=USER, kind="webhook", target=f"https://127.0.0.1:{port}/address", severity="low")
         failures(allowing, campaign_id, 1)
         assert notify.notify(allowing) == 1
-        assert [r["path"] for r in Recorder.seen] == ["/named"]  # the certificate names localhost only
+        assert [r["path"] for r in Hook.requests] == ["/named"]  # the certificate names localhost only
         assert [s["last_error"] for s in api.list_subscriptions(allowing, user=USER)] == [None, "delivery failed"]
     finally:
         server.shutdown()
