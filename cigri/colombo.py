@@ -27,7 +27,7 @@ from typing import Any
 from cigri import bag
 from cigri import db as database
 from cigri.cycle_context import CycleContext
-from cigri.events import blacklist_pair, close, first_line, record
+from cigri.events import blacklist_pair, close, record, signature
 from cigri.states import EXIT_RESUBMIT_HEAD, JOB_ACTIVE, CampaignState, JobState, KillReason, TaskState, sql_in
 
 log = logging.getLogger("cigri.colombo")
@@ -103,7 +103,7 @@ def _decide(ctx: CycleContext, conn: Any, campaign_id: int, job: dict[str, Any],
     elif state == JobState.FAILED:
         _set_task(conn, task_id, TaskState.FAILED)
         record(conn, "EXIT_ERROR", f"task {name} exited with status {job['exit_code']}", stderr_tail=tail,
-               signature=first_line(tail), **where)
+               signature=signature(tail), **where)
         return True
     elif state == JobState.TIMEOUT and job["walltime_kills"] >= walltime_resubmit:
         conn.execute("UPDATE tasks SET state = ?, walltime_kills = walltime_kills + 1 WHERE id = ? AND state IN (?, ?)",

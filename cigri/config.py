@@ -9,6 +9,7 @@ a :class:`ConfigError` naming the key.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import re
@@ -90,6 +91,7 @@ class NotifySettings:
     timeout: float = 10.0
     max_tries: int = 8
     retry_delay: float = 30.0
+    webhook_allow: tuple[str, ...] = ()  # CIDR networks webhooks may reach besides public addresses
 
 
 @dataclass(frozen=True)
@@ -277,6 +279,10 @@ def _coerce(key: str, value: Any, kind: type) -> Any:
         return float(value)
     if kind in (int, float) and isinstance(value, bool):
         raise ConfigError(f"{key}: expected an integer, got {value!r}")
+    if kind is tuple:  # a TOML array of strings
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{key}: expected a list of strings, got {value!r}")
+        return tuple(value)
     if not isinstance(value, kind):
         raise ConfigError(f"{key}: expected {kind.__name__}, got {value!r}")
     if isinstance(value, float) and not math.isfinite(value):  # nan slips past every comparison, inf past every bound
@@ -290,6 +296,8 @@ def _from_env_text(key: str, text: str, kind: type) -> Any:
         if text.lower() not in ("true", "false", "1", "0"):
             raise ConfigError(f"{key}: expected true or false, got {text!r}")
         return text.lower() in ("true", "1")
+    if kind is tuple:  # comma- or space-separated
+        return tuple(text.replace(",", " ").split())
     try:
         value = kind(text) if kind is not str else text
     except ValueError:
@@ -298,7 +306,8 @@ def _from_env_text(key: str, text: str, kind: type) -> Any:
 
 
 def _field_types(cls: type) -> dict[str, type]:
-    return {f.name: {"str": str, "int": int, "float": float, "bool": bool}[str(f.type)] for f in fields(cls)}
+    return {f.name: {"str": str, "int": int, "float": float, "bool": bool, "tuple[str, ...]": tuple}[str(f.type)]
+            for f in fields(cls)}
 
 
 def _read_file(path: Path) -> dict[str, Any]:
@@ -556,6 +565,11 @@ def _check_notify(notify: NotifySettings) -> None:
         raise ConfigError("notify.max_tries: must be >= 1")
     if not (notify.timeout > 0 and notify.retry_delay >= 0):
         raise ConfigError("notify.timeout: must be > 0" if not notify.timeout > 0 else "notify.retry_delay: must be >= 0")
+    for network in notify.webhook_allow:
+        try:
+            ipaddress.ip_network(network)
+        except ValueError as error:
+            raise ConfigError(f"notify.webhook_allow: {error}") from None
 
 
 def _check_server(server: ServerSettings, limits: LimitSettings) -> None:

@@ -2,16 +2,17 @@
 
 The catalogue below is the one place where codes, their severity and whether they stay open
 live; README "Events" shows it as a table. Identical occurrences (same code, campaign,
-cluster and signature, e.g. the first stderr line) add to one event's ``count`` with a few
-examples, so a thousand identical failures are one row, one line in gridevents and one
-notification. An *opening* event waits for someone to look at it (``gridevents --fix``) and
-remembers every job it covers, so ``--fix --resubmit`` can put their tasks back; the others
-are recorded closed, as a counted log of what cigri did on its own.
+cluster and signature, e.g. the first stderr line without its job ids) add to one event's
+``count`` with a few examples, so a thousand identical failures are one row, one line in
+gridevents and one notification. An *opening* event waits for someone to look at it
+(``gridevents --fix``) and remembers every job it covers, so ``--fix --resubmit`` can put their
+tasks back; the others are recorded closed, as a counted log of what cigri did on its own.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from dataclasses import dataclass
 from enum import StrEnum
@@ -132,11 +133,29 @@ def open_event(conn: sqlite3.Connection, kind: str, code: str, message: str, **w
 
 
 def first_line(text: str | None) -> str:
-    """The first non-blank line of a stderr tail: what identical failures have in common."""
+    """The first non-blank line of a stderr tail."""
     for line in (text or "").splitlines():
         if line.strip():
             return line.strip()[:200]
     return ""
+
+
+# The numbers of a stderr line that name one job rather than the failure: those right after the
+# word job, task or campaign, in any case (``job 534``, ``job00411``, ``task #3``, ``JOB 534``,
+# array ``534_2``); every number of a word naming one of cigri's files (``cigri.12.sh``); and a
+# shell's line number in its ``script: 16: message`` or ``script: line 16: message`` (each job
+# runs its own branch of cigri's batch script). The program's own numbers stay.
+_JOB_ID = re.compile(r"(?i)(\b(?:job|task|campaign)(?:\s*[#=:]?\s*|[_-]))\d+(?:[._]\d+)*")
+_CIGRI_FILE = re.compile(r"\bcigri\.[\w.-]+")
+_SHELL_LINE = re.compile(r"(: (?:line )?)\d+(?=: )")
+
+
+def signature(tail: str | None) -> str:
+    """What identical failures have in common: the first line of their stderr tail without the
+    numbers that name a job (:data:`_JOB_ID`, :data:`_CIGRI_FILE`, :data:`_SHELL_LINE`), so
+    that cigri's own ``cannot start job 534: …`` of a thousand jobs is one event."""
+    line = _CIGRI_FILE.sub(lambda m: re.sub(r"\d+", "#", m[0]), first_line(tail))
+    return _SHELL_LINE.sub(r"\1#", _JOB_ID.sub(r"\1#", line))
 
 
 def close(conn: sqlite3.Connection, where: str, args: list[object]) -> int:

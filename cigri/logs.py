@@ -7,6 +7,7 @@ import copy
 import json
 import logging
 import os
+import re
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -19,6 +20,16 @@ def _one_line(error: BaseException) -> str:
 
 
 TEXT_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
+# A URL's userinfo and query string: where webhooks and REST APIs carry passwords and tokens.
+_URL = re.compile(r"\b(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^\s/?#]*@)?(?P<rest>[^\s?#\"'<>]*)"
+                  r"(?P<query>\?[^\s#\"'<>]*)?")
+
+
+def redact(text: str) -> str:
+    """``text`` with every URL's credentials and query string masked, as each log line is
+    written: libraries log URLs (httpx each request's, at INFO) and errors quote them."""
+    return _URL.sub(lambda m: m["scheme"] + ("***@" if m["userinfo"] else "") + m["rest"]
+                    + ("?***" if m["query"] else ""), text)
 
 
 class TextFormatter(logging.Formatter):
@@ -31,10 +42,10 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         if self.tracebacks or record.exc_info is None:
-            return super().format(record)
+            return redact(super().format(record))
         brief = copy.copy(record)  # the record itself goes on to the log file, traceback and all
         brief.exc_info = brief.exc_text = None
-        return f"{super().format(brief)}: {_brief(record.exc_info[1])}"
+        return redact(f"{super().format(brief)}: {_brief(record.exc_info[1])}")
 
 
 class JSONFormatter(logging.Formatter):
@@ -47,11 +58,11 @@ class JSONFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         entry = {"time": datetime.fromtimestamp(record.created).isoformat(timespec="milliseconds"),
-                 "level": record.levelname.lower(), "logger": record.name, "message": record.getMessage(),
+                 "level": record.levelname.lower(), "logger": record.name, "message": redact(record.getMessage()),
                  "pid": record.process}
         if record.exc_info:
-            entry["exception"] = (self.formatException(record.exc_info) if self.tracebacks
-                                  else _brief(record.exc_info[1]))
+            entry["exception"] = redact(self.formatException(record.exc_info) if self.tracebacks
+                                        else _brief(record.exc_info[1]))
         return json.dumps(entry)
 
 
@@ -65,6 +76,13 @@ def setup_logging(verbose: bool) -> None:
     level = logging.DEBUG if os.environ.get("CIGRI_DEBUG") else logging.INFO if verbose else logging.WARNING
     logging.basicConfig(level=level, stream=sys.stderr)
     use_log_format("text")
+    _quiet_libraries()
+
+
+def _quiet_libraries() -> None:
+    """httpx logs every request at INFO, the log file's default level: one line per call to
+    each REST cluster and webhook, each cycle. Its warnings and errors still come through."""
+    logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 def _formatter(log_format: str, tracebacks: bool) -> logging.Formatter:
@@ -92,3 +110,4 @@ def log_to_file(path: Path, settings: configuration.Settings) -> None:
     file_handler.setLevel(level)
     root.addHandler(file_handler)
     root.setLevel(min(root.level, level))
+    _quiet_libraries()

@@ -45,7 +45,16 @@ from cigri import db as database
 from cigri.config import JOB_RATIOS, RunnerSettings
 from cigri.cycle_context import CycleContext
 from cigri.events import close, open_event
-from cigri.states import JOB_ACTIVE, TASK_OPEN, CampaignState, JobState, KillReason, TaskState, sql_in
+from cigri.states import (
+    CAMPAIGN_ACTIVE,
+    JOB_ACTIVE,
+    TASK_OPEN,
+    CampaignState,
+    JobState,
+    KillReason,
+    TaskState,
+    sql_in,
+)
 
 log = logging.getLogger("cigri.predictor")
 WINDOW = 3600.0  # seconds of ended jobs the throughput is measured over
@@ -194,42 +203,81 @@ def _mean_stddev(n: int, total: float, squares: float) -> tuple[float | None, fl
     return mean, math.sqrt(max(0.0, squares / n - mean * mean))
 
 
-def cluster_figures(db: Reader, campaign_id: int, now: float, window: float = WINDOW) -> dict[int, ClusterFigures]:
-    """Per cluster where the campaign has ended jobs: counts, durations and windowed throughput.
+@dataclass(frozen=True)
+class Phase:
+    """Which throughput a campaign has: measured over the window while it runs, none while it
+    is paused, that of its own life once it is over (``end``: its ``finished_at``)."""
 
-    The throughput counts tasks terminated in ``(now - window, now]`` over the time the
-    campaign has run there within the window (so a young campaign is not diluted).
+    paused: bool
+    end: float | None  # None while the campaign is active
+
+
+def phase(db: Reader, campaign_id: int) -> Phase:
+    state, finished_at = db.execute("SELECT state, finished_at FROM campaigns WHERE id = ?", [campaign_id]).fetchone()
+    return Phase(state == CampaignState.PAUSED, None if state in CAMPAIGN_ACTIVE else finished_at)
+
+
+def _life(first_start: float | None, last_end: float | None, end: float) -> float:
+    """Seconds from a first start to a last end, not past the campaign's end (the jobs a
+    cancel kills end a cycle later)."""
+    return 0.0 if first_start is None or last_end is None else min(last_end, end) - first_start
+
+
+def cluster_figures(db: Reader, campaign_id: int, now: float, window: float = WINDOW) -> dict[int, ClusterFigures]:
+    """Per cluster where the campaign has ended jobs: counts, durations and throughput.
+
+    While the campaign runs, the throughput counts tasks terminated in ``(now - window, now]``
+    over the time the campaign has run there within the window (so a young campaign is not
+    diluted). A paused campaign has none: it starts nothing, and the rate of its last jobs
+    ending would move its ETA with the clock. A campaign that is over keeps the throughput of
+    its own life there, whenever it is asked: its tasks terminated there over the time from its
+    first start to its last end there.
     """
-    recent = dict(db.execute(
+    when = phase(db, campaign_id)
+    recent = {} if when.paused or when.end is not None else dict(db.execute(
         "SELECT cluster_id, count(*) FROM jobs INDEXED BY jobs_terminated WHERE campaign_id = ? "
         "AND state = 'terminated' AND kind = 'task' AND finished_at > ? AND finished_at <= ? GROUP BY cluster_id",
         [campaign_id, now - window, now]).fetchall())
     result = {}
-    for cluster_id, terminated, failed, total, squares, first_start in db.execute(
-            "SELECT cluster_id, terminated, failed, duration_sum, duration_sq_sum, first_start FROM campaign_stats "
-            "WHERE campaign_id = ?", [campaign_id]):
-        span = min(window, now - first_start) if first_start is not None else 0.0
+    for cluster_id, terminated, failed, total, squares, first_start, last_end in db.execute(
+            "SELECT cluster_id, terminated, failed, duration_sum, duration_sq_sum, first_start, last_end "
+            "FROM campaign_stats WHERE campaign_id = ?", [campaign_id]):
+        if when.end is not None:
+            done, span = terminated, _life(first_start, last_end, when.end)
+        elif when.paused:
+            done, span = 0, 0.0
+        else:
+            done = recent.get(cluster_id, 0)
+            span = min(window, now - first_start) if first_start is not None else 0.0
         mean, stddev = _mean_stddev(terminated, total, squares)
         result[cluster_id] = ClusterFigures(cluster_id, terminated, failed, mean, stddev,
-                                            3600 * recent.get(cluster_id, 0) / span if span > 0 else None)
+                                            3600 * done / span if span > 0 else None)
     return result
 
 
 def campaign_figures(db: Reader, campaign_id: int, now: float, *, remaining: int | None = None,
                      window: float = WINDOW) -> CampaignFigures:
-    """The campaign's throughput (sum over its clusters), durations, remaining time and ETA.
+    """The campaign's throughput, durations, remaining time and ETA.
 
-    ``remaining`` (open tasks) may be passed by a caller that already counted them.
+    While it runs, the throughput is the sum of its clusters'; paused, it has none and so no
+    remaining time or ETA; over, it is its tasks terminated over its own life (first start to
+    last end, on any cluster), its remaining time 0 and its ETA its end. ``remaining`` (open
+    tasks) may be passed by a caller that already counted them.
     """
+    when = phase(db, campaign_id)
     clusters = cluster_figures(db, campaign_id, now, window)
     left = bag.count(db, campaign_id, TASK_OPEN) if remaining is None else remaining
     done = sum(c.terminated for c in clusters.values())
-    total, squares = db.execute("SELECT coalesce(sum(duration_sum), 0), coalesce(sum(duration_sq_sum), 0) "
-                                "FROM campaign_stats WHERE campaign_id = ?", [campaign_id]).fetchone()
+    total, squares, first_start, last_end = db.execute(
+        "SELECT coalesce(sum(duration_sum), 0), coalesce(sum(duration_sq_sum), 0), min(first_start), max(last_end) "
+        "FROM campaign_stats WHERE campaign_id = ?", [campaign_id]).fetchone()
     mean, stddev = _mean_stddev(done, total, squares)
+    if when.end is not None:
+        life = _life(first_start, last_end, when.end)
+        return CampaignFigures(clusters, mean, stddev, 3600 * done / life if life > 0 else None, left, 0.0, when.end)
     rates = [c.throughput_per_hour for c in clusters.values() if c.throughput_per_hour is not None]
     throughput = sum(rates) if rates else None
-    seconds = 0.0 if not left else (3600 * left / throughput if throughput else None)
+    seconds = None if when.paused else 0.0 if not left else (3600 * left / throughput if throughput else None)
     return CampaignFigures(clusters, mean, stddev, throughput, left, seconds,
                            None if seconds is None else now + seconds)
 
@@ -263,9 +311,13 @@ def cluster_remaining(db: Reader, campaign_id: int, now: float, clusters: dict[i
     the campaign's are, unless nothing is left for it (it holds none of the campaign's jobs and
     the bag is empty): 0, as the campaign's is once no task is open.
 
+    A paused campaign's clusters have no remaining time or ETA; a finished campaign's have 0
+    and its end.
+
     ``clusters`` (:func:`cluster_figures`), ``pending`` (tasks in the bag) and ``held`` (the
     campaign's active task jobs per cluster) may be passed by a caller that already has them.
     """
+    when = phase(db, campaign_id)
     clusters = cluster_figures(db, campaign_id, now, window) if clusters is None else clusters
     in_bag = bag.count(db, campaign_id, (TaskState.PENDING,)) if pending is None else pending
     if held is None:
@@ -278,9 +330,14 @@ def cluster_remaining(db: Reader, campaign_id: int, now: float, clusters: dict[i
     for cluster_id in clusters.keys() | held.keys():
         rate, mine = rates.get(cluster_id), held.get(cluster_id, 0)
         part = mine + (in_bag * rate / total if rate else 0.0)
-        seconds = 0.0 if not mine and not in_bag else (3600 * part / rate if rate else None)
-        result[cluster_id] = ClusterRemaining(cluster_id, mine, part, seconds,
-                                              None if seconds is None else now + seconds)
+        if when.paused:
+            seconds, eta = None, None
+        elif when.end is not None:
+            seconds, eta = 0.0, when.end
+        else:
+            seconds = 0.0 if not mine and not in_bag else (3600 * part / rate if rate else None)
+            eta = None if seconds is None else now + seconds
+        result[cluster_id] = ClusterRemaining(cluster_id, mine, part, seconds, eta)
     return result
 
 

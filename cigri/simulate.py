@@ -661,8 +661,9 @@ def stopped(report: dict[str, Any]) -> str:
     return f"stopped at max_hours ({report['scenario']['max_hours']:g} h) before every campaign ended"
 
 
-def plot(report: dict[str, Any], path: Path) -> None:
-    """Draw utilization and per-user shares over time (PNG or SVG, from the file's suffix)."""
+def plotter(path: Path) -> Any:
+    """matplotlib's pyplot, to draw into ``path`` (PNG or SVG, from its suffix); refused in one
+    line without it or for another suffix. Asked before a run, which may take minutes."""
     if path.suffix.lower() not in (".png", ".svg"):
         raise InputError(f"--plot {path}: expected a .png or .svg file")
     try:
@@ -672,6 +673,12 @@ def plot(report: dict[str, Any], path: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise InputError("--plot needs matplotlib: pip install 'cigri[sim]'") from None
+    return plt
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    """Draw utilization and per-user shares over time (PNG or SVG, from the file's suffix)."""
+    plt = plotter(path)
     timeline = report["timeline"]
     hours = [point["hour"] for point in timeline]
     users = sorted({user for point in timeline for user in point["ideal"]})

@@ -4,8 +4,7 @@ The acting user is the process's effective Unix user, read from the password dat
 environment variables such as ``USER`` or ``LOGNAME`` are not trusted, since anyone can set
 them. Every use case in :mod:`cigri.api` takes the user as a parameter; only the CLI asks
 :func:`acting_user`. Admins are ``root``, the owner of the database file (the account cigri
-runs as; before the file exists, the owner of the directory it goes in), the users listed in
-``cigri.admins`` and the members of ``cigri.admin_group``.
+runs as), the users listed in ``cigri.admins`` and the members of ``cigri.admin_group``.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from __future__ import annotations
 import grp
 import os
 import pwd
-from pathlib import Path
 
 from cigri.config import Config
 from cigri.errors import Forbidden
@@ -45,19 +43,10 @@ def is_admin(config: Config, user: str) -> bool:
             group = None
         if group is not None and (user in group.gr_mem or _primary_gid(user) == group.gr_gid):
             return True
-    return _name(_owner(config.database_path)) == user
-
-
-def _owner(database: Path) -> int:
-    """The uid owning the database, or, before it exists (a fresh install), the directory it
-    will be created in: the account the site made that directory for (systemd's
-    ``StateDirectory``, ``install -d -o cigri``) is the one that may create it."""
-    for path in (database, *database.parents):
-        try:
-            return os.stat(path).st_uid
-        except OSError:
-            continue
-    return -1
+    try:
+        return _name(os.stat(config.database_path).st_uid) == user
+    except OSError:
+        return False
 
 
 def _primary_gid(user: str) -> int | None:

@@ -45,10 +45,14 @@ def options(
 
 
 def _grid(command: str):
-    """The grid itself, for admins only: ``command`` is one of its own operations (cycles, the
-    daemon, the server, the database), never done through a server."""
+    """The grid itself, for its admins: ``command`` is one of its own operations (cycles, the
+    daemon, the server, the database), never done through a server. On a fresh install, whoever
+    runs it creates the database, owns it, and so is its admin: the service account in the
+    unit's ExecStartPre, before which nobody (but root) is one. Creating it takes write access
+    to its directory, which the role adds nothing to."""
     config = configuration.load(overrides)
-    require_admin(config, api.current_user(), f"cigri {command}")
+    if config.database_path.exists():
+        require_admin(config, api.current_user(), f"cigri {command}")
     return common.grid(overrides)
 
 
@@ -268,7 +272,7 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Print one JSON va
 @db_app.command("init")
 @common.errors_to_exit
 def db_init() -> None:
-    """Create the database (and apply migrations)."""
+    """Create the database (and apply migrations): an admin, or on a fresh install the account that will own it."""
     grid = _grid("db init")
     print(f"{grid.config.database_path}: schema {db.schema_version(grid.db)}")
 
@@ -276,7 +280,7 @@ def db_init() -> None:
 @db_app.command("upgrade")
 @common.errors_to_exit
 def db_upgrade() -> None:
-    """Apply pending migrations."""
+    """Apply pending migrations (on a fresh install, create the database, as db init)."""
     grid = _grid("db upgrade")
     print(f"{grid.config.database_path}: schema {db.schema_version(grid.db)}")
 
@@ -415,8 +419,8 @@ def simulate(scenario: Path = typer.Argument(..., help="Scenario file (JSON; see
     from cigri import simulate as simulator
 
     plan = simulator.load_scenario(scenario)
-    if plot is not None and plot.suffix.lower() not in (".png", ".svg"):
-        raise InputError(f"--plot {plot}: expected a .png or .svg file")
+    if plot is not None:
+        simulator.plotter(plot)  # refused now, not after the run
     report = simulator.simulate(plan)
     if plot is not None:
         simulator.plot(report, plot)

@@ -11,6 +11,7 @@ import functools
 import json
 import math
 import os
+import re
 import sqlite3
 import sys
 from collections.abc import Callable, Sequence
@@ -131,8 +132,18 @@ def print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # C0, DEL, C1 and the two Unicode line breaks
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters escaped (``\\x1b``, ``\\u2028``): what a program
+    wrote to its stderr, or a name stored before names were checked, must never move the cursor,
+    rewrite the screen or break a listing's line."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
+
+
 def print_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    cells = [["" if v is None else str(v) for v in row] for row in rows]
+    cells = [["" if v is None else printable(str(v)) for v in row] for row in rows]
     if fancy():
         table = Table(title=title, header_style="bold")
         for column in columns:

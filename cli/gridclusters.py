@@ -22,7 +22,7 @@ def gridclusters(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON value."),
     version: bool = common.VersionOption,
 ) -> None:
-    """List clusters: total / free / used-by-cigri slots, free memory (where the cluster says),
+    """List clusters: total and free slots, cigri's running and queued jobs, free memory (where the cluster says),
     the most jobs it takes from cigri (max_jobs or a submit limit learned) and blacklist state;
     or, with --history, each cluster's use over the last hours, from the counts every cycle
     samples (kept cigri.counts_retention_days)."""
@@ -31,11 +31,11 @@ def gridclusters(
     clusters = common.client().clusters()
     if as_json:
         return common.print_json(clusters)
-    common.print_table(None, ["cluster", "backend", "total", "free", "free memory", "used by cigri", "cigri's cap",
-                              "queued", "blacklisted", "problem"],
+    common.print_table(None, ["cluster", "backend", "total", "free", "free memory", "cigri running", "cigri queued",
+                              "cigri's cap", "queued (all)", "blacklisted", "problem"],
                        [[c["name"], c["backend"], c["total_slots"], c["free_slots"],
                          None if c["free_memory_mb"] is None else f"{c['free_memory_mb'] / 1024:.1f} GiB",
-                         c["used_by_cigri"], c["max_jobs"], c["queued_jobs"],
+                         c["used_by_cigri"], c["queued_by_cigri"], c["max_jobs"], c["queued_jobs"],
                          c["blacklist_reason"] or ("yes" if c["blacklisted"] else "no"), c["error"]] for c in clusters])
 
 

@@ -62,15 +62,15 @@ def gridevents(
 
 def _print_event(event: dict[str, Any]) -> None:
     for key in ("id", "code", "class", "severity", "state", "campaign_id", "cluster", "count", "message"):
-        print(f"{key}: {'' if event[key] is None else event[key]}")
+        print(f"{key}: {'' if event[key] is None else common.printable(str(event[key]))}")
     print(f"opened: {common.when(event['created_at'])}   last: {common.when(event['updated_at'])}   "
           f"closed: {common.when(event['closed_at'])}")
     if event["examples"]:
         print("examples: " + ", ".join(f"task {x['task_id']} job {x['job_id']}" for x in event["examples"]))
     if event["stderr_tail"]:
         print("stderr tail:")
-        for line in event["stderr_tail"].splitlines():
-            print(f"  {line}")
+        for line in event["stderr_tail"].rstrip("\n").split("\n"):  # each other break shown escaped
+            print(f"  {common.printable(line)}")
 
 
 def main() -> None:

@@ -22,8 +22,8 @@ def options(version: bool = common.VersionOption) -> None:
 @app.command()
 @common.errors_to_exit
 def subscribe(
-    mail: Optional[str] = typer.Option(None, "--mail", help="Send mails to this address."),
-    webhook: Optional[str] = typer.Option(None, "--webhook", help="POST a JSON document to this http(s) URL."),
+    mail: Optional[str] = typer.Option(None, "--mail", help="Send mails to this one address (user@domain)."),
+    webhook: Optional[str] = typer.Option(None, "--webhook", help="POST a JSON document to this http(s) URL: a public address, unless the site allows its network (notify.webhook_allow); redirects are not followed."),
     severity: str = typer.Option("medium", "-s", "--severity", help="Least severity sent: low, medium or high."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON value."),
 ) -> None:

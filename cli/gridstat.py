@@ -25,7 +25,11 @@ def gridstat(
     stderr: bool = typer.Option(False, "-E", "--stderr", help="With -j: print the job's stderr."),
     user: Optional[str] = typer.Option(None, "-u", "--user", help="Only this user's campaigns."),
     all_campaigns: bool = typer.Option(False, "-a", "--all", help="Finished campaigns too."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON value (with -O/-E: {job, stdout, stderr})."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON value (with -O/-E: {job, stdout, stderr}). "
+                                                      "progress: percent of the tasks that ran to an end (terminated "
+                                                      "or failed: a cancelled task did not); throughput_per_hour: over "
+                                                      "the last hour while it runs, null while paused (and so "
+                                                      "remaining_seconds and eta), over its own life once over."),
     version: bool = common.VersionOption,
 ) -> None:
     """Without arguments: your unfinished campaigns."""
@@ -50,7 +54,7 @@ def gridstat(
         return common.print_json(campaigns)
     common.print_table(None, ["Campaign id", "Name", "User", "Submission time", "S", "Progress", "Tasks/h", "ETA"],
                        [[c["id"], c["name"], c["user"], common.when(c["submitted_at"]), _letter(c["state"]),
-                         f"{c['tasks']['terminated'] + c['tasks']['failed'] + c['tasks']['cancelled']}/"
+                         f"{c['tasks']['terminated'] + c['tasks']['failed']}/"
                          f"{c['tasks']['total']} ({c['progress']}%)", _rate(c["throughput_per_hour"]),
                          common.when(c["eta"]) or "?"] for c in campaigns])
 
@@ -69,12 +73,13 @@ def _campaign(client: Client, campaign_id: int, as_json: bool) -> None:
     if as_json:
         return common.print_json(detail)
     t = detail["tasks"]
-    print(f"Campaign {detail['id']}: {detail['name']} ({detail['user']}), {detail['state']}, "
+    print(f"Campaign {detail['id']}: {common.printable(detail['name'])} ({detail['user']}), {detail['state']}, "
           f"submitted {common.when(detail['submitted_at'])}")
     common.print_table("Tasks", list(t), [list(t.values())])
     print(f"Progress: {detail['progress']}%   duration: {common.duration(detail['average_duration'])} "
           f"± {common.duration(detail['duration_stddev'])}   throughput: {_rate(detail['throughput_per_hour'])} tasks/h "
-          f"(last hour)   remaining: {common.duration(detail['remaining_seconds'])}   "
+          f"({'its life' if detail['finished_at'] else 'last hour'})   "
+          f"remaining: {common.duration(detail['remaining_seconds'])}   "
           f"ETA: {common.when(detail['eta']) or '?'}   open events: {detail['open_events']}   "
           f"replicas: {detail['replicas']}")
     if detail["clusters"]:

@@ -15,7 +15,7 @@ from itertools import islice
 from typing import BinaryIO
 
 from cigri.errors import InputError
-from cigri.jdl.parser import ParamSource
+from cigri.jdl.parser import ParamSource, control_character
 
 MAX_LINE_BYTES = 65_536
 _QUOTING = frozenset("'\"\\")
@@ -55,7 +55,24 @@ def _name(line: str, source: ParamSource, position: int) -> str:
         raise InputError(f"{describe(source, position)}: {error}") from None
     if not words or not words[0]:
         raise InputError(f"{describe(source, position)}: no task name")
+    control = control_character(words[0])
+    if control is not None:  # quoted, it would reach gridstat -f and gridevents raw
+        raise InputError(f"{describe(source, position)}: the task name contains the control character "
+                         f"U+{ord(control):04X}; a name is one line of text")
     return words[0]
+
+
+def _check_inline(raw: str, source: ParamSource, index: int) -> None:
+    """What reading a file checks of each line, for a string of ``params``: one line, of
+    UTF-8, at most :data:`MAX_LINE_BYTES` bytes with its newline."""
+    if "\n" in raw:
+        raise InputError(f"{describe(source, index)}: holds a line break; give one parameter line per string")
+    try:
+        size = len(raw.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate, which JSON's \ud800 gives
+        raise InputError(f"{describe(source, index)}: not valid UTF-8") from None
+    if size >= MAX_LINE_BYTES:
+        raise InputError(f"{describe(source, index)}: line longer than {MAX_LINE_BYTES} bytes")
 
 
 def iter_params(source: ParamSource) -> Iterator[tuple[int, str, str]]:
@@ -65,6 +82,7 @@ def iter_params(source: ParamSource) -> Iterator[tuple[int, str, str]]:
             yield index, str(index), str(index)
     elif source.inline is not None:
         for index, raw in enumerate(source.inline):
+            _check_inline(raw, source, index)
             line = raw.strip()
             if line and line[0] != "#":
                 yield index, _name(line, source, index), line

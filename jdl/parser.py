@@ -211,9 +211,15 @@ def _message(error: jsonschema.ValidationError) -> str:
     return error.message.replace(repr(error.instance), shown(error.instance))
 
 
+def control_character(text: str) -> str | None:
+    """The first character of ``text`` that breaks a line or drives a terminal (C0, DEL, C1,
+    U+2028, U+2029), if any: a campaign's or a task's name is one line of text."""
+    return next((c for c in text if unicodedata.category(c) in ("Cc", "Zl", "Zp")), None)
+
+
 def _semantic_problems(document: dict[str, Any], known_clusters: Mapping[str, str]) -> list[str]:
     problems = []
-    control = next((c for c in document["name"] if unicodedata.category(c) in ("Cc", "Zl", "Zp")), None)
+    control = control_character(document["name"])
     if control is not None:  # a line break or an escape sequence would break gridstat's table
         problems.append(f"$.name: contains the control character U+{ord(control):04X}; a name is one line of text")
     sources = [k for k in ("param_file", "nb_jobs", "params") if k in document]

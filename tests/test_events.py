@@ -20,6 +20,7 @@ from cigri.backends import Capacity
 from cigri.cycle import run_cycle
 from cigri.cycle_context import CycleContext
 from cigri.errors import InputError, Refused
+from cigri.events import signature
 from cigri.grid import Grid, open_grid
 from cigri.states import JobState, TaskState
 from cigri.users import acting_user
@@ -304,3 +305,37 @@ def test_gridevents_shows_aggregated_failures_with_their_stderr_and_fixes_them(c
     assert cigri.run("gridevents", "-e", str(full["id"]), "--fix", expect=1).stderr.count("\n") == 1
     assert [e["state"] for e in cigri.json("gridevents", "-c", str(campaign_id), "-a")
             if e["id"] == full["id"]] == ["closed"]
+
+
+# --- grouping by the first stderr line without its ids --------------------------------------
+
+@pytest.mark.parametrize(("lines", "grouped"), [
+    (["cigri: cannot start job 534: [Errno 2] No such file or directory: '/x/prog'",  # local
+      "cigri: cannot start job 7: [Errno 2] No such file or directory: '/x/prog'"], True),
+    (["/var/spool/slurmd/job00411/slurm_script: 16: exec: /x/prog: not found",  # Slurm (dash)
+      "/var/spool/slurmd/job00412/slurm_script: 30: exec: /x/prog: not found"], True),
+    (["/var/spool/slurmd/job411/slurm_script: line 16: /x/prog: No such file or directory",  # bash
+      "/var/spool/slurmd/job9/slurm_script: line 3: /x/prog: No such file or directory"], True),
+    (["cigri.12.sh: 7: exec: /x/prog: not found", "cigri.13.sh: 21: exec: /x/prog: not found"], True),  # OAR
+    (["cigri: no job for array task 3", "cigri: no job for array task 14"], True),
+    (["slurmstepd: error: *** JOB 534 ON node1 CANCELLED ***", "slurmstepd: error: *** JOB 9 ON node1 CANCELLED ***"],
+     True),
+    (["Task #3: bad input", "task #4: bad input"], False),  # case is kept: only the ids go
+    (["error 1", "error 2"], False),  # a program's own numbers are not ids
+    (["[Errno 2] No such file or directory", "[Errno 13] Permission denied"], False),
+    (["disk 95% full", "disk 96% full"], False),
+    (["cigri: cannot start job 5: [Errno 2] No such file", "cigri: cannot start job 5: [Errno 13] Permission denied"],
+     False),
+])
+def test_the_signature_is_the_first_stderr_line_without_its_ids(lines: list[str], grouped: bool) -> None:
+    signatures = {signature(f"{line}\nsecond line {i}\n") for i, line in enumerate(lines)}
+    assert (len(signatures) == 1) == grouped, signatures
+
+
+def test_three_tasks_with_a_missing_exec_file_are_one_event(cigri: Cigri) -> None:
+    """cigri's own message holds the job's id (``cigri: cannot start job 534: …``): three
+    failures opened three events where one is promised."""
+    campaign_id = cigri.submit(cigri.jdl("missing", exec_file="/nonexistent/prog", params=["a", "b", "c"]))
+    assert cigri.drain(campaign_id)["tasks"]["failed"] == 3
+    [failed] = [e for e in cigri.events(campaign_id) if e["code"] == "EXIT_ERROR"]
+    assert failed["count"] == 3 and "cannot start job" in failed["stderr_tail"]

@@ -4,6 +4,7 @@ grouping, severity filter, retries with backoff, crash safety, and a notifier th
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import socket
@@ -23,6 +24,7 @@ from harness import Cigri
 from test_events import campaign, make_grid
 
 from cigri import api, notify
+from cigri.logs import JSONFormatter, TextFormatter
 from cigri import db as database
 from cigri.cycle import run_cycle
 from cigri.errors import NotFound, InputError, Refused
@@ -31,6 +33,7 @@ from cigri.grid import Grid
 from cigri.users import acting_user
 
 USER = acting_user()
+ALLOW_LOOPBACK = 'webhook_allow = ["127.0.0.0/8"]\n'  # the test servers listen on 127.0.0.1
 
 
 class Mailbox:
@@ -60,18 +63,25 @@ def smtp() -> Iterator[tuple[Mailbox, int]]:
 
 
 class Hook(BaseHTTPRequestHandler):
-    """Answers 500 to the first ``failures`` POSTs, then 204; keeps every JSON body it received."""
+    """Answers 500 to the first ``failures`` POSTs, then ``status`` (a 3xx to ``location``);
+    keeps every JSON body it received, and each request's path and headers."""
 
     failures = 0
+    status = 204
+    location = ""
     bodies: list[dict[str, Any]] = []
+    requests: list[dict[str, Any]] = []
 
     def do_POST(self) -> None:  # noqa: N802
         Hook.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        Hook.requests.append({"path": self.path, "headers": dict(self.headers)})
         if Hook.failures > 0:
             Hook.failures -= 1
             self.send_response(500)
         else:
-            self.send_response(204)
+            self.send_response(Hook.status)
+        if Hook.location:
+            self.send_header("Location", Hook.location)
         self.end_headers()
 
     def log_message(self, *args: Any) -> None:
@@ -81,7 +91,7 @@ class Hook(BaseHTTPRequestHandler):
 @pytest.fixture
 def hook() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
-    Hook.failures, Hook.bodies = 0, []
+    Hook.failures, Hook.status, Hook.location, Hook.bodies, Hook.requests = 0, 204, "", [], []
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}/hooks/cigri"
     server.shutdown()
@@ -91,7 +101,7 @@ def hook() -> Iterator[str]:
 @pytest.fixture
 def grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, smtp: tuple[Mailbox, int]) -> Iterator[Grid]:
     grid = make_grid(tmp_path, monkeypatch, f'[notify]\nsmtp_host = "127.0.0.1"\nsmtp_port = {smtp[1]}\n'
-                                            f'subject_tag = "[grid]"\nretry_delay = 0.2\nmax_tries = 3\n')
+                                            f'subject_tag = "[grid]"\nretry_delay = 0.2\nmax_tries = 3\n{ALLOW_LOOPBACK}')
     yield grid
     grid.close()
 
@@ -181,7 +191,7 @@ def test_a_failing_webhook_is_retried_with_backoff_then_given_up(grid: Grid, tmp
 
 def test_a_broken_notifier_never_breaks_the_cycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     grid = make_grid(tmp_path, monkeypatch, f'[notify]\nsmtp_host = "127.0.0.1"\nsmtp_port = {free_port()}\n'
-                                            'timeout = 1.0\n')
+                                            f'timeout = 1.0\n{ALLOW_LOOPBACK}')
     try:
         campaign_id, _ = campaign(grid, tmp_path, 1)
         api.subscribe(grid, user=USER, kind="mail", target="nobody@example.org", severity="low")
@@ -190,7 +200,7 @@ def test_a_broken_notifier_never_breaks_the_cycle(tmp_path: Path, monkeypatch: p
         report = run_cycle(grid)  # neither the closed SMTP port nor the closed HTTP port raise
         assert report.submitted == 1
         errors = sorted(r[0] for r in grid.db.execute("SELECT last_error FROM outbox"))
-        assert errors[0] == "ConnectError" and errors[1].startswith("ConnectionRefusedError")
+        assert errors[0].startswith("ConnectionRefusedError") and errors[1] == "delivery failed"
     finally:
         grid.close()
 
@@ -234,8 +244,31 @@ def test_subscriptions_check_their_input_and_belong_to_their_user(grid: Grid) ->
     assert api.list_subscriptions(grid, user="alice") == []
 
 
+@pytest.mark.parametrize("target", ["a@x.org,victim@y.org", "a@x.org, victim", "a@x.org;victim@y.org",
+                                    "a@x.org victim@y.org", "<a@x.org>", "Alice <a@x.org>", '"a,b"@x.org',
+                                    "a(comment)@x.org", "a@x.org\tb@y.org", "a@@x.org", "a@x..org", "@x.org",
+                                    "a@", "a.@x.org", "a@[127.0.0.1]", "a@x.org:b"])
+def test_a_mail_subscription_is_one_address(grid: Grid, target: str) -> None:
+    """``--mail "a@x.org,victim"`` made the mail go to a second recipient."""
+    with pytest.raises(InputError, match=r"^mail address: .* is not one address"):
+        api.subscribe(grid, user=USER, kind="mail", target=target, severity="low")
+    assert api.list_subscriptions(grid, user=USER) == []
+
+
+def test_plain_addresses_are_taken(grid: Grid, smtp: tuple[Mailbox, int], tmp_path: Path) -> None:
+    mailbox, _ = smtp
+    for target in ("alice@example.org", "first.last+tag@mail.example-1.org", "o'brien@example.org"):
+        api.subscribe(grid, user=USER, kind="mail", target=target, severity="low")
+    failures(grid, campaign(grid, tmp_path, 1)[0], 1)
+    assert notify.notify(grid) == 3
+    assert sorted(m["To"] for m in mailbox.messages) == ["alice@example.org", "first.last+tag@mail.example-1.org",
+                                                         "o'brien@example.org"]
+
+
 @pytest.mark.slow
 def test_gridnotify_command(cigri: Cigri, hook: str) -> None:
+    with cigri.config.open("a") as conf:
+        conf.write(f"[notify]\n{ALLOW_LOOPBACK}")
     created = cigri.json("gridnotify", "subscribe", "--webhook", hook, "-s", "low")
     listed = cigri.json("gridnotify", "list")
     assert [(s["id"], s["kind"], s["target"], s["severity"]) for s in listed] == [(created["id"], "webhook", hook, "low")]
@@ -263,10 +296,43 @@ def test_gridnotify_masks_a_webhook_password_and_refuses_mail_without_smtp(cigri
 
 def test_failed_notifications_go_to_the_log_not_to_the_terminal_driving_the_cycle(cigri: Cigri) -> None:
     with cigri.config.open("a") as conf:
-        conf.write("[notify]\nretry_delay = 0.0\n")
+        conf.write(f"[notify]\nretry_delay = 0.0\n{ALLOW_LOOPBACK}")
     cigri.run("gridnotify", "subscribe", "--webhook", f"http://127.0.0.1:{free_port()}/closed", "-s", "low")
     waited = cigri.run("gridsub", "-f", str(cigri.jdl("noisy", exec_file="/bin/true", params=["a"])),
                        "--wait", "--period", "0.05")
     cycled = cigri.run("cigri", "cycle")  # tries the message again
     assert "notification" not in waited.stderr + cycled.stderr
     assert "notification 1 (webhook, try 2/8) failed: ConnectError" in (cigri.home / "log" / "cigri.log").read_text()
+
+
+def test_no_url_credential_or_query_string_reaches_a_log_line(cigri: Cigri, hook: str) -> None:
+    """httpx logs each request's URL at INFO, cigri.log's default level: a webhook's password and
+    token were written there. A real delivery and a failed one, with the log file and ``-v``."""
+    with cigri.config.open("a") as conf:
+        conf.write(f"[notify]\nretry_delay = 0.0\n{ALLOW_LOOPBACK}")
+    for target in (hook.replace("http://", "http://bot:secret@") + "?token=secret",
+                   f"http://bot:secret@127.0.0.1:{free_port()}/closed?token=secret"):
+        cigri.run("gridnotify", "subscribe", "--webhook", target, "-s", "low")
+    waited = cigri.run("gridsub", "-f", str(cigri.jdl("told", exec_file="/bin/true", params=["a"])),
+                       "--wait", "--period", "0.05")
+    cycled = cigri.run("cigri", "-v", "cycle")  # the failed one again, logged on stderr too
+    assert len(Hook.bodies) == 1 and Hook.bodies[0]["events"][0]["code"] == "CAMPAIGN_FINISHED"
+    log = (cigri.home / "log" / "cigri.log").read_text()
+    assert "notification 2 (webhook, try 2/8) failed: ConnectError" in log
+    for text in (log, waited.stderr, cycled.stderr):
+        assert "secret" not in text
+
+
+@pytest.mark.parametrize("formatter", [TextFormatter(True), TextFormatter(False), JSONFormatter(True)],
+                         ids=["text", "text-brief", "json"])
+def test_every_log_line_masks_url_credentials_and_query_strings(formatter: logging.Formatter) -> None:
+    """Whatever logs a URL (a library, an error quoting one), at any level."""
+    try:
+        raise ValueError("cannot reach https://bot:p@ss@hooks.example.org/T0/B0?token=s3cret&x=1 now")
+    except ValueError:
+        failure = sys.exc_info()
+    record = logging.LogRecord("httpx", logging.DEBUG, __file__, 1, "HTTP Request: POST %s",
+                               ("http://u:s3cret@10.0.0.1:8080/x?token=s3cret",), failure)
+    line = formatter.format(record)
+    assert "s3cret" not in line and "p@ss" not in line
+    assert "http://***@10.0.0.1:8080/x?***" in line and "https://***@hooks.example.org/T0/B0?***" in line

@@ -63,8 +63,9 @@ def campaign_summary(grid: Grid, campaign_id: int, *, user: str, now: float | No
 
 
 def _summary(grid: Grid, row: dict[str, Any], now: float) -> tuple[dict[str, Any], predictor.CampaignFigures]:
-    """The summary of the campaign in ``row`` with the predictor's figures: throughput over the
-    last hour, remaining time and ETA (the end time once the campaign is over)."""
+    """The summary of the campaign in ``row`` with the predictor's figures: throughput,
+    remaining time and ETA (see :func:`predictor.campaign_figures`: none while paused; once
+    over, its life's and its end)."""
     campaign_id = row["id"]
     counts = _task_counts(grid, campaign_id)
     figures = predictor.campaign_figures(grid.db, campaign_id, now,
@@ -73,8 +74,8 @@ def _summary(grid: Grid, row: dict[str, Any], now: float) -> tuple[dict[str, Any
         "id": row["id"], "name": row["name"], "user": row["user"], "state": row["state"],
         "submitted_at": row["submitted_at"], "started_at": row["started_at"],
         "finished_at": row["finished_at"], "tasks": counts,
-        "progress": round(100 * (counts["terminated"] + counts["failed"] + counts["cancelled"])
-                          / counts["total"], 1) if counts["total"] else 100.0,
+        "progress": round(100 * (counts["terminated"] + counts["failed"]) / counts["total"], 1)
+        if counts["total"] else 100.0,  # the tasks that ran to an end: a cancelled one did not
         "open_events": grid.db.execute("SELECT count(*) FROM events WHERE campaign_id = ? AND state = 'open'",
                                        [campaign_id]).fetchone()[0],
         "replicas": grid.db.execute(  # extra copies of running tasks (finalize scheduler)
@@ -82,7 +83,7 @@ def _summary(grid: Grid, row: dict[str, Any], now: float) -> tuple[dict[str, Any
             f"AND state IN {sql_in(JOB_ACTIVE)}", [campaign_id]).fetchone()[0],
         "throughput_per_hour": figures.throughput_per_hour,
         "remaining_seconds": figures.remaining_seconds,
-        "eta": row["finished_at"] or figures.eta,
+        "eta": figures.eta,
     }, figures
 
 
@@ -117,7 +118,7 @@ def campaign_detail(grid: Grid, campaign_id: int, *, user: str, now: float | Non
                                  throughput_per_hour=cluster.throughput_per_hour)
     for cluster_id, part in predictor.cluster_remaining(grid.db, campaign_id, moment, figures.clusters,
                                                         pending=summary["tasks"]["pending"], held=held).items():
-        entry(cluster_id).update(remaining_seconds=part.remaining_seconds, eta=summary["finished_at"] or part.eta)
+        entry(cluster_id).update(remaining_seconds=part.remaining_seconds, eta=part.eta)
     for cluster_id, rate in predictor.taps(grid.db, campaign_id).items():
         entry(cluster_id)["tap"] = rate
     for (_, cluster_id), penalty in predictor.affinity_penalties(grid.db, [campaign_id], moment).items():

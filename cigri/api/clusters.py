@@ -11,20 +11,26 @@ from cigri import db as database
 from cigri.errors import InputError, NotFound, Refused
 from cigri.events import close
 from cigri.grid import Grid
+from cigri.states import JOB_ACTIVE, JobState, sql_in
 from cigri.users import require_admin
 
 
 def list_clusters(grid: Grid) -> list[dict[str, Any]]:
-    """Every cluster with its capacity (asked live), cigri's own use of it and the most jobs it
-    takes from cigri (``max_jobs``, or the submit limit learned; None: no cap)."""
+    """Every cluster with its capacity (asked live), cigri's own use of it (``used_by_cigri``:
+    its jobs running there; ``queued_by_cigri``: those it sent, or is sending, that wait in its
+    queue: they use no slot yet) and the most jobs it takes from cigri (``max_jobs``, or the
+    submit limit learned; None: no cap)."""
     result = []
-    used = cluster_caps.active_jobs(grid.db.conn)
+    jobs = {cluster_id: (running, queued) for cluster_id, running, queued in grid.db.execute(
+        "SELECT cluster_id, count(*) FILTER (WHERE state = ?), count(*) FILTER (WHERE state != ?) "
+        f"FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} GROUP BY cluster_id", [JobState.RUNNING, JobState.RUNNING])}
     caps = cluster_caps.caps(grid.db.conn, database.now())
     for row in grid.db.query("SELECT * FROM clusters ORDER BY name"):
         entry: dict[str, Any] = {"name": row["name"], "backend": row["backend"], "source": row["source"],
                                  "blacklisted": bool(row["blacklisted"]),
                                  "blacklist_reason": row["blacklist_reason"],
-                                 "used_by_cigri": used.get(row["id"], 0), "max_jobs": caps.get(row["id"])}
+                                 "used_by_cigri": jobs.get(row["id"], (0, 0))[0],
+                                 "queued_by_cigri": jobs.get(row["id"], (0, 0))[1], "max_jobs": caps.get(row["id"])}
         try:
             capacity = grid.backend(row["id"]).capacity()
             entry.update(total_slots=capacity.total_slots, free_slots=capacity.free_slots,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from email.utils import getaddresses
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -10,9 +12,14 @@ from cigri.api.access import may_see, storable
 from cigri.errors import InputError, NotFound, Refused
 from cigri.events import Severity
 from cigri.grid import Grid
+from cigri.notify import targets
 from cigri.users import require_admin
 
 NOTIFY_KINDS = ("mail", "webhook")
+_ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+# One address, as RFC 5322's dot-atom local part and a host name: nothing a mail header would
+# read as a second recipient (``a@x.org,victim``), a display name or a comment.
+_MAIL_ADDRESS = re.compile(rf"{_ATOM}(?:\.{_ATOM})*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*")
 
 
 def subscribe(grid: Grid, *, user: str, kind: str, target: str, severity: str) -> int:
@@ -23,9 +30,9 @@ def subscribe(grid: Grid, *, user: str, kind: str, target: str, severity: str) -
     if severity not in {s.value for s in Severity}:
         raise InputError(f"severity: expected low, medium or high, got {severity!r}")
     if kind == "mail":
-        local, at, domain = target.partition("@")
-        if not (local and at and domain) or any(ch.isspace() or ord(ch) < 32 for ch in target) or "@" in domain:
-            raise InputError(f"mail address: {target!r} is not an address")
+        if not _MAIL_ADDRESS.fullmatch(target) or getaddresses([target]) != [("", target)]:
+            raise InputError(f"mail address: {target!r} is not one address: user@domain, in ASCII, without "
+                             "spaces, commas, semicolons, quotes, comments or angle brackets")
     elif kind == "webhook":
         try:
             url = httpx.URL(target)
@@ -33,6 +40,11 @@ def subscribe(grid: Grid, *, user: str, kind: str, target: str, severity: str) -
             url = None
         if url is None or url.scheme not in ("http", "https") or not url.host:
             raise InputError("webhook URL: expected http://HOST/... or https://HOST/...")
+        try:
+            addresses = targets.resolve(url)
+        except (OSError, UnicodeError):  # not resolvable now: every delivery checks it again
+            addresses = []
+        targets.check(addresses, grid.config.notify.webhook_allow)
     else:
         raise InputError(f"kind: expected one of {', '.join(NOTIFY_KINDS)}, got {kind!r}")
     if kind == "mail" and not grid.config.notify.smtp_host:  # what the notifier needs to send a mail

@@ -11,6 +11,7 @@ from cigri import db as database
 from cigri.events import Severity
 from cigri.grid import Grid
 from cigri.notify.senders import send_mail, send_webhook
+from cigri.notify.targets import TargetRefused
 from cigri.users import is_admin
 
 log = logging.getLogger("cigri.notify")
@@ -94,16 +95,15 @@ def deliver(grid: Grid) -> int:
                 send_webhook(settings, message["target"], document)
         except Exception as error:  # recorded and retried; never raised into the cycle
             tries = message["tries"] + 1
-            reason = _reason(error)
             dead = tries >= settings.max_tries
             # the subscriber's business, shown by gridnotify list: the log keeps it, while the
             # terminal of whoever drives this cycle (gridsub --wait) does not
             log.info("notification %s (%s, try %s/%s) failed: %s", message["id"], message["kind"], tries,
-                     settings.max_tries, reason)
+                     settings.max_tries, _reason(error))
             with database.write(grid.db) as conn:
                 conn.execute("UPDATE outbox SET tries = ?, last_error = ?, state = ?, next_try_at = ? "
                              "WHERE id = ? AND state = 'pending'",
-                             [tries, reason, "dead" if dead else "pending",
+                             [tries, _shown_reason(message["kind"], error), "dead" if dead else "pending",
                               database.now() + settings.retry_delay * 2 ** (tries - 1), message["id"]])
             continue
         with database.write(grid.db) as conn:
@@ -114,11 +114,25 @@ def deliver(grid: Grid) -> int:
 
 
 def _reason(error: Exception) -> str:
-    """Why a send failed, without the webhook's URL (it may embed a token) or any credential."""
+    """Why a send failed, for the log: without the webhook's URL (it may embed a token) or any
+    credential."""
     import httpx
 
     if isinstance(error, httpx.HTTPStatusError):
         return f"HTTP {error.response.status_code}"
-    if isinstance(error, httpx.HTTPError):
-        return type(error).__name__
     return f"{type(error).__name__}: {' '.join(str(error).split())}"[:300]
+
+
+def _shown_reason(kind: str, error: Exception) -> str:
+    """Why a send failed, for its subscriber (``gridnotify list``). Of a webhook, only the HTTP
+    status its server answered, or that delivery failed: how a connection failed (refused, timed
+    out, reset, not HTTP) would tell any host's open ports from its closed ones."""
+    import httpx
+
+    if kind == "mail":  # the site's own SMTP server: its answer is no one's secret
+        return _reason(error)
+    if isinstance(error, httpx.HTTPStatusError):
+        return f"HTTP {error.response.status_code}"
+    if isinstance(error, TargetRefused):
+        return "delivery failed: the URL leads to an address this site does not allow"
+    return "delivery failed"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import smtplib
 import ssl
 from email.message import EmailMessage
@@ -12,6 +13,7 @@ import httpx
 
 from cigri.config import NotifySettings
 from cigri.errors import ConfigError
+from cigri.notify import targets
 
 
 def render_text(document: dict[str, Any]) -> str:
@@ -49,9 +51,30 @@ def send_mail(settings: NotifySettings, to: str, document: dict[str, Any], creat
         smtp.send_message(message)
 
 
-def send_webhook(settings: NotifySettings, url: str, document: dict[str, Any]) -> None:
-    response = httpx.post(url, json=document, timeout=settings.timeout, follow_redirects=False)
-    response.raise_for_status()
+def send_webhook(settings: NotifySettings, target: str, document: dict[str, Any]) -> None:
+    """POST the document to one of the addresses the target's host resolves to now, each one
+    checked (:mod:`cigri.notify.targets`): the connection goes to that address, never to the name
+    resolved again, with the host name kept for ``Host`` and TLS (SNI and the certificate's
+    check against the system's CAs). No redirect is followed (a 3xx fails), and no proxy of the
+    environment is used: a proxy would resolve the name itself."""
+    url = httpx.URL(target)
+    addresses = targets.check(targets.resolve(url), settings.webhook_allow)
+    body = json.dumps(document).encode()
+    headers = {"Host": url.netloc.decode("ascii"), "Content-Type": "application/json"}
+    failure: httpx.TransportError | None = None
+    with httpx.Client(timeout=settings.timeout, follow_redirects=False, trust_env=False,
+                      verify=ssl.create_default_context()) as client:  # the system's CAs, as for mail
+        for address in addresses:
+            try:
+                response = client.post(url.copy_with(host=str(address)), content=body, headers=headers,
+                                       extensions={"sni_hostname": url.raw_host.decode("ascii")})
+            except httpx.ConnectError as error:  # the next address may answer
+                failure = error
+                continue
+            response.raise_for_status()
+            return
+    assert failure is not None  # getaddrinfo gives at least one address or raises
+    raise failure
 
 
 def _secret(path: str) -> str:
