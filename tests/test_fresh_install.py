@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from unix_users import REPO, ensure_users, run_as, shared_install
+from harness import wait_for
+from unix_users import REPO, SERVICE, ensure_users, run_as, shared_install, start_as
 
 UNIT = REPO / "conf" / "cigri.service"
 
@@ -40,34 +41,57 @@ def install() -> Iterator[Path]:
 
 
 def test_the_units_exec_start_pre_creates_the_database_as_the_service_account(install: Path) -> None:
-    service, _ = ensure_users()[:2]  # the first test user plays the service account (User=cigri)
+    """The shipped unit on a fresh install: its StateDirectory (made here as systemd makes it,
+    the account's, 0711), its ExecStartPre creating the database, and its ExecStart serving."""
+    service = ensure_users((SERVICE,))[0]
     cigri = shared_install() / "cigri"
     settings = service_settings()
     environment = dict(value.split("=", 1) for key, value in settings if key == "Environment")
-    umask = dict(settings)["UMask"]
-    before, start = dict(settings)["ExecStartPre"].split(), dict(settings)["ExecStart"].split()
+    unit = dict(settings)
+    before, start = unit["ExecStartPre"].split(), unit["ExecStart"].split()
     assert before[0] == start[0] == "/usr/local/bin/cigri" and environment["CIGRI_CONFIG"] == "/etc/cigri/cigri.toml"
-    # A fresh install: the shipped configuration as /etc/cigri/cigri.toml, the account's empty home.
+    assert environment["CIGRI_HOME"] == f"/var/lib/{unit['StateDirectory']}" and unit["User"] == "cigri"
+    # A fresh install: the shipped configuration as /etc/cigri/cigri.toml, the state directory empty.
     site = install / "cigri.toml"
     shutil.copy(REPO / "conf" / "cigri.toml", site)
     site.chmod(0o644)
-    home = install / "home"
-    home.mkdir(mode=0o700)
+    home = install / "state"
+    home.mkdir()
+    home.chmod(int(unit["StateDirectoryMode"], 8))
     os.chown(home, service.pw_uid, service.pw_gid)
-    environment.update(CIGRI_CONFIG=str(site), HOME=str(home))
+    environment.update(CIGRI_CONFIG=str(site), CIGRI_HOME=str(home))
 
     def as_service(*argv: str) -> subprocess.CompletedProcess[str]:
-        return run_as(service.pw_name, ["/bin/sh", "-c", f'umask {umask} && exec "$@"', "sh", str(cigri), *argv],
-                      env=environment, cwd=install)
+        return run_as(service.pw_name, ["/bin/sh", "-c", f'umask {unit["UMask"]} && exec "$@"', "sh", str(cigri),
+                                        *argv], env=environment, cwd=install)
 
     created = as_service(*before[1:])
     assert created.returncode == 0, created.stderr
-    database = home / ".local" / "share" / "cigri" / "cigri.db"
+    database = home / "cigri.db"
     assert database.stat().st_uid == service.pw_uid and stat.S_IMODE(database.stat().st_mode) == 0o600
     again = as_service(*before[1:])  # every later start: the owner, an admin now
     assert again.returncode == 0 and again.stdout == created.stdout, again.stderr
-    started = as_service(*start[1:], "--cycles", "1")
-    assert started.returncode == 0, started.stderr
+    server = start_as(service.pw_name, [str(cigri), *start[1:]], env=environment, log=install / "server.log")
+    try:
+        socket = home / "cigri.sock"
+        wait_for(lambda: socket.exists() or server.poll() is not None, 60, "the server's socket")
+        health = run_as(service.pw_name, [str(shared_install() / "python"), "-c", HEALTH, str(socket)])
+        assert health.stdout.startswith("200"), (health.stdout, health.stderr, (install / "server.log").read_text())
+    finally:
+        server.terminate()
+        assert server.wait(60) == 0
+
+
+HEALTH = """
+import sys, time, httpx
+for _ in range(100):
+    try:
+        answer = httpx.Client(transport=httpx.HTTPTransport(uds=sys.argv[1])).get("http://cigri/healthz")
+        print(answer.status_code)
+        break
+    except httpx.TransportError:
+        time.sleep(0.1)
+"""
 
 
 def test_an_existing_database_still_needs_an_admin(install: Path) -> None:
@@ -82,5 +106,5 @@ def test_an_existing_database_still_needs_an_admin(install: Path) -> None:
     (home / "cigri.db").chmod(0o644)  # readable: the role, not the file's mode, is what refuses
     for command in (["db", "init"], ["db", "upgrade"]):
         refused = run_as(other.pw_name, [str(cigri), *command], env=environment, cwd=install)
-        assert (refused.returncode, refused.stderr) == (1, f"cigri: this cigri command: needs the admin role, and "
-                                                           f"{other.pw_name} is not an admin\n")
+        assert (refused.returncode, refused.stderr) == (1, f"cigri: cigri {' '.join(command)}: needs the admin role, "
+                                                           f"and {other.pw_name} is not an admin\n")
