@@ -28,6 +28,18 @@ BIN = Path(sys.executable).parent
 COMMANDS = ("gridsub", "gridstat", "griddel", "gridevents", "gridnotify", "gridclusters", "cigri")
 SLOTS = 4
 
+# The real clusters of tests/clusters/up.sh are one node of 8 cores each and a single OAR, which
+# some tests fill or count on: the tests that use them carry this mark and run one after the
+# other on one pytest-xdist worker (``--dist loadgroup``), as they would without xdist.
+REAL_CLUSTERS = pytest.mark.xdist_group("real-clusters")
+FULL = os.environ.get("CIGRI_TEST_FULL") == "1"
+
+
+def size(quick: int, full: int) -> int:
+    """A slow test's size: ``quick`` by default, ``full`` with ``CIGRI_TEST_FULL=1``, which
+    ``.ci/run`` sets, so a developer's run stays short and CI still runs the full size."""
+    return full if FULL else quick
+
 
 def process_alive(pid: int) -> bool:
     """Whether ``pid`` runs; a zombie nobody reaps (containers without init) counts as gone."""
