@@ -58,17 +58,24 @@ def _proc_file(pid: int, name: str) -> bytes:
         return b""
 
 
+def clusters_file() -> Path | None:
+    """The cigri.toml ``tests/clusters/up.sh`` wrote for the real clusters (``CIGRI_TEST_CLUSTERS``
+    names it or its directory; default ``/tmp/cigri-clusters``), or None when it is not there."""
+    named = Path(os.environ.get("CIGRI_TEST_CLUSTERS", "/tmp/cigri-clusters"))
+    path = named if named.suffix == ".toml" else named / "cigri.toml"
+    return path if path.is_file() else None
+
+
 def clusters_dir() -> Path:
-    """Where ``tests/clusters/up.sh`` left the real clusters' files (``CIGRI_TEST_CLUSTERS``, the
-    directory or its cigri.toml); without them the test is skipped, or fails with ``CI=true``."""
-    named = os.environ.get("CIGRI_TEST_CLUSTERS", "/tmp/cigri-clusters")
-    path = Path(named)
-    path = path.parent if path.suffix == ".toml" else path
-    if not (path / "cigri.toml").is_file():
+    """Where ``tests/clusters/up.sh`` left the real clusters' files; without them the test is
+    skipped, or fails with ``CI=true``."""
+    found = clusters_file()
+    if found is None:
+        where = os.environ.get("CIGRI_TEST_CLUSTERS", "/tmp/cigri-clusters")
         if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but no test clusters in {path}: run tests/clusters/up.sh")
-        pytest.skip(f"no test clusters in {path} (tests/clusters/up.sh)")
-    return path
+            pytest.fail(f"CI=true but no test clusters in {where}: run tests/clusters/up.sh")
+        pytest.skip(f"no test clusters in {where} (tests/clusters/up.sh)")
+    return found.parent
 
 
 def marker_exec_dir(prefix: str, after: str = "") -> Path:
