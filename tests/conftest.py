@@ -1,12 +1,25 @@
-"""Fixtures shared by the test modules."""
+"""Fixtures shared by the test modules, and the number of pytest-xdist workers."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import Cigri
+from harness import Cigri, clusters_file
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: xdist's one worker per core, plus one when the real clusters are there. Their
+    tests run one after the other on one worker (``REAL_CLUSTERS``) and mostly wait for remote
+    jobs; the extra worker keeps every core busy with the other tests meanwhile."""
+    from xdist.plugin import pytest_xdist_auto_num_workers as per_core
+
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own reading of the variable
+    return per_core(config) + (1 if clusters_file() else 0)
 
 
 @pytest.fixture

@@ -28,6 +28,18 @@ BIN = Path(sys.executable).parent
 COMMANDS = ("gridsub", "gridstat", "griddel", "gridevents", "gridnotify", "gridclusters", "cigri")
 SLOTS = 4
 
+# The real clusters of tests/clusters/up.sh are one node of 8 cores each and a single OAR, which
+# some tests fill or count on: the tests that use them carry this mark and run one after the
+# other on one pytest-xdist worker (``--dist loadgroup``), as they would without xdist.
+REAL_CLUSTERS = pytest.mark.xdist_group("real-clusters")
+FULL = os.environ.get("CIGRI_TEST_FULL") == "1"
+
+
+def size(quick: int, full: int) -> int:
+    """A slow test's size: ``quick`` by default, ``full`` with ``CIGRI_TEST_FULL=1``, which
+    ``.ci/run`` sets, so a developer's run stays short and CI still runs the full size."""
+    return full if FULL else quick
+
 
 def process_alive(pid: int) -> bool:
     """Whether ``pid`` runs; a zombie nobody reaps (containers without init) counts as gone."""
@@ -46,17 +58,24 @@ def _proc_file(pid: int, name: str) -> bytes:
         return b""
 
 
+def clusters_file() -> Path | None:
+    """The cigri.toml ``tests/clusters/up.sh`` wrote for the real clusters (``CIGRI_TEST_CLUSTERS``
+    names it or its directory; default ``/tmp/cigri-clusters``), or None when it is not there."""
+    named = Path(os.environ.get("CIGRI_TEST_CLUSTERS", "/tmp/cigri-clusters"))
+    path = named if named.suffix == ".toml" else named / "cigri.toml"
+    return path if path.is_file() else None
+
+
 def clusters_dir() -> Path:
-    """Where ``tests/clusters/up.sh`` left the real clusters' files (``CIGRI_TEST_CLUSTERS``, the
-    directory or its cigri.toml); without them the test is skipped, or fails with ``CI=true``."""
-    named = os.environ.get("CIGRI_TEST_CLUSTERS", "/tmp/cigri-clusters")
-    path = Path(named)
-    path = path.parent if path.suffix == ".toml" else path
-    if not (path / "cigri.toml").is_file():
+    """Where ``tests/clusters/up.sh`` left the real clusters' files; without them the test is
+    skipped, or fails with ``CI=true``."""
+    found = clusters_file()
+    if found is None:
+        where = os.environ.get("CIGRI_TEST_CLUSTERS", "/tmp/cigri-clusters")
         if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but no test clusters in {path}: run tests/clusters/up.sh")
-        pytest.skip(f"no test clusters in {path} (tests/clusters/up.sh)")
-    return path
+            pytest.fail(f"CI=true but no test clusters in {where}: run tests/clusters/up.sh")
+        pytest.skip(f"no test clusters in {where} (tests/clusters/up.sh)")
+    return found.parent
 
 
 def marker_exec_dir(prefix: str, after: str = "") -> Path:

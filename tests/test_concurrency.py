@@ -16,10 +16,10 @@ import time
 from typing import Any
 
 import pytest
-from harness import BIN, Cigri
+from harness import BIN, Cigri, size
 
 CLIENTS = 5
-ROUNDS = 2
+ROUNDS = size(1, 2)  # a second round of every client in CI (CIGRI_TEST_FULL=1)
 TASKS = 12
 
 

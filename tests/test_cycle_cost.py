@@ -13,8 +13,10 @@ import pytest
 
 from cigri import simulate as simulation
 from cigri.cycle import run_cycle
+from harness import size
 
 STEPS = 1000  # VM instructions between two calls of the progress handler
+CYCLES = size(300, 600)  # simulated cycles of 30 s: 5 h in CI (CIGRI_TEST_FULL=1), 2.5 h otherwise
 
 
 def test_a_cycle_costs_the_same_however_many_jobs_ended_before(tmp_path: Path,
@@ -41,12 +43,13 @@ def test_a_cycle_costs_the_same_however_many_jobs_ended_before(tmp_path: Path,
     monkeypatch.setattr(simulation, "run_cycle", counted_cycle)
     report = simulation.simulate(simulation.parse_scenario({
         "seed": 1, "cycle_period": 30, "clusters": {"c1": {"cores": 16}},
-        "campaigns": [{"user": "u", "tasks": 4800, "type": "normal", "duration": {"law": "constant", "seconds": 60}},
+        "campaigns": [{"user": "u", "tasks": 8 * CYCLES, "type": "normal",
+                       "duration": {"law": "constant", "seconds": 60}},
                       *({"user": "v", "tasks": 1, "submit_hours": i / 120, "type": "normal",
                          "jdl": {"prologue": ["true"], "epilogue": ["true"]},
-                         "duration": {"law": "constant", "seconds": 60}} for i in range(600))]}), tmp_path)
-    assert report["finished"] and report["tasks"] == {"terminated": 5400}
-    assert len(costs) >= 600  # one cycle every 30 s, none skipped: cycle i runs at 30 i seconds
-    # from 1.1 h (1,000 jobs and 130 campaigns ended), and near the end (4,000 and 600)
+                         "duration": {"law": "constant", "seconds": 60}} for i in range(CYCLES))]}), tmp_path)
+    assert report["finished"] and report["tasks"] == {"terminated": 9 * CYCLES}
+    assert len(costs) >= CYCLES  # one cycle every 30 s, none skipped: cycle i runs at 30 i seconds
+    # from 1.1 h (1,000 jobs and 130 campaigns ended), and near the end (4,000 and 600; 2,000 and 300)
     early, late = costs[135:195], costs[-100:-40]
     assert sum(late) / len(late) <= 1.05 * sum(early) / len(early), (sum(early) / len(early), sum(late) / len(late))

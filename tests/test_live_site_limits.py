@@ -27,11 +27,11 @@ from cigri import config as configuration
 from cigri.cycle import run_cycle
 from cigri.grid import open_grid
 
-from harness import Cigri, clusters_dir, marker_exec_dir, runs_per_task
+from harness import REAL_CLUSTERS, Cigri, clusters_dir, marker_exec_dir, runs_per_task
 
 CAP = 6  # tests/clusters/up.sh: QOS capped, MaxSubmitJobsPerUser
 TASKS = 14
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, REAL_CLUSTERS]
 
 
 def use_cluster(cigri: Cigri, name: str) -> None:

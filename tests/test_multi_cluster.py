@@ -23,11 +23,11 @@ from cigri import config as configuration
 from cigri.cycle import run_cycle
 from cigri.grid import open_grid
 
-from harness import Cigri, clusters_dir, marker_exec_dir, runs_per_task
+from harness import REAL_CLUSTERS, Cigri, clusters_dir, marker_exec_dir, runs_per_task
 
 CLUSTERS = ("slurm-a-ssh", "slurm-b-ssh", "oar-rest")
 TASKS = 48
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, REAL_CLUSTERS]
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.xdist_group("wheel")  # one worker builds the wheel, once
 # Source directory -> the package it becomes (pyproject's package-dir).
 SOURCES = {"cigri": "cigri", "cli": "cigri/cli", "jdl": "cigri/jdl"}
 DATA = ["cigri/py.typed", "cigri/jdl/schema.json", "cigri/jdl/examples/demo.json"]

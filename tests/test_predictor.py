@@ -300,12 +300,18 @@ def test_no_measure_yet_means_no_eta(grid: Grid, tmp_path: Path) -> None:  # noq
 
 @pytest.mark.slow
 def test_gridstat_json_shows_throughput_and_eta_while_a_campaign_runs(cigri) -> None:
-    campaign_id = cigri.submit(cigri.jdl("eta", exec_file="/bin/sleep", params=[f"0.{i}" for i in range(3, 10)]))
+    # The last task (0.9) outlives its sleep until a poll has seen the campaign half done: on a
+    # loaded machine one gridstat may take longer than the whole campaign would.
+    hold = cigri.work / "hold"
+    hold.touch()
+    program = cigri.script("sleep.sh", f'sleep "$1"\nwhile [ "$1" = 0.9 ] && [ -e {hold} ]; do sleep 0.05; done\n')
+    campaign_id = cigri.submit(cigri.jdl("eta", exec_file=str(program), params=[f"0.{i}" for i in range(3, 10)]))
     seen: list[dict] = []
 
     def check(summary: dict) -> None:
         if summary["state"] == "in_treatment" and summary["tasks"]["terminated"]:
             seen.append(summary)
+            hold.unlink(missing_ok=True)
 
     final = cigri.drain(campaign_id, check=check)
     assert seen, "never saw the campaign half done"

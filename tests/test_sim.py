@@ -30,6 +30,8 @@ from cigri.simulate import (
     weighted_max_min_tree,
 )
 
+from harness import FULL
+
 CIGRI = str(Path(sys.executable).parent / "cigri")
 TWO_USERS = {
     "seed": 7, "cycle_period": 60,
@@ -297,7 +299,7 @@ def test_the_preemption_threshold_spares_kills_on_hour_long_tasks() -> None:
             "campaigns": [{"user": "alice", "tasks": 150, "duration": {"law": "lognormal", "median": 1800, "sigma": 0.7}},
                           {"user": "bob", "tasks": 75, "submit_hours": 1,
                            "duration": {"law": "lognormal", "median": 1800, "sigma": 0.7}}]}))
-    for seed in (1, 2):
+    for seed in (1, 2) if FULL else (1,):  # the second seed in CI (CIGRI_TEST_FULL=1)
         every, starved = run(seed, 1.0), run(seed, 0.8)
         assert every["finished"] and starved["finished"]
         assert 0 < 2 * starved["kills"]["preempt"] <= every["kills"]["preempt"], seed

@@ -1,4 +1,5 @@
-"""Soak: a 1,000-task campaign drained while ``cigri daemon`` is SIGKILLed over and over.
+"""Soak: a 1,000-task campaign drained while ``cigri daemon`` is SIGKILLed 60 times (with
+``CIGRI_TEST_FULL=1``, as in CI; 250 tasks and 15 kills otherwise).
 
 Each task leaves one marker file per run (``runs/NAME.PID``), so a task run twice shows up as
 two markers even if cigri's own records say once. The kill moments are random (the seed is
@@ -14,14 +15,16 @@ import signal
 import time
 
 import pytest
-from harness import Cigri, wait_for
+from harness import Cigri, size, wait_for
 
-TASKS = 1000
-KILLS = 60
+# CI (CIGRI_TEST_FULL=1) drains 1,000 tasks through 60 kills; a developer's run a quarter of
+# that, at the same tasks per kill, so that the campaign still outlives five kills in six.
+TASKS = size(250, 1000)
+KILLS = size(15, 60)
 
 
 @pytest.mark.slow
-def test_a_thousand_tasks_survive_sixty_daemon_kills(cigri: Cigri) -> None:
+def test_a_campaign_survives_repeated_daemon_kills(cigri: Cigri) -> None:
     started = time.monotonic()
     runs = cigri.work / "runs"
     runs.mkdir()
@@ -52,7 +55,7 @@ def test_a_thousand_tasks_survive_sixty_daemon_kills(cigri: Cigri) -> None:
     jobs = sum(len(task["jobs"]) for task in cigri.tasks(campaign_id))
     print(f"\nsoak: {TASKS} tasks, {kills} SIGKILLs of the daemon, {len(lost)} lost, {len(twice)} run twice, "
           f"{jobs} jobs, {seconds:.1f}s (seed {seed})")
-    assert kills >= 50, f"seed {seed}: the campaign ended after {kills} kills; make the tasks slower"
+    assert kills >= KILLS * 5 // 6, f"seed {seed}: the campaign ended after {kills} kills; make the tasks slower"
     assert summary["state"] == "terminated", f"seed {seed}: {summary}"
     assert summary["tasks"]["terminated"] == TASKS, f"seed {seed}: {summary}"
     assert lost == [], f"seed {seed}: never ran: {lost[:10]}"

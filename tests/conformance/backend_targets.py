@@ -19,16 +19,9 @@ from cigri import config
 from cigri.backends import ClusterBackend, JobSpec, open_backend
 from cigri.backends.local import LocalBackend
 from cigri.backends.local.pool import try_lock
+from harness import clusters_file
 
 DEFAULT_CLUSTERS = Path("/tmp/cigri-clusters/cigri.toml")
-
-
-def clusters_file() -> Path | None:
-    named = os.environ.get("CIGRI_TEST_CLUSTERS")
-    path = Path(named) if named else DEFAULT_CLUSTERS
-    if path.is_dir():  # tests/clusters' env.sh names the directory
-        path = path / "cigri.toml"
-    return path if path.is_file() else None
 
 
 def _remote_clusters() -> list[config.ClusterConfig]:

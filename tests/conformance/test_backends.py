@@ -23,6 +23,9 @@ from cigri.backends import JobSpec, RemoteJob, RemoteState, oar
 from cigri.errors import CigriError, SubmissionRefused
 
 from backend_targets import BEST_EFFORT_NAMES, OAR_NAMES, REMOTE, Target, Targets, clusters_file
+from harness import REAL_CLUSTERS
+
+pytestmark = REAL_CLUSTERS
 
 ENDED = (RemoteState.COMPLETED, RemoteState.TIMEOUT, RemoteState.CANCELLED, RemoteState.PREEMPTED)
 HOSTILE = ("; touch pwned-semicolon", "$(touch pwned-subst)", "`touch pwned-backtick`", "it's \"quoted\"",

@@ -13,7 +13,10 @@ import pytest
 from cigri.backends import JobSpec, RemoteState
 
 from backend_targets import GROUPING_NAMES, Target
+from harness import REAL_CLUSTERS
 from test_backends import ended, token, wait
+
+pytestmark = REAL_CLUSTERS
 
 
 def grouped(target: Target) -> bool:
