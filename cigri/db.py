@@ -468,3 +468,25 @@ def m014_v3_imports(db: Database) -> None:
         PRIMARY KEY (kind, v3_id)
     );
     """)
+
+
+@migration
+def m015_throughput_minutes(db: Database) -> None:
+    """Tasks terminated per (campaign, cluster) and minute, kept by the updator as jobs end, so
+    that a campaign's throughput over the last hour sums 60 rows instead of counting every job
+    that ended in it (a campaign draining 800 tasks a second ended 2.9 million). Filled here for
+    the last two hours; the cycles keep two hours of them."""
+    db.executescript("""
+    CREATE TABLE throughput_minutes (
+        campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
+        cluster_id INTEGER NOT NULL REFERENCES clusters(id),
+        minute INTEGER NOT NULL,                      -- finished_at // 60
+        terminated INTEGER NOT NULL,
+        PRIMARY KEY (campaign_id, cluster_id, minute)
+    ) WITHOUT ROWID;
+    CREATE INDEX throughput_minutes_by_minute ON throughput_minutes(minute);
+    INSERT INTO throughput_minutes(campaign_id, cluster_id, minute, terminated)
+    SELECT campaign_id, cluster_id, CAST(finished_at / 60 AS INTEGER), count(*) FROM jobs
+    WHERE state = 'terminated' AND kind = 'task' AND finished_at > unixepoch('now') - 7200
+    GROUP BY campaign_id, cluster_id, CAST(finished_at / 60 AS INTEGER);
+    """)

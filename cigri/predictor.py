@@ -223,6 +223,44 @@ def _life(first_start: float | None, last_end: float | None, end: float) -> floa
     return 0.0 if first_start is None or last_end is None else min(last_end, end) - first_start
 
 
+# The updator counts each terminated task job into its minute, in the transaction ending it.
+COUNT_MINUTE = """
+INSERT INTO throughput_minutes(campaign_id, cluster_id, minute, terminated)
+SELECT campaign_id, cluster_id, CAST(finished_at / 60 AS INTEGER), 1 FROM jobs
+WHERE id = ? AND state = 'terminated' AND kind = 'task' AND finished_at IS NOT NULL AND true
+ON CONFLICT(campaign_id, cluster_id, minute) DO UPDATE SET terminated = terminated + 1
+"""
+
+
+def minutes_kept(now: float) -> int:
+    """The oldest minute :data:`COUNT_MINUTE`'s counts are kept for: two windows back."""
+    return int((now - 2 * WINDOW) // 60)
+
+
+def terminated_per_cluster(db: Reader, campaign_id: int, since: float, until: float) -> dict[int, int]:
+    """Per cluster, the campaign's tasks terminated in ``(since, until]``: the whole minutes
+    from ``throughput_minutes`` (a row a minute, however fast the campaign drains), the two
+    partial minutes at the edges from the terminated jobs' index."""
+    first, last = math.floor(since / 60) + 1, math.floor(until / 60)  # whole minutes: ends in [60 first, 60 last)
+    if first >= last:
+        return _counted(db, campaign_id, "finished_at > ? AND finished_at <= ?", [since, until])
+    result = _counted(db, campaign_id, "finished_at > ? AND finished_at < ?", [since, first * 60])
+    for edge in (db.execute("SELECT cluster_id, sum(terminated) FROM throughput_minutes WHERE campaign_id = ? "
+                            "AND minute >= ? AND minute < ? GROUP BY cluster_id", [campaign_id, first, last]),
+                 _counted(db, campaign_id, "finished_at >= ? AND finished_at <= ?", [last * 60, until]).items()):
+        for cluster_id, n in edge:
+            result[cluster_id] = result.get(cluster_id, 0) + n
+    return result
+
+
+def _counted(db: Reader, campaign_id: int, when: str, bounds: list[float]) -> dict[int, int]:
+    """Per cluster, the campaign's task jobs terminated ``when`` (a fixed condition on
+    ``finished_at``), counted from the terminated jobs' index."""
+    return dict(db.execute("SELECT cluster_id, count(*) FROM jobs INDEXED BY jobs_terminated WHERE campaign_id = ? "
+                           f"AND state = 'terminated' AND kind = 'task' AND {when} GROUP BY cluster_id",
+                           [campaign_id, *bounds]).fetchall())
+
+
 def cluster_figures(db: Reader, campaign_id: int, now: float, window: float = WINDOW) -> dict[int, ClusterFigures]:
     """Per cluster where the campaign has ended jobs: counts, durations and throughput.
 
@@ -234,10 +272,8 @@ def cluster_figures(db: Reader, campaign_id: int, now: float, window: float = WI
     first start to its last end there.
     """
     when = phase(db, campaign_id)
-    recent = {} if when.paused or when.end is not None else dict(db.execute(
-        "SELECT cluster_id, count(*) FROM jobs INDEXED BY jobs_terminated WHERE campaign_id = ? "
-        "AND state = 'terminated' AND kind = 'task' AND finished_at > ? AND finished_at <= ? GROUP BY cluster_id",
-        [campaign_id, now - window, now]).fetchall())
+    recent = {} if when.paused or when.end is not None else terminated_per_cluster(db, campaign_id, now - window,
+                                                                                      now)
     result = {}
     for cluster_id, terminated, failed, total, squares, first_start, last_end in db.execute(
             "SELECT cluster_id, terminated, failed, duration_sum, duration_sq_sum, first_start, last_end "

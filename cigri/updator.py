@@ -13,6 +13,7 @@ from collections import defaultdict
 
 from cigri import bag
 from cigri import db as database
+from cigri import predictor
 from cigri.backends import RemoteJob, RemoteState
 from cigri.cycle_context import CycleContext
 from cigri.events import record
@@ -79,6 +80,7 @@ def _apply(ctx: CycleContext, jobs: list[tuple[int, str, str, int | None]], answ
                 continue
             if new_state in JOB_ENDED:
                 conn.execute(_RECORD_ENDING, [job_id])
+                conn.execute(predictor.COUNT_MINUTE, [job_id])
             if new_state == JobState.TERMINATED:
                 conn.execute(f"UPDATE tasks SET state = ? WHERE id = ? AND state IN {sql_in(TASK_OPEN)}",
                              [TaskState.TERMINATED, task_id])
@@ -114,6 +116,7 @@ def record_counts(ctx: CycleContext) -> None:
     with database.write(ctx.grid.db) as conn:
         if retention:
             conn.execute("DELETE FROM counts WHERE at < ?", [now - retention])
+        conn.execute("DELETE FROM throughput_minutes WHERE minute < ?", [predictor.minutes_kept(now)])
         jobs = {cluster_id: (waiting, running) for cluster_id, waiting, running in conn.execute(
             "SELECT cluster_id, count(*) FILTER (WHERE state != 'running'), count(*) FILTER (WHERE state = 'running') "
             f"FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} GROUP BY cluster_id")}

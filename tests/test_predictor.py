@@ -161,15 +161,18 @@ def test_flood_victims_past_the_timeout_and_after_the_grace_where_the_tap_is_clo
 # --- figures read from a real database -----------------------------------------------------
 
 def ended(grid: Grid, campaign_id: int, cluster: str, durations_and_ends: list[tuple[float, float]]) -> None:  # noqa: F811
-    """Record terminated jobs as the updator does: the job rows and the campaign's stats."""
+    """Record terminated jobs as the updator does: the job rows, the campaign's stats and its
+    throughput's minutes."""
     cluster_id = grid.cluster_ids()[cluster]
     conn = grid.db.conn
     for duration, end in durations_and_ends:
         task_id, = bag.take(conn, campaign_id, 1)
         conn.execute("UPDATE tasks SET state = 'terminated' WHERE id = ?", [task_id])
-        conn.execute("INSERT INTO jobs(campaign_id, task_id, cluster_id, state, created_at, started_at, finished_at) "
-                     "VALUES (?, ?, ?, 'terminated', ?, ?, ?)",
-                     [campaign_id, task_id, cluster_id, end - duration, end - duration, end])
+        job_id = conn.execute(
+            "INSERT INTO jobs(campaign_id, task_id, cluster_id, state, created_at, started_at, finished_at) "
+            "VALUES (?, ?, ?, 'terminated', ?, ?, ?)", [campaign_id, task_id, cluster_id, end - duration, end - duration,
+                                                        end]).lastrowid
+        conn.execute(predictor.COUNT_MINUTE, [job_id])
         conn.execute(
             "INSERT INTO campaign_stats(campaign_id, cluster_id, terminated, duration_sum, duration_sq_sum, "
             "first_start, last_end) VALUES (?, ?, 1, ?, ?, ?, ?) ON CONFLICT(campaign_id, cluster_id) DO UPDATE SET "
@@ -365,3 +368,20 @@ def test_each_cluster_sizes_its_taps_with_its_own_job_ratio(tmp_path: Path, monk
             grid.backend(cluster_id).cancel([r[0] for r in grid.db.execute(
                 "SELECT remote_id FROM jobs WHERE cluster_id = ? AND remote_id IS NOT NULL", [cluster_id])])
         grid.close()
+
+
+def test_the_windows_count_of_terminated_tasks_is_exact_from_minutes_and_edges(grid: Grid, tmp_path: Path) -> None:  # noqa: F811
+    """The throughput's count over ``(since, until]`` sums whole minutes from
+    ``throughput_minutes`` and counts the partial minutes at the edges from the jobs: the same
+    answer as counting every job, ends on a minute's boundary included, for any window."""
+    jdl = {"name": "w", "nb_jobs": 400, "exec_file": "/bin/true", "clusters": {"local": {}, "other": {}}}
+    campaign_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user="alice")
+    ends = [6000.0 + 37.5 * i for i in range(160)] + [6000.0 + 60 * i for i in range(40)]  # boundaries too
+    ended(grid, campaign_id, "local", [(5.0, end) for end in ends])
+    ended(grid, campaign_id, "other", [(5.0, end + 13.25) for end in ends])
+    conn = grid.db.conn
+    for since, until in [(5990.0, 12000.0), (6060.0, 8400.0), (6061.0, 6119.0), (6030.0, 6090.0), (7000.5, 9000.0)]:
+        brute = dict(conn.execute("SELECT cluster_id, count(*) FROM jobs WHERE campaign_id = ? AND state = 'terminated' "
+                                  "AND finished_at > ? AND finished_at <= ? GROUP BY cluster_id",
+                                  [campaign_id, since, until]).fetchall())
+        assert predictor.terminated_per_cluster(grid.db, campaign_id, since, until) == brute, (since, until)

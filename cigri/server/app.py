@@ -28,7 +28,7 @@ from cigri import db as database
 from cigri.config import Config
 from cigri.errors import CigriError, LimitExceeded
 from cigri.grid import Grid
-from cigri.server.auth import Caller, identify
+from cigri.server.auth import Caller, identify, token_caller
 from cigri.server.limits import BodyLimit, RateLimiter
 
 log = logging.getLogger("cigri.server")
@@ -91,11 +91,13 @@ def pool(request: Request) -> GridPool:
 
 async def authenticated(request: Request) -> Caller:
     """The FastAPI dependency that identifies the caller and counts the request against its
-    user's rate (a database connection is held only while a token is looked up)."""
+    user's rate (a database connection and a thread are taken only to look up a token)."""
     state: ServerState = request.app.state.cigri
-    async with state.pool.grid() as grid:
-        headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in request.scope["headers"]}
-        caller = await run_in_threadpool(identify, grid, request.scope, headers)
+    headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in request.scope["headers"]}
+    caller = identify(state.config, request.scope, headers)
+    if isinstance(caller, str):  # a token: the one case that reads the database
+        async with state.pool.grid() as grid:
+            caller = await run_in_threadpool(token_caller, grid, caller)
     state.rate.take(caller.user)
     return caller
 

@@ -20,8 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from cigri.config import Config
 from cigri.errors import Unauthenticated
 from cigri.grid import Grid
 from cigri.api.tokens import token_user
@@ -30,9 +31,10 @@ from cigri.users import is_admin
 PEER_UID = "cigri.peer_uid"  # the key of the peer's uid in a request's scope state
 
 
-class PeerCredentialsProtocol(H11Protocol):
-    """uvicorn's HTTP/1.1 protocol, which also asks the kernel who is at the other end of a Unix
-    socket and puts that uid in every request's scope state, where no request can write."""
+class PeerCredentialsProtocol(HttpToolsProtocol):
+    """uvicorn's HTTP/1.1 protocol (httptools, its C parser), which also asks the kernel who is
+    at the other end of a Unix socket and puts that uid in every request's scope state, where
+    no request can write."""
 
     def connection_made(self, transport: Any) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -60,12 +62,13 @@ def user_of_uid(uid: int) -> str:
         return str(uid)
 
 
-def identify(grid: Grid, scope: Mapping[str, Any], headers: Mapping[str, str]) -> Caller:
-    """The caller of a request, from what the server alone can vouch for; Unauthenticated (401)
-    when nothing does. ``headers`` are lower-cased."""
+def identify(config: Config, scope: Mapping[str, Any], headers: Mapping[str, str]) -> Caller | str:
+    """The caller of a request, from what the server alone can vouch for: a Caller, or the
+    token still to look up (:func:`token_caller`, which reads the database); Unauthenticated
+    (401) when nothing vouches. ``headers`` are lower-cased."""
     uid = scope.get("state", {}).get(PEER_UID)
     if uid is not None:
-        return _caller(grid, user_of_uid(uid), "socket")
+        return _caller(config, user_of_uid(uid), "socket")
     client = (scope.get("client") or ("", 0))[0]
     authorization = headers.get("authorization", "")
     if authorization:
@@ -74,17 +77,24 @@ def identify(grid: Grid, scope: Mapping[str, Any], headers: Mapping[str, str]) -
             raise Unauthenticated("Authorization: expected 'Bearer TOKEN'")
         if scope.get("scheme") != "https" and not _loopback(client):
             raise Unauthenticated("a token travels only over HTTPS (or from this machine's loopback)")
-        return _caller(grid, token_user(grid, secret.strip()), "token")
-    trusted = grid.config.server.trusted_proxies.replace(",", " ").split()
-    header = grid.config.server.trusted_header.lower()
-    if trusted and client in trusted and headers.get(header):
-        return _caller(grid, headers[header].strip(), "proxy")
+        return secret.strip()
+    trusted = config.server.trusted_proxies.replace(",", " ").split()
+    header = config.server.trusted_header.lower()
+    if trusted and client in trusted and (name := headers.get(header, "").strip()):
+        if not name.isprintable() or len(name) > 64 or " " in name:
+            raise Unauthenticated(f"{config.server.trusted_header}: not a user name")
+        return _caller(config, name, "proxy")
     raise Unauthenticated("who are you? use the server's Unix socket on its host, or a token "
                           "(CIGRI_TOKEN or ~/.config/cigri/token; cigri token create makes one)")
 
 
-def _caller(grid: Grid, user: str, method: str) -> Caller:
-    return Caller(user, is_admin(grid.config, user), method)
+def token_caller(grid: Grid, secret: str) -> Caller:
+    """The owner of a token, as a caller; Unauthenticated if it is unknown, expired or revoked."""
+    return _caller(grid.config, token_user(grid, secret), "token")
+
+
+def _caller(config: Config, user: str, method: str) -> Caller:
+    return Caller(user, is_admin(config, user), method)
 
 
 def _loopback(address: str) -> bool:

@@ -188,7 +188,7 @@ def serve(config: Config, *, ready: Any = None) -> None:
 
 def _listener(app: Any, config: Config, sock: socket.socket, *, tls: bool) -> _Listener:
     options: dict[str, Any] = {"lifespan": "off", "access_log": False, "log_config": None,
-                               "http": PeerCredentialsProtocol if sock.family == socket.AF_UNIX else "h11",
+                               "http": PeerCredentialsProtocol if sock.family == socket.AF_UNIX else "httptools",
                                "timeout_keep_alive": 30, "timeout_graceful_shutdown": 10}
     if tls and config.server.tls_cert:
         options.update(ssl_certfile=config.server.tls_cert, ssl_keyfile=config.server.tls_key)
