@@ -35,7 +35,7 @@ from cigri.cycle_context import CycleContext
 from cigri.errors import SubmissionRefused, SubmitLimitReached
 from cigri.events import open_event, record
 from cigri.jdl import split_param
-from cigri.jdl.parser import cluster_home, oar_job_types
+from cigri.jdl.parser import oar_job_types
 from cigri.jdl.walltime import format_walltime
 from cigri.metascheduler import windows
 from cigri.states import JOB_ACTIVE, JobState, TaskState, sql_in
@@ -247,5 +247,5 @@ def _job_spec(job: dict[str, Any], settings: dict[str, Any], home: str, group_wa
         key=str(job["id"]), batch=job["batch"], name=f"cigri.{job['campaign_id']}.{job['id']}", argv=argv,
         directory=directory, walltime_seconds=walltime, environment=environment,
         group=str(job["run_group"] or ""), group_walltime_seconds=group_walltime if job["run_group"] else 0,
-        memory_mb=int(settings.get("memory", 0)) if kind == "task" else 0, **shared,
+        memory_mb=int(settings.get("memory", 0)) if kind == "task" else 0, user=job["user"], **shared,
     )

@@ -37,11 +37,12 @@ def job_info(grid: Grid, job_id: int) -> dict[str, Any]:
 
 
 def job_output(grid: Grid, job_id: int, stream: str, *, user: str, lines: int = 1000) -> str:
-    """The tail of a job's stdout or stderr; only its owner may read it."""
+    """The tail of a job's stdout or stderr; only its owner (or an admin) may read it, and it is
+    read on the cluster as the owner."""
     job = job_info(grid, job_id)
     campaign = campaign_row(grid, job["campaign_id"])
     if campaign["user"] != user and not is_admin(grid.config, user):
         raise Refused(f"job {job_id}: belongs to {campaign['user']}, not to {user}")
     if not job["remote_id"]:
         raise Refused(f"job {job_id} has not reached its cluster yet")
-    return grid.backend(job["cluster_id"]).output_tail(job["remote_id"], stream, lines)
+    return grid.backend(job["cluster_id"]).output_tail(job["remote_id"], stream, lines, campaign["user"])

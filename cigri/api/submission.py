@@ -43,6 +43,11 @@ def submit_all(grid: Grid, jdls: Sequence[JDLText], *, user: str) -> list[tuple[
     any row is written, and a problem found while streaming a parameter file undoes them all.
     Return (campaign id, tasks) per JDL, in order."""
     specs = [_parse(grid, jdl, user) for jdl in jdls]
+    refused = grid.refusals(user)
+    for spec, jdl in zip(specs, jdls):  # a cluster that would never run the user's jobs (docs/identity.md)
+        for cluster in spec.clusters:
+            if cluster in refused:
+                raise Refused(f"{jdl.source}: cluster {cluster}: {refused[cluster]}")
     stored: list[tuple[int, int]] = []
     with _ingest(grid) as conn:
         for spec, jdl in zip(specs, jdls):  # the task limit bounds the transaction, so all its JDLs
