@@ -27,6 +27,7 @@ as_owner() { if [ -n "$owner" ]; then sudo -n -u "$owner" -- "$@"; else "$@"; fi
 SUBMIT = AS_OWNER + """\
 name=$1 owner=$2
 shift 2
+cd /  # whatever the owner may enter: sbatch gets the job's directory in --chdir
 found=$(squeue -h -t all -u "${owner:-$(id -un)}" --name="$name" -o %F) || exit
 if [ -n "$found" ]; then
   id=$(printf '%s\\n' "$found" | head -n 1)
