@@ -15,10 +15,14 @@ import json
 import os
 import pwd
 import secrets
+import shutil
+import signal
 import sqlite3
 import stat
+import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +85,9 @@ class Site:
         path.write_text(_toml(ClusterConfig(target.name, target.kind, target.options)))
         self.grid: Grid = open_grid(config.load(environ={"CIGRI_CONFIG": str(path), "CIGRI_HOME": str(tmp / "home")}))
         self.logins = {user: self.login(user) for user in users}
+        # the local pool's jobs need a directory the users may enter (pytest's are root's alone)
+        self.exec_root = target.exec_root if target.remote else Path(tempfile.mkdtemp(prefix="cigri-identity-"))
+        self.exec_root.chmod(0o1777)
         self.dirs = {user: self._workdir(user) for user in users}
         for cluster in TOKEN_CLUSTERS:
             if cluster.name == target.name:
@@ -95,7 +102,7 @@ class Site:
     def _workdir(self, user: str) -> Path:
         """A directory of the user's login, closed to everyone else, holding the task."""
         entry = pwd.getpwnam(self.login(user))
-        path = self.target.exec_root / f"{self.target.name}-{self.login(user)}-{secrets.token_hex(3)}"
+        path = self.exec_root / f"{self.target.name}-{self.login(user)}-{secrets.token_hex(3)}"
         path.mkdir(mode=0o700)
         (path / "task.sh").write_text(TASK)
         (path / "task.sh").chmod(0o700)
@@ -165,6 +172,8 @@ class Site:
             api.cancel(self.grid, row["id"], user="root")
         run_cycle(self.grid)  # nikita kills what is left
         self.grid.close()
+        if not self.target.remote:
+            shutil.rmtree(self.exec_root)
 
 
 def _toml(cluster: ClusterConfig) -> str:
@@ -188,12 +197,13 @@ def _user_token(user: str) -> str:
 def _secrets(site: Site) -> list[str]:
     """Files no job may read: cigri's database, its spool's, its token store, and every key,
     token and password file of the test clusters."""
-    site.grid.tokens.put(site.target.name, site.users[0], "a-token-nobody-may-read")
-    files = [site.grid.config.database_path, site.grid.tokens.root / site.target.name / site.users[0]]
+    site.grid.tokens.put("probe", site.users[0], "a-token-nobody-may-read")  # beside the users' real ones
+    files = [site.grid.config.database_path, site.grid.tokens.root / "probe" / site.users[0]]
     if site.target.kind == "local":
+        site.grid.backend(site.grid.cluster_ids()[site.target.name]).capacity()  # opens the spool's database
         files.append(site.grid.config.spool_path / site.target.name / "spool.db")
-    for cluster in [*REMOTE, *TOKEN_CLUSTERS]:
-        files += [Path(str(cluster.options[key])) for key in FILE_KEYS if key in cluster.options]
+    for cluster in [*REMOTE, *TOKEN_CLUSTERS]:  # known_hosts are public keys
+        files += [Path(str(cluster.options[key])) for key in FILE_KEYS if key in cluster.options and key != "known_hosts"]
     return [str(path) for path in dict.fromkeys(files) if path.exists()]
 
 
@@ -315,21 +325,27 @@ print(json.dumps({"state": job.state, "exit_code": job.exit_code, "stderr": back
 """
 
 
-def test_a_pool_not_running_as_root_never_runs_another_users_job(tmp_path: Path, users: list[str]) -> None:
+def test_a_pool_not_running_as_root_never_runs_another_users_job(users: list[str]) -> None:
     """Its last line of defence: the job ends with status 127 and says why, and never runs."""
     first, second = users
     python = shared_install() / "python"
-    spool = tmp_path / "spool"
-    spool.mkdir()
-    tmp_path.chmod(0o755)
-    os.chown(spool, pwd.getpwnam(first).pw_uid, -1)
-    done = run_as(first, [str(python), "-c", POOL_AS_USER, str(spool), second], cwd=spool)
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
-    assert (result["state"], result["exit_code"]) == ("completed", 127)
-    assert f"the pool runs as {first}, not root: it runs no one else's job (this one is {second}'s)" in result["stderr"]
-    conn = sqlite3.connect(spool / "local" / "spool.db")
+    spool = Path(tempfile.mkdtemp(prefix="cigri-identity-"))  # pytest's directories are root's alone
     try:
-        assert conn.execute("SELECT pid FROM jobs WHERE key = 'k1'").fetchone()[0] is None  # never started
+        os.chown(spool, pwd.getpwnam(first).pw_uid, -1)
+        done = run_as(first, [str(python), "-c", POOL_AS_USER, str(spool), second], cwd=spool)
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout)
+        assert (result["state"], result["exit_code"]) == ("completed", 127)
+        assert f"the pool runs as {first}, not root: it runs no one else's job (this one is {second}'s)" \
+            in result["stderr"]
+        conn = sqlite3.connect(spool / "local" / "spool.db")
+        try:
+            assert conn.execute("SELECT pid FROM jobs WHERE key = 'k1'").fetchone()[0] is None  # never started
+        finally:
+            conn.close()
     finally:
-        conn.close()
+        lock = spool / "local" / "pool.lock"
+        if lock.exists() and lock.read_text().strip():
+            with suppress(ProcessLookupError):
+                os.kill(int(lock.read_text()), signal.SIGTERM)  # the pool this test started, idle
+        shutil.rmtree(spool)
