@@ -18,13 +18,13 @@ import pytest
 import typer
 
 from cigri import config
-from cigri.cli import admin, griddel, gridclusters, gridevents, gridnotify, gridstat, gridsub
+from cigri.cli import admin, griddel, gridclusters, gridevents, gridnotify, gridstat, gridsub, gridtoken
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 COMMANDS = {"gridsub": gridsub.app, "gridstat": gridstat.app, "griddel": griddel.app,
             "gridevents": gridevents.app, "gridnotify": gridnotify.app, "gridclusters": gridclusters.app,
-            "cigri": admin.app}
+            "gridtoken": gridtoken.app, "cigri": admin.app}
 GENERATED = {"--install-completion", "--show-completion", "--help", "--version"}
 
 
