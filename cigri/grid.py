@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +48,11 @@ class Grid:
 
     def refusals(self, user: str) -> dict[str, str]:
         """Why ``user``'s jobs cannot run on some clusters (:func:`identity.refusal`), by name."""
-        account = self.service_account()
+        account, tokens = self.service_account(), self.tokens
         found = {}
-        for name, backend, options in self.db.execute("SELECT name, backend, options FROM clusters"):
+        for name, backend, options in self.db.execute("SELECT name, backend, options FROM clusters").fetchall():
             why = identity.refusal(backend, json.loads(options), user, account,
-                                   lambda who, cluster=name: self.tokens.get(cluster, who) is not None)
+                                   partial(_has_token, tokens, name))
             if why is not None:
                 found[name] = why
         return found
@@ -82,6 +83,10 @@ class Grid:
         for backend in self._backends.values():
             backend.close()
         self.db.close()
+
+
+def _has_token(tokens: TokenStore, cluster: str, user: str) -> bool:
+    return tokens.get(cluster, user) is not None
 
 
 def open_grid(config: Config) -> Grid:

@@ -248,7 +248,7 @@ def other_user(site: Site, user: str) -> str:
 
 def test_a_user_cannot_cancel_or_read_another_users_job_on_the_cluster(site: Site) -> None:
     """Below cigri's own checks, the cluster itself refuses: a call acting as the second user
-    does not reach the first one's job."""
+    does not reach the first one's job. A batch sent again is adopted from its owner's jobs."""
     first, second = site.users
     backend = site.grid.backend(site.grid.cluster_ids()[site.target.name])
     target = Target(site.target.name, site.target.kind, site.target.options, backend, site.target.exec_root)
@@ -257,6 +257,7 @@ def test_a_user_cannot_cancel_or_read_another_users_job_on_the_cluster(site: Sit
                               user=first)
     remote_id = backend.submit([job])[key]
     try:
+        assert backend.submit([job]) == {key: remote_id}  # re-sent, it is found among its owner's jobs
         wait(target, [remote_id], lambda j: j.state == RemoteState.RUNNING)
         try:
             backend.cancel([remote_id], second)
