@@ -28,6 +28,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from cigri.errors import SubmissionRefused
+
 ACCOUNT, SUDO, IMPERSONATE, TOKENS, IDENT = "account", "sudo", "impersonate", "tokens", "ident"
 MODES: dict[tuple[str, str], tuple[str, ...]] = {  # (backend, transport) -> the modes it offers
     ("slurm", "ssh"): (ACCOUNT, SUDO),
@@ -65,10 +67,9 @@ def acting_login(options: Mapping[str, Any], user: str) -> str:
     if not user or not per_user(options):
         return account
     name = login(options, user)
-    if name is None:
-        from cigri.errors import SubmissionRefused
-
-        raise SubmissionRefused(f"{user} has no login on this cluster")
+    if name is None or not LOGIN.match(name):
+        raise SubmissionRefused(f"{user} has no login on this cluster" if name is None else
+                                f"{user}'s login {name!r} is not a plain user name")
     return name
 
 

@@ -17,7 +17,7 @@ from cigri import api, clock, config
 from cigri import db as database
 from cigri.backends import identity
 from cigri.cli import gridclusters, gridtoken
-from cigri.errors import ConfigError, Refused
+from cigri.errors import ConfigError, Refused, SubmissionRefused
 from cigri.grid import Grid, open_grid
 from cigri.users import acting_user
 
@@ -52,6 +52,10 @@ def test_the_user_map() -> None:
     assert identity.acting_login(options, "alice") == "asmith"
     assert identity.acting_login(options, "") == "cigri"  # cigri's own jobs: the account
     assert identity.acting_login({**options, "identity": "account"}, "alice") == "cigri"
+    with pytest.raises(SubmissionRefused, match="eve has no login on this cluster"):
+        identity.acting_login(options, "eve")
+    with pytest.raises(SubmissionRefused, match="not a plain user name"):
+        identity.acting_login(options, "-rf")  # never an option of sudo, squeue or oarstat
     assert identity.remote_home(options, "alice") == "/home/asmith"
     assert identity.remote_home({**options, "home": "/users/{login}"}, "alice") == "/users/asmith"
     assert identity.remote_home({**options, "identity": "account", "home": "/users/{login}"}, "alice") == "/users/cigri"
