@@ -128,7 +128,8 @@ class Site:
             run_cycle(self.grid)
             if seen is not None:
                 for job in self.grid.db.query("SELECT remote_id FROM jobs WHERE state = 'running'"):
-                    seen.setdefault(job["remote_id"], self.owner_seen_by_cluster(job["remote_id"]))
+                    if job["remote_id"] not in seen and (owner := self.owner_seen_by_cluster(job["remote_id"])):
+                        seen[job["remote_id"]] = owner
             states = [self.grid.db.execute("SELECT state FROM campaigns WHERE id = ?", [i]).fetchone()[0]
                       for i in campaign_ids]
             if not set(states) & set(CAMPAIGN_ACTIVE):
@@ -137,14 +138,17 @@ class Site:
                 raise AssertionError(f"{self.target.name}: campaigns {campaign_ids} still {states} after {timeout}s")
             time.sleep(1)
 
-    def owner_seen_by_cluster(self, remote_id: str) -> str:
+    def owner_seen_by_cluster(self, remote_id: str) -> str | None:
         """Who the cluster says runs the job: squeue's %u, slurmrestd's user_name, OAR's owner, the
-        local process's uid."""
+        local process's uid (None: the process ended meanwhile)."""
         backend: Any = self.grid.backend(self.grid.cluster_ids()[self.target.name])
         job = grouping.group_of(remote_id)
         if self.target.kind == "local":
             pid = backend.conn.execute("SELECT pid FROM jobs WHERE key = ?", [remote_id]).fetchone()[0]
-            uid = int(Path(f"/proc/{pid}/status").read_text().split("\nUid:")[1].split()[1])
+            try:
+                uid = int(Path(f"/proc/{pid}/status").read_text().split("\nUid:")[1].split()[1])
+            except FileNotFoundError:
+                return None
             return pwd.getpwuid(uid).pw_name
         if self.target.kind == "slurm" and backend._ssh is not None:
             return str(backend._ssh.run(["squeue", "-h", "-t", "all", "-j", job, "-o", "%u"]).stdout.strip())
