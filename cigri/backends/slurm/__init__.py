@@ -37,9 +37,17 @@ from cigri.errors import BackendError, ClusterAuthFailure, ConfigError, Submissi
 DEFAULT_TIMEOUT = 30.0
 
 
+def _sudo_login(options: dict[str, Any], user: str) -> str:
+    """The login SSH commands for ``user``'s jobs run as through sudo; "": the account itself."""
+    login = identity.acting_login(options, user)
+    return "" if login == options["user"] else login
+
+
 class _OverSSH:
-    def __init__(self, ssh: SSHTransport) -> None:
-        self.ssh = ssh
+    """The commands over SSH, those acting for a user (``user``: the jobs' owner) through sudo."""
+
+    def __init__(self, ssh: SSHTransport, options: dict[str, Any]) -> None:
+        self.ssh, self.options = ssh, options
 
     def run(self, what: str, argv: list[str]) -> str:
         """stdout of a command that must succeed; it fails mostly when slurmctld is unreachable."""
@@ -48,8 +56,8 @@ class _OverSSH:
             raise BackendError(f"{self.ssh.cluster}: {what} failed (exit {result.status}): {result.stderr.strip()[:300]}")
         return result.stdout
 
-    def submit(self, batch: Batch, owner: str) -> str:
-        result = self.ssh.run(commands.submit_argv(batch, owner), batch.script)
+    def submit(self, batch: Batch, user: str) -> str:
+        result = self.ssh.run(commands.submit_argv(batch, _sudo_login(self.options, user)), batch.script)
         if result.status != 0:
             words = result.stderr.strip()[:300]
             raise commands.submit_error(result.stderr)(f"{self.ssh.cluster}: submission refused: {words}")
@@ -58,15 +66,15 @@ class _OverSSH:
     def poll(self, remote_ids: list[str]) -> dict[str, RemoteJob]:
         return commands.parse_poll(self.run("squeue", commands.poll_argv(remote_ids)), remote_ids)
 
-    def cancel(self, remote_ids: list[str], owner: str) -> None:
-        self.ssh.run(commands.cancel_argv(remote_ids, owner))
+    def cancel(self, remote_ids: list[str], user: str) -> None:
+        self.ssh.run(commands.cancel_argv(remote_ids, _sudo_login(self.options, user)))
 
     def capacity(self, partition: str) -> Capacity:
         return commands.parse_capacity(self.run("sinfo", commands.capacity_argv(partition)))
 
 
 class _OverREST:
-    """slurmrestd, acting as a job's login (``acting``) where the identity mode says so."""
+    """slurmrestd, acting for a user (``user``: the jobs' owner) as the identity mode says."""
 
     def __init__(self, http: HTTPTransport, options: dict[str, Any], token_of: TokenOf) -> None:
         self.http, self.options, self.token_of = http, options, token_of
@@ -144,7 +152,7 @@ class SlurmBackend:
                                        min_interval=pace)
             self._via = _OverREST(self._http, options, token_of)
         elif self._ssh is not None:
-            self._via = _OverSSH(self._ssh)
+            self._via = _OverSSH(self._ssh, options)
         else:
             raise ConfigError(f"clusters.{name}.host: required with transport 'ssh'")
 
@@ -156,14 +164,7 @@ class SlurmBackend:
             specs = [replace(spec, group="", group_walltime_seconds=0) for spec in specs]
         batch = build(specs, self.options)
         self.calls["submit"] += 1
-        owner = specs[0].user
-        array = self._via.submit(batch, self._owner(owner) if isinstance(self._via, _OverSSH) else owner)
-        return array_task_ids(specs, array)
-
-    def _owner(self, user: str) -> str:
-        """The login SSH commands run as through sudo for ``user``'s jobs; "": the account itself."""
-        login = identity.acting_login(self.options, user)
-        return "" if login == self.options["user"] else login
+        return array_task_ids(specs, self._via.submit(batch, specs[0].user))
 
     def poll(self, remote_ids: list[str]) -> dict[str, RemoteJob]:
         """One poll of the array tasks, plus one read of the status files of started groups."""
@@ -175,7 +176,7 @@ class SlurmBackend:
             found = self._via.poll(list(dict.fromkeys(grouping.group_of(i) for i in valid)))
             started = grouping.needing_status(valid, found)
             if started and self._ssh is not None:
-                text = _OverSSH(self._ssh).run("read the status files", commands.status_argv(started))
+                text = _OverSSH(self._ssh, self.options).run("read the status files", commands.status_argv(started))
                 statuses = {g: grouping.parse_status(t) for g, t in grouping.parse_read(text).items()}
         return grouping.members(remote_ids, found, statuses)
 
@@ -184,7 +185,7 @@ class SlurmBackend:
         jobs = grouping.remote_jobs(remote_ids, REMOTE_ID)
         if jobs:
             self.calls["cancel"] += 1
-            self._via.cancel(jobs, self._owner(user) if isinstance(self._via, _OverSSH) else user)
+            self._via.cancel(jobs, user)
 
     def capacity(self) -> Capacity:
         self.calls["capacity"] += 1
@@ -198,7 +199,7 @@ class SlurmBackend:
         if lines <= 0 or not REMOTE_ID.match(remote_id) or self._ssh is None:
             return ""
         self.calls["tail"] += 1
-        return self._ssh.run(commands.tail_argv(remote_id, stream, lines, self._owner(user))).stdout
+        return self._ssh.run(commands.tail_argv(remote_id, stream, lines, _sudo_login(self.options, user))).stdout
 
     def close(self) -> None:
         for transport in (self._http, self._ssh):
