@@ -40,8 +40,8 @@ def analyse(ctx: CycleContext) -> int:
     """Decide every undecided ending; return how many tasks were decided."""
     _autofix_pairs(ctx)
     decided = 0
-    for (campaign_id,) in ctx.grid.db.execute("SELECT id FROM campaigns WHERE state IN (?, ?)",
-                                              [CampaignState.IN_TREATMENT, CampaignState.PAUSED]).fetchall():
+    for campaign_id, user in ctx.grid.db.execute("SELECT id, user FROM campaigns WHERE state IN (?, ?)",
+                                                 [CampaignState.IN_TREATMENT, CampaignState.PAUSED]).fetchall():
         jobs = list(ctx.grid.db.query(
             "SELECT j.id, j.task_id, j.cluster_id, j.remote_id, j.state, j.exit_code, j.kill_reason, "
             # from the campaign's tasks in flight (the bag's index), then their jobs: never from
@@ -58,7 +58,7 @@ def analyse(ctx: CycleContext) -> int:
             [campaign_id, TaskState.WAITING, TaskState.RUNNING, *UNDECIDED]))
         if not jobs:
             continue
-        tails = {j["id"]: _stderr_tail(ctx, j) for j in jobs if j["state"] == JobState.FAILED}
+        tails = {j["id"]: _stderr_tail(ctx, j, user) for j in jobs if j["state"] == JobState.FAILED}
         settings = ctx.grid.campaign_properties([campaign_id])[campaign_id]
         with database.write(ctx.grid.db) as conn:
             exit_errors: Counter[int] = Counter()
@@ -74,10 +74,11 @@ def analyse(ctx: CycleContext) -> int:
     return decided
 
 
-def _stderr_tail(ctx: CycleContext, job: dict[str, Any]) -> str | None:
+def _stderr_tail(ctx: CycleContext, job: dict[str, Any], user: str) -> str | None:
+    """The end of the job's stderr, read as its owner ``user``."""
     try:
         return ctx.grid.backend(job["cluster_id"]).output_tail(job["remote_id"], "stderr",
-                                                               ctx.grid.config.settings.stderr_tail_lines)
+                                                               ctx.grid.config.settings.stderr_tail_lines, user)
     except Exception as error:  # a missing tail must not stop the decision
         return f"(stderr unavailable: {error})"
 

@@ -200,11 +200,11 @@ _REMOTE_KEYS: dict[str, type] = {
     "base_url": str, "timeout": float, "min_interval": float,
     "api_chunk_size": int, "max_waiting": int, "max_jobs": int, "properties": str, "project": str,
     "job_ratio": str, "remote_waiting_timeout": float, "stress_factor": float, "group_seconds": int,
-    "home": str,
+    "home": str, "identity": str, "logins": dict, "logins_only": bool,
 }
 CLUSTER_KEYS: dict[str, dict[str, type]] = {
     "local": {"slots": int, "max_waiting": int, "max_jobs": int, "job_ratio": str,
-              "remote_waiting_timeout": float, "stress_factor": float},
+              "remote_waiting_timeout": float, "stress_factor": float, "logins": dict, "logins_only": bool},
     "slurm": {**_REMOTE_KEYS, "token_file": str, "partition": str, "best_effort_partition": str,
               "best_effort_qos": str},
     "oar": {**_REMOTE_KEYS, "password_file": str, "kill_grace": float},
@@ -437,6 +437,8 @@ def _cluster_configs(clusters: dict[str, dict[str, Any]]) -> tuple[ClusterConfig
                 raise ConfigError(f"clusters.{name}.base_url: expected an http:// or https:// URL, got {value!r}")
             if key in FILE_KEYS:  # read by cigri, on this machine: paramiko and open() do not expand ~
                 table[key] = os.path.expanduser(value)
+            if key == "logins":
+                _check_logins(name, value)
         if backend in TRANSPORT_NEEDS:
             transport = table.get("transport")
             if transport not in TRANSPORT_NEEDS[backend]:
@@ -445,12 +447,35 @@ def _cluster_configs(clusters: dict[str, dict[str, Any]]) -> tuple[ClusterConfig
                 if key not in table:
                     raise ConfigError(f"clusters.{name}.{key}: required with backend {backend!r} and "
                                       f"transport {transport!r}")
+            _check_identity(name, backend, transport, table)
         if backend == "sim":
             from cigri.backends.sim import check  # the world's own checks; not imported for real clusters
 
             check(name, table)
         result.append(ClusterConfig(name, backend, table))
     return tuple(result)
+
+
+def _check_identity(name: str, backend: str, transport: str, table: dict[str, Any]) -> None:
+    """The identity mode the backend and transport offer, and a user map of plain login names."""
+    from cigri.backends import identity
+
+    modes = identity.MODES[(backend, transport)]
+    if identity.mode(table) not in modes:
+        raise ConfigError(f"clusters.{name}.identity: expected one of {', '.join(modes)} with backend {backend!r} "
+                          f"and transport {transport!r}, got {table['identity']!r}")
+    if identity.mode(table) == identity.IDENT and "password_file" in table:
+        raise ConfigError(f"clusters.{name}.password_file: not with identity 'ident', which names each job's login "
+                          "to OAR's trusted front instead")
+
+
+def _check_logins(name: str, logins: dict[str, Any]) -> None:
+    """The user map: cigri user -> a plain login name, or "" for none."""
+    from cigri.backends import identity
+
+    for user, login in logins.items():
+        if not isinstance(login, str) or (login and not identity.LOGIN.match(login)):
+            raise ConfigError(f"clusters.{name}.logins.{user}: expected a login name, or \"\" for none, got {login!r}")
 
 
 def _is_http_url(text: str) -> bool:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from sqlite_utils import Database
 
 from cigri import db as database
-from cigri.backends import ClusterBackend, open_backend
+from cigri.backends import ClusterBackend, identity, open_backend
+from cigri.cluster_tokens import TokenStore
 from cigri.config import Config
 from cigri.errors import CigriError
 from cigri.jdl.parser import cluster_home
@@ -28,9 +30,32 @@ class Grid:
         if cluster_id not in self._backends:
             row = self.db.execute("SELECT name, backend, options FROM clusters WHERE id = ?",
                                   [cluster_id]).fetchone()
-            self._backends[cluster_id] = open_backend(row[0], row[1], json.loads(row[2]),
-                                                      str(self.config.spool_path))
+            name = row[0]
+            self._backends[cluster_id] = open_backend(name, row[1], json.loads(row[2]), str(self.config.spool_path),
+                                                      lambda user: self.tokens.get(name, user))
         return self._backends[cluster_id]
+
+    @property
+    def tokens(self) -> TokenStore:
+        """The users' own tokens for clusters (:mod:`cigri.cluster_tokens`)."""
+        return TokenStore(self.config.home / "tokens")
+
+    def service_account(self) -> str:
+        """The Unix account cigri runs as: the owner of its database (as for the admin role)."""
+        from cigri.users import owner_of
+
+        return owner_of(self.config.database_path)
+
+    def refusals(self, user: str) -> dict[str, str]:
+        """Why ``user``'s jobs cannot run on some clusters (:func:`identity.refusal`), by name."""
+        account, tokens = self.service_account(), self.tokens
+        found = {}
+        for name, backend, options in self.db.execute("SELECT name, backend, options FROM clusters").fetchall():
+            why = identity.refusal(backend, json.loads(options), user, account,
+                                   partial(_has_token, tokens, name))
+            if why is not None:
+                found[name] = why
+        return found
 
     def campaign_properties(self, campaign_ids: list[int]) -> dict[int, dict[int, dict[str, Any]]]:
         """:func:`cigri.properties.campaign_properties`, each campaign's decoded once per process:
@@ -58,6 +83,10 @@ class Grid:
         for backend in self._backends.values():
             backend.close()
         self.db.close()
+
+
+def _has_token(tokens: TokenStore, cluster: str, user: str) -> bool:
+    return tokens.get(cluster, user) is not None
 
 
 def open_grid(config: Config) -> Grid:

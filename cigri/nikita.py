@@ -1,4 +1,5 @@
-"""Nikita: kill every job someone asked to kill, in one cancel call per cluster.
+"""Nikita: kill every job someone asked to kill, in one cancel call per cluster and owner (each
+call acts as the jobs' owner, :mod:`cigri.backends.identity`).
 
 Whoever asks writes a :class:`KillReason` on the job (griddel, fair-share preemption, flood
 control, a losing replica); the reason decides the job's end and so its task's fate:
@@ -31,17 +32,17 @@ class _Kill(NamedTuple):
 
 def kill(ctx: CycleContext) -> int:
     """Cancel every job with a pending kill request; return how many were killed."""
-    by_cluster: dict[int, list[_Kill]] = defaultdict(list)
-    for job_id, cluster_id, remote_id, task_id, reason in ctx.grid.db.execute(
-            "SELECT id, cluster_id, remote_id, task_id, kill_reason FROM jobs "
-            f"WHERE kill_reason IS NOT NULL AND state IN {sql_in(JOB_ACTIVE)}"):
-        by_cluster[cluster_id].append(_Kill(job_id, remote_id, task_id, KillReason(reason)))
+    by_cluster: dict[tuple[int, str], list[_Kill]] = defaultdict(list)
+    for job_id, cluster_id, user, remote_id, task_id, reason in ctx.grid.db.execute(
+            "SELECT j.id, j.cluster_id, c.user, j.remote_id, j.task_id, j.kill_reason FROM jobs j "
+            f"JOIN campaigns c ON c.id = j.campaign_id WHERE j.kill_reason IS NOT NULL AND j.state IN {sql_in(JOB_ACTIVE)}"):
+        by_cluster[(cluster_id, user)].append(_Kill(job_id, remote_id, task_id, KillReason(reason)))
     killed = 0
-    for cluster_id, jobs in by_cluster.items():
+    for (cluster_id, user), jobs in by_cluster.items():
         remote_ids = [k.remote_id for k in jobs if k.remote_id]
         if remote_ids:
             try:
-                ctx.grid.backend(cluster_id).cancel(remote_ids)
+                ctx.grid.backend(cluster_id).cancel(remote_ids, user)
             except Exception as error:  # retried next cycle: the requests stay
                 ctx.cluster_failed(cluster_id, "cancel", error)
                 continue

@@ -254,5 +254,5 @@ def _job_spec(job: dict[str, Any], settings: dict[str, Any], home: str, group_wa
         key=str(job["id"]), batch=job["batch"], name=f"cigri.{job['campaign_id']}.{job['id']}", argv=argv,
         directory=directory, walltime_seconds=walltime, environment=environment,
         group=str(job["run_group"] or ""), group_walltime_seconds=group_walltime if job["run_group"] else 0,
-        memory_mb=int(settings.get("memory", 0)) if kind == "task" else 0, **shared,
+        memory_mb=int(settings.get("memory", 0)) if kind == "task" else 0, user=job["user"], **shared,
     )

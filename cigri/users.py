@@ -44,9 +44,14 @@ def is_admin(config: Config, user: str) -> bool:
         if group is not None and (user in group.gr_mem or _primary_gid(user) == group.gr_gid):
             return True
     try:
-        return _name(os.stat(config.database_path).st_uid) == user
+        return owner_of(config.database_path) == user
     except OSError:
         return False
+
+
+def owner_of(path: os.PathLike[str] | str) -> str:
+    """The Unix account owning ``path``: for the database, the account cigri runs as."""
+    return _name(os.stat(path).st_uid)
 
 
 def _primary_gid(user: str) -> int | None:

@@ -177,6 +177,8 @@ def shares(scenario: Optional[Path] = typer.Option(None, "--scenario", metavar="
           f"({100 * result['preempt_fraction']:.0f}% of running)")
     for cluster in result.get("clusters_left_out", ()):
         print(f"left out of this cycle: {cluster['name']} ({cluster['error']}); cigri's jobs there keep their place")
+    for refusal in result.get("clusters_refused", ()):
+        print(f"campaign {refusal['campaign']} never runs on {refusal['cluster']}: {refusal['why']}")
 
 
 def _group_row(group: dict[str, Any]) -> list[Any]:

@@ -305,9 +305,9 @@ def _boolean(value: bool | str) -> bool:
 
 def cluster_home(backend: str, options: Mapping[str, Any], user: str) -> str:
     """The home of whoever runs ``user``'s jobs on a cluster, what ``{HOME}`` and ``~`` mean
-    there and where prologues run: on Slurm and OAR the cluster account's (its ``home``
-    option, else ``/home/USER`` of its ``user``), elsewhere ``user``'s on this machine."""
-    return remote_home(options) if backend in ("slurm", "oar") else home_of(user)
+    there and where prologues run: on Slurm and OAR the home of the login they run as (the
+    cluster's ``home`` option, else ``/home/LOGIN``), elsewhere ``user``'s on this machine."""
+    return remote_home(options, user) if backend in ("slurm", "oar") else home_of(user)
 
 
 def home_of(user: str) -> str:

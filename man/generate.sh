@@ -14,6 +14,7 @@ declare -A summary=(
   [gridevents]="list what went wrong in cigri campaigns"
   [gridnotify]="subscribe to notifications of cigri campaigns"
   [gridclusters]="show the clusters of the cigri grid"
+  [gridtoken]="register your own tokens for the clusters of the cigri grid"
   [cigri]="administer the cigri grid meta-scheduler"
 )
 for cmd in "${!summary[@]}"; do
@@ -33,13 +34,14 @@ for cmd in "${!summary[@]}"; do
       done
     } >> "$include"
   fi
-  if [ "$cmd" = gridnotify ]; then
+  if [ "$cmd" = gridnotify ] || [ "$cmd" = gridtoken ]; then
+    if [ "$cmd" = gridnotify ]; then subs="subscribe unsubscribe list"; else subs="add list remove"; fi
     {
       echo "[SUBCOMMANDS]"
-      for sub in subscribe unsubscribe list; do
-        echo ".SS \"gridnotify $sub\""
+      for sub in $subs; do
+        echo ".SS \"$cmd $sub\""
         echo ".nf"
-        "$bin/gridnotify" $sub --help | sed -e 's/\\/\\\\/g' -e 's/^\./\\\&./'
+        "$bin/$cmd" $sub --help | sed -e 's/\\/\\\\/g' -e 's/^\./\\\&./'
         echo ".fi"
       done
     } >> "$include"

@@ -17,6 +17,8 @@ ME = acting_user()  # gridsub's user: the campaigns of anyone else go in through
 SHARES = f"""[clusters.local]
 backend = "local"
 slots = 8
+# bob is a name, not a Unix account: his jobs run as the account running the tests
+logins = {{bob = "{ME}"}}
 [classes.gold]
 policy = "fixed_share"
 weight = 3

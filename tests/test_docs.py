@@ -23,7 +23,7 @@ import pytest
 import typer
 
 from cigri import config
-from cigri.cli import admin, griddel, gridclusters, gridevents, gridnotify, gridstat, gridsub
+from cigri.cli import admin, griddel, gridclusters, gridevents, gridnotify, gridstat, gridsub, gridtoken
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -31,7 +31,7 @@ MARKDOWN = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").g
 GUIDES = [path for path in MARKDOWN if path.name != "CHANGELOG.md"]  # what cigri does now
 COMMANDS = {"gridsub": gridsub.app, "gridstat": gridstat.app, "griddel": griddel.app,
             "gridevents": gridevents.app, "gridnotify": gridnotify.app, "gridclusters": gridclusters.app,
-            "cigri": admin.app}
+            "gridtoken": gridtoken.app, "cigri": admin.app}
 GENERATED = {"--install-completion", "--show-completion", "--help", "--version"}
 # Pages other branches are writing at the time of this one; links to them are checked once they exist.
 PENDING_PAGES = {"docs/policies.md", "docs/identity.md"}

@@ -25,6 +25,16 @@ from cigri.grid import open_grid
 
 from harness import REAL_CLUSTERS, Cigri, clusters_dir, marker_exec_dir, runs_per_task
 
+
+def single_account_clusters() -> dict[str, dict[str, Any]]:
+    """The test clusters' tables, every job as the clusters' account (``single.toml``; an older
+    ``up.sh`` wrote only ``cigri.toml``): these tests are about scheduling, not identity."""
+    where = clusters_dir()
+    path = where / "single.toml" if (where / "single.toml").is_file() else where / "cigri.toml"
+    with path.open("rb") as handle:
+        clusters: dict[str, dict[str, Any]] = tomllib.load(handle)["clusters"]
+    return clusters
+
 CLUSTERS = ("slurm-a-ssh", "slurm-b-ssh", "oar-rest")
 TASKS = 48
 pytestmark = [pytest.mark.slow, REAL_CLUSTERS]
@@ -33,9 +43,7 @@ pytestmark = [pytest.mark.slow, REAL_CLUSTERS]
 @pytest.fixture
 def grid_setup(cigri: Cigri) -> tuple[Cigri, Path]:
     """The harness's installation pointed at three real clusters; a fresh world-writable exec dir."""
-    where = clusters_dir()
-    with (where / "cigri.toml").open("rb") as handle:
-        clusters = tomllib.load(handle)["clusters"]
+    clusters = single_account_clusters()
     lines = ["[runner]", "tap_initial = 50"]
     for name in CLUSTERS:
         lines.append(f"[clusters.{name}]")
@@ -121,8 +129,7 @@ EVERY_TRANSPORT = ("slurm-a-ssh", "slurm-a-rest", "oar-ssh", "oar-rest")
 def use_clusters(cigri: Cigri, names: tuple[str, ...], head: str = "") -> dict[str, dict[str, Any]]:
     """Point the harness's installation at these real clusters (after the TOML ``head``);
     return every test cluster's table."""
-    with (clusters_dir() / "cigri.toml").open("rb") as handle:
-        clusters: dict[str, dict[str, Any]] = tomllib.load(handle)["clusters"]
+    clusters = single_account_clusters()
     cigri.config.write_text(head + "".join(f"[clusters.{name}]\n" + "".join(
         f"{key} = {json.dumps(value)}\n" for key, value in clusters[name].items()) for name in names))
     return clusters

@@ -195,15 +195,17 @@ def test_oarsub_command_line() -> None:
     argv, stdin = commands.submit(built, "grid'user")
     assert argv[:3] == ["sh", "-c", commands.SUBMIT] and stdin == built.script
     assert argv[4] == f"job_user = 'grid''user' AND job_name = '{built.name}'"
-    assert argv[5:8] == ["/w", "cigri.100.sh", "cigri.100.params"]
+    assert argv[5:9] == ["", "/w", "cigri.100.sh", "cigri.100.params"]  # "": run as the account itself
     separator = argv.index("--")
-    assert argv[8:separator] == ["'/w/odd dir' 1", "'/w/odd dir' 2"]
+    assert argv[9:separator] == ["'/w/odd dir' 1", "'/w/odd dir' 2"]
     assert argv[separator + 1:] == [
         "oarsub", "-n", built.name, "-l", "core=1,walltime=01:00:00", "-d", "/w", "-O", "/dev/null",
-        "-E", "cigri.100.oar.stderr", "--array-param-file", "cigri.100.params", "-p", "gpu='YES'",
+        "-E", "cigri.100.oar.stderr", "--array-param-file", "/w/cigri.100.params", "-p", "gpu='YES'",
         "--project", "p", "-t", "idempotent", "-t", "timesharing=user,*", "-t", "besteffort", "sh cigri.100.sh"]
     plain, _ = commands.submit(build([spec("1")]), "u")
     assert not {"-p", "--project", "-t"} & set(plain)
+    as_alice, _ = commands.submit(built, "alice", "alice")
+    assert as_alice[4] == f"job_user = 'alice' AND job_name = '{built.name}'" and as_alice[5] == "alice"
 
 
 def test_rest_payload() -> None:

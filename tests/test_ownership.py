@@ -26,7 +26,8 @@ from cigri.users import acting_user, is_admin, require_admin
 
 @pytest.fixture
 def grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Grid]:
-    grid = make_grid(tmp_path, monkeypatch, '[cigri]\nadmins = "carol, dave"\n')
+    # bob is a name, not a Unix account: his jobs on the local cluster run as the account running the tests
+    grid = make_grid(tmp_path, monkeypatch, f'[cigri]\nadmins = "carol, dave"\n[clusters.local.logins]\nbob = "{acting_user()}"\n')
     yield grid
     grid.close()
 

@@ -16,6 +16,7 @@ from cigri.cycle import run_cycle
 from cigri.grid import Grid, open_grid
 from cigri.predictor import Observation, TapLimits, next_rate
 from cigri.states import JobState, TaskState
+from cigri.users import acting_user
 
 LIMITS = TapLimits(initial=3, factor=1.5, maximum=100)
 
@@ -348,7 +349,8 @@ def test_each_cluster_sizes_its_taps_with_its_own_job_ratio(tmp_path: Path, monk
                                           "CIGRI_HOME": str(tmp_path / "home")}))
     jdl = {"name": "ratios", "exec_file": "/bin/sleep", "params": [str(30 + i) for i in range(40)],
            "exec_directory": str(tmp_path), "clusters": {"a": {}, "b": {}}}
-    campaign_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user="alice")
+    # the jobs run on the local pools as their owner: the account running the tests
+    campaign_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user=acting_user())
     a, b = grid.cluster_ids()["a"], grid.cluster_ids()["b"]
     try:
         rates = []

@@ -30,6 +30,7 @@ from cigri.metascheduler.windows import is_night, job_type
 from cigri.properties import campaign_properties
 from cigri.runner import batch_specs
 from cigri.states import KillReason
+from cigri.users import acting_user
 
 CLASSES = """
 [classes.gold]
@@ -45,6 +46,11 @@ affinity = {b = 2}
 """
 
 
+# The users of these tests are names, not Unix accounts: on the local clusters their jobs run as
+# the account running the tests (each cluster's user map).
+AS_ME = "logins = {%s}" % ", ".join(f'{name} = "{acting_user()}"' for name in ("alice", "bob", "carol", "dave"))
+
+
 @pytest.fixture
 def make_grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], Grid]]:
     """Open a grid on a real database with the given configuration text."""
@@ -57,7 +63,7 @@ def make_grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Calla
 
     def make(text: str) -> Grid:
         path = tmp_path / "cigri.toml"
-        path.write_text(text)
+        path.write_text(text.replace('backend = "local"', f'backend = "local"\n{AS_ME}'))
         monkeypatch.setenv("CIGRI_CONFIG", str(path))
         grids.append(open_grid(config.load()))
         return grids[-1]

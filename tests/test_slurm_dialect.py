@@ -321,10 +321,13 @@ def test_the_submit_script_refuses_and_cancels_an_array_that_will_never_start(re
 def test_every_remote_input_is_a_positional_argument() -> None:
     argv = commands.poll_argv(["1_0", "2_3"])
     assert argv[:2] == ["sh", "-c"] and argv[2] == commands.POLL and argv[3:] == ["sh", "1_0", "2_3"]
-    assert commands.tail_argv("1_0", "stderr", 5)[3:] == ["sh", "1_0", "stderr", "5"]
+    assert commands.tail_argv("1_0", "stderr", 5)[3:] == ["sh", "1_0", "stderr", "5", ""]
+    assert commands.tail_argv("1_0", "stderr", 5, "alice")[3:] == ["sh", "1_0", "stderr", "5", "alice"]
     assert commands.cancel_argv(["1_0", "2_3"]) == ["scancel", "1_0", "2_3"]
+    assert commands.cancel_argv(["1_0"], "alice") == ["sudo", "-n", "-u", "alice", "--", "scancel", "1_0"]
     batch = build([spec()], {})
-    assert commands.submit_argv(batch)[3:5] == ["sh", batch.name]
+    assert commands.submit_argv(batch)[3:6] == ["sh", batch.name, ""]
+    assert commands.submit_argv(batch, "alice")[3:6] == ["sh", batch.name, "alice"]
 
 
 # --- slurmrestd (answers recorded from slurmrestd 22.05.8, OpenAPI v0.0.38, trimmed) -----
@@ -335,14 +338,14 @@ def recorded(name: str) -> object:
 
 def test_rest_parse_jobs_on_recorded_answer() -> None:
     ids = ["15_0", "15_1", "16_0", "17_2", "25_1", "40_6", "40_8", "40_11", "40_12", "50_0", "51_0"]
-    jobs = rest.parse_jobs(recorded("slurmrestd-jobs.json"), ids, "gridtest")
+    jobs = rest.parse_jobs(recorded("slurmrestd-jobs.json"), ids)
     assert {i: (j.state, j.exit_code) for i, j in jobs.items()} == {
         "15_0": (RemoteState.COMPLETED, 3), "15_1": (RemoteState.CANCELLED, None),
         "16_0": (RemoteState.TIMEOUT, None), "17_2": (RemoteState.PREEMPTED, None),
         "25_1": (RemoteState.COMPLETED, 0), "40_6": (RemoteState.RUNNING, None),
         "40_8": (RemoteState.QUEUED, None), "40_11": (RemoteState.QUEUED, None),
         "40_12": (RemoteState.UNKNOWN, None),
-        "50_0": (RemoteState.UNKNOWN, None),  # another user's
+        "50_0": (RemoteState.RUNNING, None),  # another cigri user's: a poll reads every owner's jobs
         "51_0": (RemoteState.UNKNOWN, None),  # not started by cigri
     }
     assert jobs["15_0"].node == "slurm-b-n1" and jobs["15_0"].finished_at is not None

@@ -160,10 +160,10 @@ def set_blacklist(grid: Grid, name: str, reason: str | None, *, user: str) -> No
 
 
 def test_cluster(grid: Grid, name: str, directory: str | None, timeout: float, *, user: str) -> dict[str, Any]:
-    """Submit a tiny job to a cluster and follow it to its end (CiGri's grid_test_cluster), in
-    ``directory``, else the home of the account that runs ``user``'s jobs there (not /tmp:
-    OAR's REST API copies its script from /tmp into the job's directory, and fails on itself).
-    An admin's operation."""
+    """Submit a tiny job to a cluster as ``user`` and follow it to its end (CiGri's
+    grid_test_cluster), in ``directory``, else the home of the account that runs ``user``'s jobs
+    there (not /tmp: OAR's REST API copies its script from /tmp into the job's directory, and
+    fails on itself). An admin's operation."""
     require_admin(grid.config, user, "testing a cluster")
     import time
 
@@ -177,7 +177,7 @@ def test_cluster(grid: Grid, name: str, directory: str | None, timeout: float, *
     key = f"test-{int(time.time() * 1000)}"
     spec = JobSpec(key=key, batch=key, name=f"cigri.test.{key}", argv=("/bin/echo", "cigri test"),
                    directory=directory, walltime_seconds=300, resources="core=1",
-                   environment={"CIGRI_JOB_ID": key})
+                   environment={"CIGRI_JOB_ID": key}, user=user)
     started = time.monotonic()
     capacity = backend.capacity()
     remote_id = backend.submit([spec])[key]
@@ -187,14 +187,14 @@ def test_cluster(grid: Grid, name: str, directory: str | None, timeout: float, *
         if job.state not in (RemoteState.QUEUED, RemoteState.RUNNING):
             break
         if time.monotonic() - started > timeout:
-            backend.cancel([remote_id])
+            backend.cancel([remote_id], user)
             raise Refused(f"cluster {name}: test job {remote_id} still {job.state} after {timeout:.0f}s; cancelled")
         time.sleep(0.5)
     result = {"cluster": name, "remote_id": remote_id, "state": str(job.state), "exit_code": job.exit_code,
               "total_slots": capacity.total_slots, "free_slots": capacity.free_slots,
               "submit_seconds": round(submitted - started, 3),
               "round_trip_seconds": round(time.monotonic() - started, 3),
-              "stdout": backend.output_tail(remote_id, "stdout", 5)}
+              "stdout": backend.output_tail(remote_id, "stdout", 5, user)}
     if job.state != RemoteState.COMPLETED or job.exit_code != 0:
         raise Refused(f"cluster {name}: test job ended {job.state} with exit code {job.exit_code}")
     return result

@@ -40,13 +40,14 @@ def campaign_jobs(grid: Grid, campaign_id: int, *, user: str, active_only: bool 
 
 
 def job_output(grid: Grid, job_id: int, stream: str, *, user: str, lines: int = 1000) -> str:
-    """The tail of one of ``user``'s jobs' stdout or stderr, asked of its cluster."""
+    """The tail of one of ``user``'s jobs' stdout or stderr, read on its cluster as the job's
+    owner."""
     if stream not in STREAMS:
         raise InputError(f"stream: expected stdout or stderr, got {stream!r}", field="stream")
     job = job_info(grid, job_id, user=user)
     if not job["remote_id"]:
         raise Refused(f"job {job_id} has not reached its cluster yet")
-    return grid.backend(job["cluster_id"]).output_tail(job["remote_id"], stream, lines)
+    return grid.backend(job["cluster_id"]).output_tail(job["remote_id"], stream, lines, job["user"])
 
 
 def cancel_job(grid: Grid, job_id: int, *, user: str) -> None:

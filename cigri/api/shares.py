@@ -43,6 +43,9 @@ def current_shares(grid: Grid, *, user: str) -> dict[str, Any]:
     for campaign in result["campaigns"]:
         campaign["name"] = gathered.names.get(campaign["id"])
     result["clusters_left_out"] = unreachable
+    result["clusters_refused"] = [{"campaign": campaign_id, "cluster": cluster, "why": why}
+                                  for campaign_id, clusters in sorted(gathered.refused.items())
+                                  for cluster, why in sorted(clusters.items())]
     return result
 
 

@@ -45,6 +45,11 @@ def submit_all(grid: Grid, jdls: Sequence[JDLText], *, user: str, strict: bool =
     admitted, and every parameter line read and checked, before the campaigns are written
     together. ``strict`` refuses CiGri's forms instead of warning about them."""
     specs = [_parse(grid, jdl, user, strict) for jdl in jdls]
+    refused = grid.refusals(user)
+    for spec, jdl in zip(specs, jdls):  # a cluster that would never run the user's jobs (docs/identity.md)
+        for cluster in spec.clusters:
+            if cluster in refused:
+                raise Refused(f"{jdl.source}: cluster {cluster}: {refused[cluster]}")
     with _stage(grid) as stage:
         parts: list[StagedPart] = []
         for spec, jdl in zip(specs, jdls):  # the limits bound the whole submission, so all its JDLs

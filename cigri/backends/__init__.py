@@ -14,14 +14,24 @@ Temporal grouping: specs sharing a non-empty :attr:`JobSpec.group` (consecutive 
 run one after another inside one remote job. Each keeps its own remote id (the group's id, ``+``,
 its position), exit status, output and walltime, so the core still sees one job per task
 attempt. A backend that cannot read a group's per-task status runs each spec alone.
+
+Identity (:mod:`cigri.backends.identity`): every spec names its owner (:attr:`JobSpec.user`, one
+per batch), and :meth:`ClusterBackend.cancel` and :meth:`ClusterBackend.output_tail` are given
+the owner of the jobs they act on; a backend acts as that owner's login where its cluster's
+identity mode says so. :meth:`ClusterBackend.poll` sees every user's jobs, in one call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
+
+from cigri.backends.identity import remote_home
+
+__all__ = ["Capacity", "ClusterBackend", "JobSpec", "RemoteJob", "RemoteState", "node_size", "open_backend",
+           "remote_home"]
 
 
 class RemoteState(StrEnum):
@@ -53,6 +63,7 @@ class JobSpec:
     group: str = ""  # specs sharing it run one after another in one remote job (temporal grouping)
     group_walltime_seconds: int = 0  # that remote job's walltime; each spec keeps its own too
     memory_mb: int = 0  # memory per node the job reserves (MiB); 0: the cluster's default
+    user: str = ""  # the cigri user owning the job (one per batch); "": cigri's own, run as the cluster's account
 
 
 @dataclass(frozen=True)
@@ -84,11 +95,6 @@ def node_size(sizes: Iterable[tuple[int, int | None]]) -> tuple[int | None, int 
     return (next(iter(cpus)) if len(cpus) == 1 else None, next(iter(memory)) if len(memory) == 1 else None)
 
 
-def remote_home(options: Mapping[str, object]) -> str:
-    """The home of a Slurm or OAR cluster's account: its ``home`` option, else ``/home/USER``."""
-    return str(options.get("home") or f"/home/{options['user']}")
-
-
 class ClusterBackend(Protocol):
     """What every batch system must offer to cigri (local pool, Slurm, OAR)."""
 
@@ -102,16 +108,16 @@ class ClusterBackend(Protocol):
         """Return the state of every given job in one call."""
         ...
 
-    def cancel(self, remote_ids: list[str]) -> None:
-        """Kill (or dequeue) the given jobs; unknown or ended ids are ignored."""
+    def cancel(self, remote_ids: list[str], user: str = "") -> None:
+        """Kill (or dequeue) the given jobs of ``user``, as them; unknown or ended ids are ignored."""
         ...
 
     def capacity(self) -> Capacity:
         """Total and free slots right now."""
         ...
 
-    def output_tail(self, remote_id: str, stream: str, lines: int) -> str:
-        """The last ``lines`` lines of a job's ``stdout`` or ``stderr``."""
+    def output_tail(self, remote_id: str, stream: str, lines: int, user: str = "") -> str:
+        """The last ``lines`` lines of ``user``'s job's ``stdout`` or ``stderr``, read as them."""
         ...
 
     def close(self) -> None:
@@ -119,8 +125,13 @@ class ClusterBackend(Protocol):
         ...
 
 
-def open_backend(name: str, backend: str, options: dict[str, object], spool_root: str) -> ClusterBackend:
-    """Build the backend a cluster row names."""
+# A user's own token for a cluster (``gridtoken``), None when they registered none.
+TokenOf = Callable[[str], "str | None"]
+
+
+def open_backend(name: str, backend: str, options: dict[str, object], spool_root: str,
+                 token_of: TokenOf | None = None) -> ClusterBackend:
+    """Build the backend a cluster row names; ``token_of(user)`` reads its users' tokens."""
     if backend == "local":
         from cigri.backends.local import LocalBackend
 
@@ -128,7 +139,7 @@ def open_backend(name: str, backend: str, options: dict[str, object], spool_root
     if backend == "slurm":
         from cigri.backends.slurm import SlurmBackend
 
-        return SlurmBackend(name, options)
+        return SlurmBackend(name, options, token_of or (lambda _user: None))
     if backend == "oar":
         from cigri.backends.oar import OARBackend
 

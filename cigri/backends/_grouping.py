@@ -14,6 +14,9 @@ when the group ended first (cancelled, preempted, killed at its walltime) the sp
 running shares the group's fate and those it never started are ``PREEMPTED``: back to the head
 of the bag without costing an attempt. The dialects only say where the prefix and the status
 file are; this module writes the shell and reads the file.
+
+cigri's own files (outputs, status files) are created private to the job's owner
+(:data:`SAVE_UMASK`, :func:`private_outputs`); the program runs with the job's own umask.
 """
 
 from __future__ import annotations
@@ -28,8 +31,13 @@ SEPARATOR = "+"
 MEMBER_ID = re.compile(r"(.+)\+([0-9]+)\Z")
 KILL_GRACE = 10  # seconds between a spec's SIGTERM at its walltime and its SIGKILL
 
+# First in every job script: the umask the job runs its program with, restored after cigri made
+# its own files (created with umask 077: its owner's alone).
+SAVE_UMASK = "cigri_umask=$(umask)"
+
 # Defined once per script. A TERM (scancel, oardel, preemption, the group's walltime) ends the
-# whole group at once: the trap runs as soon as the running spec's subshell returns.
+# whole group at once: the trap runs as soon as the running spec's subshell returns. The group
+# runs under umask 077 (its status file is private); each spec gets the job's own back.
 FUNCTION = """\
 trap 'exit 143' TERM INT HUP
 cigri_member() {
@@ -37,7 +45,7 @@ cigri_member() {
   shift 2
   start=$(date +%s.%N)
   echo "$n start $start $w" >> "$prefix.status"
-  (exec >"$prefix+$n.stdout" 2>"$prefix+$n.stderr"; exec timeout --foreground -k KILL_GRACE "$w" "$@")
+  (exec >"$prefix+$n.stdout" 2>"$prefix+$n.stderr"; umask "$cigri_umask"; exec timeout --foreground -k KILL_GRACE "$w" "$@")
   s=$?
   end=$(date +%s.%N)
   if [ "$s" -eq 124 ] || [ "$s" -eq 137 ]; then [ $((${end%.*} - ${start%.*})) -lt "$w" ] || s=timeout; fi
@@ -45,11 +53,22 @@ cigri_member() {
 }
 """.replace("KILL_GRACE", str(KILL_GRACE))
 
-# $@ = status files; prints "#<path>" then the file (nothing when it does not exist yet).
+# $@ = owner and status file, pairs; prints "#<path>" then the file (nothing when it does not
+# exist yet), read as its owner ("": as the caller, the cluster's account).
 READ = """\
-for f; do printf '#%s\\n' "$f"; cat -- "$f" 2>/dev/null; done
+while [ $# -ge 2 ]; do
+  printf '#%s\\n' "$2"
+  if [ -z "$1" ]; then tail -n +1 -- "$2"; else sudo -n -u "$1" -- tail -n +1 -- "$2"; fi 2>/dev/null
+  shift 2
+done
 exit 0
 """
+
+
+def private_outputs(stdout: str, stderr: str) -> list[str]:
+    """Script lines sending the rest of the job's output to these files (shell words), made
+    private to the job's owner, the program keeping the job's umask."""
+    return ["  umask 077", f"  exec >{stdout} 2>{stderr}", '  umask "$cigri_umask"']
 
 
 @dataclass(frozen=True)
@@ -103,7 +122,7 @@ def ids(groups: list[list[JobSpec]], remote_ids: list[str]) -> dict[str, str]:
 def branch(members: list[JobSpec], prefix: str, quote: Callable[[str], str]) -> list[str]:
     """The lines of a script branch running a group; ``prefix`` is a shell word (it may expand
     ``$SLURM_ARRAY_JOB_ID``...), every other value goes through ``quote``."""
-    lines = [f"  prefix={prefix}"]
+    lines = ["  umask 077", f"  prefix={prefix}"]
     for n, spec in enumerate(members):
         exports = "".join(f"export {name}={quote(value)}; " for name, value in spec.environment.items())
         argv = " ".join(quote(word) for word in spec.argv)

@@ -48,10 +48,11 @@ class HTTPTransport:
         self._pacer = Pacer(min_interval)
 
     def request(self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None,
-                accept: tuple[int, ...] = (200, 201, 202)) -> Any:
-        """Send one request; return the decoded JSON body (None when empty)."""
+                headers: dict[str, str] | None = None, accept: tuple[int, ...] = (200, 201, 202)) -> Any:
+        """Send one request (``headers`` over the transport's own); return the decoded JSON
+        body (None when empty)."""
         where = f"{self.cluster}: {method} {path}"
-        response = self._send(where, method, path, json=json, params=params)
+        response = self._send(where, method, path, json=json, params=params, headers=headers)
         if response.status_code not in accept:
             raise ClusterBadAnswer(f"{where}: HTTP {response.status_code}: {refusal(response)}")
         if not response.content:
@@ -61,9 +62,9 @@ class HTTPTransport:
         except ValueError:
             raise ClusterBadAnswer(f"{where}: answer is not JSON: {response.text[:200]!r}") from None
 
-    def text(self, method: str, path: str) -> str:
+    def text(self, method: str, path: str, headers: dict[str, str] | None = None) -> str:
         """A plain-text resource (job output through OAR's media API)."""
-        response = self._send(f"{self.cluster}: {method} {path}", method, path)
+        response = self._send(f"{self.cluster}: {method} {path}", method, path, headers=headers)
         return response.text if response.status_code == 200 else ""
 
     def _send(self, where: str, method: str, path: str, **kwargs: Any) -> httpx.Response:

@@ -44,6 +44,7 @@ class Gathered:
     cluster_ids: Mapping[str, int]
     names: Mapping[int, str]  # campaign names, for ``cigri shares``
     room: Mapping[int, int]  # capped clusters: how many more jobs each takes (cigri.cluster_caps)
+    refused: Mapping[int, Mapping[str, str]]  # campaign -> cluster of its JDL -> why it never runs its jobs
 
 
 def schedule(ctx: CycleContext) -> dict[tuple[int, str], int]:
@@ -84,7 +85,9 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
     this cycle (unreachable or blacklisted) where cigri holds jobs is in the scenario as
     ``left_out``, offering exactly what they hold: they still run, so they count in their
     campaigns' shares and their users' allotments, and nothing starts or is killed there. A
-    capped cluster offers no more free slots than its room (:mod:`cigri.cluster_caps`).
+    capped cluster offers no more free slots than its room (:mod:`cigri.cluster_caps`). A
+    cluster where the campaign's owner has no login (:mod:`cigri.backends.identity`) is not
+    one it may use.
     """
     conn, config = grid.db.conn, grid.config
     room = cluster_caps.room(conn, now)
@@ -122,6 +125,9 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
     night = windows.is_night(config.metascheduler, now)
     ready = _ready_clusters(conn, settings)
     classes = {c.name for c in config.classes} or {"default"}
+    refusals = {user: grid.refusals(user) for user in {r[2] for r in rows}}
+    refused = {r[0]: {cluster_names[k]: why for k in settings[r[0]] if (why := refusals[r[2]].get(cluster_names[k]))}
+               for r in rows}
     penalties = predictor.affinity_penalties(conn, [r[0] for r in rows], now)  # after flood kills
     throughputs = predictor.throughputs(conn, [r[0] for r in rows], now)
     campaigns = []
@@ -131,7 +137,8 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
         running = {cluster_names[k]: n for k, n in held_on.items()}
         waiting = {cluster_names[k]: n for k, n in queued.get(campaign_id, {}).items()}
         usable = [k for k in values if k in capacities and state == CampaignState.IN_TREATMENT
-                  and k in ready.get(campaign_id, ()) and windows.job_type(values[k].get("type"), night) is not None]
+                  and k in ready.get(campaign_id, ()) and windows.job_type(values[k].get("type"), night) is not None
+                  and cluster_names[k] not in refused[campaign_id]]
         pending = bag.count(conn, campaign_id, (TaskState.PENDING,), limit=limit) if usable else 0  # up to the cores
         if not running and not pending:
             continue
@@ -158,7 +165,8 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
             clusters=None if c.clusters is None else tuple(n for n in c.clusters if n in known),
             default=c.name == config.default_class()) for c in config.classes),
         users=tuple(_user(config, name, known) for name in sorted({c.user for c in campaigns})))
-    return Gathered(scenario, {name: cid for cid, name in cluster_names.items()}, {r[0]: r[1] for r in rows}, room)
+    return Gathered(scenario, {name: cid for cid, name in cluster_names.items()}, {r[0]: r[1] for r in rows}, room,
+                    {campaign_id: why for campaign_id, why in refused.items() if why})
 
 
 def _within(capacities: Mapping[int, Capacity], room: Mapping[int, int]) -> dict[int, Capacity]:
@@ -222,7 +230,9 @@ def _ready_clusters(conn: sqlite3.Connection, settings: dict[int, dict[int, dict
 
 def _queue_scripts(conn: sqlite3.Connection, ctx: CycleContext) -> None:
     """Queue each prologue before a cluster's first task, and each epilogue after the last."""
-    ids = [r[0] for r in conn.execute("SELECT id FROM campaigns WHERE state = ?", [CampaignState.IN_TREATMENT])]
+    owners = dict(conn.execute("SELECT id, user FROM campaigns WHERE state = ?", [CampaignState.IN_TREATMENT]))
+    ids = list(owners)
+    refusals: dict[str, set[int]] = {}  # user -> clusters that never run their jobs, prologues and epilogues included
     queued = {(c, k, kind) for c, k, kind in conn.execute(
         "SELECT j.campaign_id, j.cluster_id, j.kind FROM campaigns c JOIN jobs j INDEXED BY jobs_scripts "
         "ON j.campaign_id = c.id WHERE c.state = ? AND j.kind != 'task'", [CampaignState.IN_TREATMENT])}
@@ -230,9 +240,13 @@ def _queue_scripts(conn: sqlite3.Connection, ctx: CycleContext) -> None:
         if not any(values.get("prologue") or values.get("epilogue") for values in clusters.values()):
             continue
         open_tasks = bag.count(conn, campaign_id, TASK_OPEN, limit=1) > 0
+        if owners[campaign_id] not in refusals:
+            names = ctx.grid.refusals(owners[campaign_id])
+            refusals[owners[campaign_id]] = {cid for name, cid in ctx.grid.cluster_ids().items() if name in names}
         for cluster_id, values in clusters.items():
             kind = "prologue" if open_tasks else "epilogue"
-            if cluster_id in ctx.capacities and values.get(kind) and (campaign_id, cluster_id, kind) not in queued:
+            if cluster_id in ctx.capacities and values.get(kind) and (campaign_id, cluster_id, kind) not in queued \
+                    and cluster_id not in refusals[owners[campaign_id]]:
                 workqueue.add_script_job(conn, campaign_id, cluster_id, kind)
 
 

@@ -6,7 +6,7 @@
 # Jobs still queued or running are cancelled first so that the batch systems
 # kill their own processes.  slurm-b's slurmdbd and MariaDB stop after the
 # slurmctlds (pending accounting records flushed).  Left in place: Debian
-# packages, users gridtest and slurmrest, /run/sshd.
+# packages, users gridtest, slurmrest and the CIGRI_TEST_USERS, /run/sshd.
 # usage: down.sh DIR     (as root)
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -16,6 +16,7 @@ need_root
 DIR=$(realpath -m "$1")
 unset SLURM_JWT SLURM_CONF
 OARCONF=/etc/oar/oar.conf
+SUDOERS=/etc/sudoers.d/cigri-tests
 
 restore_oar_conf() {
   if [ -f $OARCONF.cigri-orig ]; then
@@ -105,20 +106,24 @@ stop mariadb 0 30
 stop munged 0 5
 # 5. anything up.sh recorded that is not handled above
 for f in "$DIR"/pids/*.pid; do [ -e "$f" ] && stop "$(basename "$f" .pid)" 1 5; done
-# 6. job processes that outlived their batch system (user reserved for these tests)
+# 6. job processes that outlived their batch system (user reserved for these tests; the
+# CIGRI_TEST_USERS are shared with other tests: their jobs were cancelled above), and the sudo
+# rule for the test users (if up.sh made it for this DIR)
 left=$(pgrep -u "$CC_USER" 2>/dev/null | tr '\n' ' ')
 if [ -n "${left// /}" ]; then
   log "killing leftover processes of $CC_USER: $left"
   # shellcheck disable=SC2086
   stop_pids 5 $left
 fi
+if grep -qs "($DIR)" "$SUDOERS"; then rm -f "$SUDOERS"; log "removed $SUDOERS"; fi
 
 rm -f "$DIR/.up-complete"
 if [ "${KEEP_STATE:-0}" = 1 ]; then
   log "stopped; state and logs kept in $DIR"
 else
   rm -rf "$DIR/pids" "$DIR/munge" "$DIR/slurm" "$DIR/ssh" "$DIR/oar" "$DIR/exec" "$DIR/mariadb" \
-         "$DIR/cigri.toml" "$DIR/limits.toml" "$DIR/env.sh" "$DIR/summary.txt" "$DIR/venv" "$DIR/.cigri-clusters"
+         "$DIR/cigri.toml" "$DIR/single.toml" "$DIR/tokens.toml" "$DIR/users" "$DIR/limits.toml" "$DIR/env.sh" \
+         "$DIR/summary.txt" "$DIR/venv" "$DIR/.cigri-clusters"
   rmdir "$DIR" 2>/dev/null || log "left $DIR in place (it holds files up.sh did not make)"
   log "stopped and removed $DIR"
 fi

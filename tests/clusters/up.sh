@@ -23,7 +23,20 @@
 #   - OAR 2.5.9: private PostgreSQL, server (Almighty), node, 8 core resources,
 #     REST API in a private apache2;
 #   - DIR/exec (mode 1777) where jobs can write;
-#   - DIR/cigri.toml (one [clusters.*] entry per backend x transport),
+#   - with CIGRI_TEST_USERS="u1 u2" (Unix users, created if missing): jobs run as
+#     their owner everywhere (docs/identity.md): a sudoers rule lets the front-ends'
+#     account run exactly the batch commands as those users (SSH), slurmrestd is
+#     given SlurmUser's token to impersonate them (slurm-a) and a token of each
+#     user (DIR/slurm/slurm-b/jwt.USER, for gridtoken) for slurm-b, slurm-b's
+#     accounting knows them, and OAR's REST API is used through its trusted
+#     front (/oarapi, X-Remote-Ident), where a user whose name has characters
+#     other than letters, digits and '_' gets a login of its own (cigri-u1 ->
+#     cigri_u1, created too: OAR 2.5's API keeps only the first word of a name);
+#   - DIR/cigri.toml (one [clusters.*] entry per backend x transport; with
+#     CIGRI_TEST_USERS, each in a per-user identity mode), DIR/single.toml (the
+#     same clusters, every job as the front-ends' account: the single-account
+#     setup), DIR/tokens.toml (with CIGRI_TEST_USERS: slurm-b over REST with
+#     each user's own token),
 #     DIR/limits.toml (slurm-b's partitions `capped` and `walled` over ssh and
 #     REST; kept out of cigri.toml, which the conformance suite runs against in
 #     full) and
@@ -69,7 +82,9 @@ ACCT_ACCOUNT=grid        # account holding root and the test user there
 CAPPED_MAX_SUBMIT=6
 CAPPED_MAX_WALL=00:10:00  # and its MaxWall, with DenyOnLimit: a longer job is refused at submission
 WALLED_MAX_WALL=00:10:00  # MaxWall of QOS `walled`, without DenyOnLimit: a longer job pends forever
-PKGS="iproute2 munge slurmctld slurmd slurm-client slurmrestd slurm-wlm-jwt-plugin slurmdbd mariadb-server
+USERS=${CIGRI_TEST_USERS:-}   # jobs run as their owner, one of these users (docs/identity.md)
+SUDOERS=/etc/sudoers.d/cigri-tests
+PKGS="iproute2 munge slurmctld slurmd slurm-client slurmrestd slurm-wlm-jwt-plugin slurmdbd mariadb-server sudo
       openssh-server openssh-client curl
       postgresql oar-server oar-server-pgsql oar-node oar-user oar-user-pgsql oar-restful-api
       apache2 apache2-utils libyaml-perl libyaml-syck-perl libxml-dumper-perl"
@@ -95,6 +110,7 @@ if [ -f "$DIR/.up-complete" ]; then
   # shellcheck disable=SC2046
   open_ports=$(listening_ports)
   for p in $(all_ports); do grep -qx "$p" <<<"$open_ports" || { ok=0; log "nothing listens on port $p"; }; done
+  [ "$(cat "$DIR/users" 2>/dev/null)" = "$USERS" ] || { ok=0; log "CIGRI_TEST_USERS is not what it was: starting afresh"; }
   if [ $ok = 1 ]; then
     log "already up (state in $DIR); nothing to do"
     cat "$DIR/summary.txt"
@@ -132,6 +148,14 @@ T_PKG=$(elapsed)
 log "packages present (${T_PKG}s)"
 ensure_users
 TUSER=$CC_USER
+# oar_login USER: USER's login for OAR's REST API, which keeps only the first \w+ of a name
+oar_login() { printf '%s' "$1" | tr -c 'A-Za-z0-9_' '_'; }
+for U in $USERS; do
+  case "$U" in "$TUSER"|root|*[!A-Za-z0-9_.-]*|-*) die "CIGRI_TEST_USERS: '$U' cannot be a test user" ;; esac
+  for L in "$U" "$(oar_login "$U")"; do
+    id "$L" >/dev/null 2>&1 || useradd -m -s /bin/sh "$L"
+  done
+done
 
 mkdir -p "$DIR"
 touch "$DIR/.cigri-clusters"    # marks DIR as ours: down.sh only removes what it lists
@@ -306,8 +330,10 @@ EOF
     # Slurm's default: a job over MaxWall is accepted and pends forever
     sam add qos walled MaxWall=$WALLED_MAX_WALL
     sam add account "$ACCT_ACCOUNT" Cluster="$C" Description="cigri tests" Organization=cigri
-    sam add user root,"$TUSER" Account="$ACCT_ACCOUNT" DefaultAccount="$ACCT_ACCOUNT" Cluster="$C"
-    log "slurm $C: accounting: cluster, account $ACCT_ACCOUNT (root, $TUSER)"
+    acct_users=root,$TUSER
+    for U in $USERS; do acct_users=$acct_users,$U; done
+    sam add user "$acct_users" Account="$ACCT_ACCOUNT" DefaultAccount="$ACCT_ACCOUNT" Cluster="$C"
+    log "slurm $C: accounting: cluster, account $ACCT_ACCOUNT ($acct_users)"
     log "slurm $C: QOS capped (MaxSubmitJobsPerUser=$CAPPED_MAX_SUBMIT, MaxWall=$CAPPED_MAX_WALL), QOS walled (MaxWall=$WALLED_MAX_WALL)"
   fi
   SLURM_CONF=$D/slurm.conf /usr/sbin/slurmctld -f "$D/slurm.conf"
@@ -341,6 +367,15 @@ for C in $SLURM_CLUSTERS; do
   TOKEN=$(SLURM_CONF=$D/slurm.conf scontrol token username="$TUSER" lifespan=$TOKEN_LIFESPAN | sed -n 's/^SLURM_JWT=//p')
   [ -n "$TOKEN" ] || die "slurm $C: scontrol token gave nothing"
   (umask 077; printf '%s\n' "$TOKEN" > "$D/jwt")
+  if [ -n "$USERS" ]; then
+    # SlurmUser's (root's) token: slurmrestd lets it act as anyone named in X-SLURM-USER-NAME
+    TOKEN=$(SLURM_CONF=$D/slurm.conf scontrol token username=root lifespan=$TOKEN_LIFESPAN | sed -n 's/^SLURM_JWT=//p')
+    (umask 077; printf '%s\n' "$TOKEN" > "$D/jwt.slurmuser")
+    for U in $USERS; do   # each user's own, as `scontrol token` gives a user (for gridtoken)
+      TOKEN=$(SLURM_CONF=$D/slurm.conf scontrol token username="$U" lifespan=$TOKEN_LIFESPAN | sed -n 's/^SLURM_JWT=//p')
+      (umask 077; printf 'SLURM_JWT=%s\n' "$TOKEN" > "$D/jwt.$U")
+    done
+  fi
   # SLURM_JWT=daemon: slurmrestd itself uses auth/jwt (else the pass-through
   # token is rejected); -u: drop to an unprivileged user after binding
   SLURM_CONF=$D/slurm.conf SLURM_JWT=daemon setsid /usr/sbin/slurmrestd -f "$D/slurm.conf" \
@@ -600,25 +635,64 @@ out=$(ssh -F "$S/ssh_config" oar 'oarnodes -s | grep -c Alive' 2>/dev/null || tr
 [ "$out" = $CPUS ] || { cat "$S/oar/sshd.log" >&2; die "ssh front-end of oar: got '$out'"; }
 log "sshd oar up on 127.0.0.1:$(ssh_port oar)"
 
+# ------------------------------------------------------------- sudo (CIGRI_TEST_USERS)
+# The front-ends' account runs exactly the batch commands as the test users: the rule
+# docs/identity.md gives sites (plus SLURM_CONF kept, for one slurm.conf per test cluster).
+if [ -n "$USERS" ]; then
+  grep -qx '@includedir /etc/sudoers.d' /etc/sudoers || die "/etc/sudoers does not read /etc/sudoers.d"
+  runas=$(printf '%s\n' $USERS | paste -sd, -)
+  rule=$(mktemp)
+  cat > "$rule" <<EOF
+# generated by cigri tests/clusters/up.sh ($DIR); tests/clusters/down.sh removes it
+Defaults:$TUSER !requiretty, !lecture, env_keep += "SLURM_CONF"
+$TUSER ALL = ($runas) NOPASSWD: /usr/bin/sbatch, /usr/bin/scancel, /usr/bin/oarsub, /usr/bin/oardel, /usr/bin/tail, /usr/bin/tee
+EOF
+  visudo -cqf "$rule" || { rm -f "$rule"; die "visudo refuses the sudoers rule"; }
+  install -m 0440 "$rule" "$SUDOERS"; rm -f "$rule"
+  first=${USERS%% *}
+  out=$(ssh -F "$S/ssh_config" slurm-a "sudo -n -u $first -- tail -n 1 /etc/hostname && ! sudo -n -u $first -- id" 2>/dev/null || true)
+  [ "$out" = "$(tail -n 1 /etc/hostname)" ] || die "sudo as $first from the front-end: got '$out'"
+  log "sudo: $TUSER runs sbatch, scancel, oarsub, oardel, tail and tee as $runas ($SUDOERS)"
+fi
+
 # ------------------------------------------------------------- outputs
-# toml_slurm NAME CLUSTER ssh|rest PARTITION [BEST_EFFORT_PARTITION]: one cigri cluster entry
+# toml_slurm NAME CLUSTER ssh|rest PARTITION [BEST_EFFORT_PARTITION]: one cigri cluster entry;
+# with IDENTITY=users (CIGRI_TEST_USERS), its jobs run as their owner
+IDENTITY=account
 toml_slurm() {
   printf '\n[clusters.%s]\nbackend = "slurm"\ntransport = "%s"\n' "$1" "$3"
   if [ "$3" = ssh ]; then
     printf 'host = "127.0.0.1"\nport = %s\nuser = "%s"\nkey_file = "%s"\nknown_hosts = "%s"\n' \
       "$(ssh_port "$2")" "$TUSER" "$S/id_ed25519" "$S/known_hosts"
-  else
+    [ $IDENTITY = account ] || printf 'identity = "sudo"\n'
+  elif [ $IDENTITY = account ]; then
     printf 'base_url = "http://127.0.0.1:%s"\nuser = "%s"\ntoken_file = "%s"\n' \
       "$(slurm_port "$2" 2)" "$TUSER" "$DIR/slurm/$2/jwt"
+  else
+    printf 'base_url = "http://127.0.0.1:%s"\nuser = "root"\ntoken_file = "%s"\nidentity = "impersonate"\n' \
+      "$(slurm_port "$2" 2)" "$DIR/slurm/$2/jwt.slurmuser"
   fi
   printf 'partition = "%s"\n' "$4"
   [ -z "${5:-}" ] || printf 'best_effort_partition = "%s"\n' "$5"
 }
-{
+toml_oar() {
+  printf '\n[clusters.oar-rest]\nbackend = "oar"\ntransport = "rest"\n'
+  if [ $IDENTITY = account ]; then
+    printf 'base_url = "%s"\nuser = "%s"\npassword_file = "%s"\n' "$API/oarapi-priv" "$TUSER" "$O/oar_api_password"
+  else
+    printf 'base_url = "%s"\nuser = "%s"\nidentity = "ident"\nlogins = {%s}\n' "$API/oarapi" "$TUSER" \
+      "$(for U in $USERS; do printf '"%s" = "%s", ' "$U" "$(oar_login "$U")"; done | sed 's/, $//')"
+  fi
+  printf '\n[clusters.oar-ssh]\nbackend = "oar"\ntransport = "ssh"\nhost = "127.0.0.1"\nport = %s\n' "$(ssh_port oar)"
+  printf 'user = "%s"\nkey_file = "%s"\nknown_hosts = "%s"\n' "$TUSER" "$S/id_ed25519" "$S/known_hosts"
+  [ $IDENTITY = account ] || printf 'identity = "sudo"\n'
+}
+clusters_toml() {
+  if [ $IDENTITY = account ]; then who="Jobs run as $TUSER"; else who="Jobs run as their owner ($USERS; cigri's own as $TUSER)"; fi
   cat <<EOF
 # cigri configuration for the test clusters of $DIR
 # generated by tests/clusters/up.sh; stop them with tests/clusters/down.sh $DIR
-# Jobs run as $TUSER; $DIR/exec (mode 1777) is a directory they can all write.
+# $who; $DIR/exec (mode 1777) is a directory they can all write.
 # Slurm: $CPUS CPUs and 8000 MB per cluster (slurm-b allocates memory too); a job in
 # partition "main" cancels (PREEMPTED) the "besteffort" jobs whose CPUs it needs. OAR: $CPUS cores; -t besteffort jobs are
 # killed (state Error) when a normal job needs their cores.
@@ -629,30 +703,38 @@ EOF
   toml_slurm slurm-a-ssh slurm-a ssh main besteffort
   toml_slurm slurm-a-rest slurm-a rest main besteffort
   toml_slurm slurm-b-ssh slurm-b ssh main besteffort
-  cat <<EOF
+  toml_oar
+}
+clusters_toml > "$DIR/single.toml"
+if [ -n "$USERS" ]; then
+  IDENTITY=users
+  clusters_toml > "$DIR/cigri.toml"
+  cat > "$DIR/tokens.toml" <<EOF
+# slurm-b over REST, each job with its owner's own token (gridtoken add slurm-b-rest-tokens;
+# the users' tokens are $DIR/slurm/slurm-b/jwt.USER); polls with $TUSER's own
+# (generated by tests/clusters/up.sh)
 
-[clusters.oar-rest]
-backend = "oar"
+[clusters.slurm-b-rest-tokens]
+backend = "slurm"
 transport = "rest"
-base_url = "$API/oarapi-priv"
+base_url = "http://127.0.0.1:$(slurm_port slurm-b 2)"
 user = "$TUSER"
-password_file = "$O/oar_api_password"
-
-[clusters.oar-ssh]
-backend = "oar"
-transport = "ssh"
-host = "127.0.0.1"
-port = $(ssh_port oar)
-user = "$TUSER"
-key_file = "$S/id_ed25519"
-known_hosts = "$S/known_hosts"
+token_file = "$DIR/slurm/slurm-b/jwt"
+identity = "tokens"
+partition = "main"
 EOF
-} > "$DIR/cigri.toml"
+else
+  cp "$DIR/single.toml" "$DIR/cigri.toml"
+fi
+IDENTITY=account  # limits.toml: the limits of the front-ends' account
 cat > "$DIR/env.sh" <<EOF
 # source me: variables for the test clusters of $DIR (generated by up.sh)
 export CIGRI_CONFIG=$DIR/cigri.toml
 export CIGRI_TEST_CLUSTERS=$DIR
 export CIGRI_TEST_USER=$TUSER
+# CIGRI_TEST_USERS (jobs run as their owner in cigri.toml; single.toml: every job as $TUSER)
+export CIGRI_TEST_USERS="$USERS"
+export CIGRI_SINGLE_CONFIG=$DIR/single.toml
 export CIGRI_TEST_EXEC_DIR=$DIR/exec
 # Slurm: \`SLURM_CONF=\$SLURM_A_CONF sinfo\` (as root; munge socket $MSOCK)
 export SLURM_A_CONF=$DIR/slurm/slurm-a/slurm.conf
@@ -696,7 +778,8 @@ EOF
   toml_slurm slurm-b-walled-ssh slurm-b ssh walled
   toml_slurm slurm-b-walled-rest slurm-b rest walled
 } > "$DIR/limits.toml"
-chmod 644 "$DIR/cigri.toml" "$DIR/env.sh" "$DIR/limits.toml"
+chmod 644 "$DIR/cigri.toml" "$DIR/single.toml" "$DIR/env.sh" "$DIR/limits.toml"
+[ -z "$USERS" ] || chmod 644 "$DIR/tokens.toml"
 
 {
   echo "test clusters up in $(elapsed)s (packages ${T_PKG}s); state in $DIR"
@@ -705,12 +788,19 @@ chmod 644 "$DIR/cigri.toml" "$DIR/env.sh" "$DIR/limits.toml"
     if [ "$C" = "$ACCT_CLUSTER" ]; then parts="main + besteffort + capped + walled"; else parts="main + besteffort"; fi
     echo "  $C: slurmctld 127.0.0.1:$(slurm_port "$C" 0)  slurmd :$(slurm_port "$C" 1)  slurmrestd http://127.0.0.1:$(slurm_port "$C" 2)  ssh :$(ssh_port "$C")  ($CPUS CPUs, partitions $parts)"
   done
-  echo "  accounting: $ACCT_CLUSTER only: slurmdbd 127.0.0.1:$DBD_PORT  MariaDB 127.0.0.1:$MARIADB_PORT  (sacct; account $ACCT_ACCOUNT: root, $TUSER)"
+  echo "  accounting: $ACCT_CLUSTER only: slurmdbd 127.0.0.1:$DBD_PORT  MariaDB 127.0.0.1:$MARIADB_PORT  (sacct; account $ACCT_ACCOUNT: root, $TUSER$(for U in $USERS; do printf ', %s' "$U"; done))"
   echo "  limits: $ACCT_CLUSTER partition capped, MaxSubmitJobsPerUser=$CAPPED_MAX_SUBMIT (partition QOS capped)"
   echo "          $ACCT_CLUSTER partition walled, MaxWall=$WALLED_MAX_WALL without DenyOnLimit (partition QOS walled)"
   echo "          cigri entries in $DIR/limits.toml"
   echo "  oar: REST $API/oarapi-priv  ssh :$(ssh_port oar)  postgres :$PG_PORT  Almighty :6666  node sshd :6667  ($CPUS cores)"
   echo "  ssh: ssh -F $S/ssh_config slurm-a|slurm-b|oar    stop: $HERE/down.sh $DIR"
+  if [ -n "$USERS" ]; then
+    echo "  users: jobs run as their owner ($USERS) in cigri.toml (sudo rule $SUDOERS, slurmrestd impersonation,"
+    echo "         OAR's trusted front; tokens.toml: slurm-b with each user's token); single.toml: every job as $TUSER"
+  else
+    echo "  users: every job runs as $TUSER (CIGRI_TEST_USERS=\"u1 u2\": as their owner)"
+  fi
 } > "$DIR/summary.txt"
+printf '%s' "$USERS" > "$DIR/users"
 touch "$DIR/.up-complete"
 cat "$DIR/summary.txt"

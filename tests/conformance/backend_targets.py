@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cigri import config
-from cigri.backends import ClusterBackend, JobSpec, open_backend
+from cigri.backends import ClusterBackend, JobSpec, identity, open_backend
 from cigri.backends.local import LocalBackend
 from cigri.backends.local.pool import try_lock
 from harness import clusters_file
@@ -24,9 +24,8 @@ from harness import clusters_file
 DEFAULT_CLUSTERS = Path("/tmp/cigri-clusters/cigri.toml")
 
 
-def _remote_clusters() -> list[config.ClusterConfig]:
-    path = clusters_file()
-    if path is None:
+def _remote_clusters(path: Path | None) -> list[config.ClusterConfig]:
+    if path is None or not path.is_file():
         return []
     with path.open("rb") as handle:
         names = set(tomllib.load(handle).get("clusters", {})) - {"local"}
@@ -40,8 +39,12 @@ def _exec_root() -> Path:
     return Path(named) if named else (clusters_file() or DEFAULT_CLUSTERS).parent / "exec"
 
 
-REMOTE = _remote_clusters()
+REMOTE = _remote_clusters(clusters_file())
 NAMES = ["local", *(c.name for c in REMOTE)]
+# the clusters whose jobs run with their owner's own token (tokens.toml beside the clusters file)
+TOKEN_CLUSTERS = _remote_clusters(clusters_file().with_name("tokens.toml") if clusters_file() else None)
+# the targets where jobs run as their owner: the local pool, and every cluster in a per-user mode
+IDENTITY_NAMES = ["local", *(c.name for c in [*REMOTE, *TOKEN_CLUSTERS] if identity.per_user(c.options))]
 # the targets that can preempt best-effort jobs: OAR always, Slurm with a best-effort partition or QOS
 BEST_EFFORT_NAMES = [c.name for c in REMOTE if c.backend == "oar"
                      or {"best_effort_partition", "best_effort_qos"} & set(c.options)]
@@ -94,6 +97,7 @@ class Targets:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
         self.built: dict[str, Target] = {}
+        self.tokens: dict[str, str] = {}  # the users' own tokens, for the clusters in TOKEN_CLUSTERS
 
     def get(self, name: str) -> Target:
         if name not in self.built:
@@ -103,8 +107,8 @@ class Targets:
                 backend = open_backend(name, "local", options, spool)
                 self.built[name] = Target(name, "local", options, backend, self.tmp / "exec")
             else:
-                cluster = next(c for c in REMOTE if c.name == name)
-                backend = open_backend(cluster.name, cluster.backend, cluster.options, spool)
+                cluster = next(c for c in [*REMOTE, *TOKEN_CLUSTERS] if c.name == name)
+                backend = open_backend(cluster.name, cluster.backend, cluster.options, spool, self.tokens.get)
                 self.built[name] = Target(name, cluster.backend, cluster.options, backend, _exec_root())
         return self.built[name]
 

@@ -2,14 +2,18 @@
 
 The backend never runs jobs itself: it drops specs into the spool and makes sure the pool
 daemon (:mod:`cigri.backends.local.pool`) is alive, so jobs outlive the caller exactly as
-they would on a real batch system.
+they would on a real batch system. The pool runs each job as its owner; cancelling and reading
+outputs act as the owner too: a user's cancel reaches only their jobs, and an output is read
+only from a regular file the job's owner owns (their job could have put a link there).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
+import stat
 import socket
 import sqlite3
 import subprocess
@@ -17,8 +21,9 @@ import sys
 import time
 from typing import Any
 
-from cigri.backends import Capacity, JobSpec, RemoteJob, RemoteState
+from cigri.backends import Capacity, JobSpec, RemoteJob, RemoteState, identity
 from cigri.backends.local.pool import COMMAND, Spool, transaction, try_lock
+from cigri.errors import SubmissionRefused
 
 # Remote ids name spool directories: no separators, no leading dot.
 _VALID_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}\Z")
@@ -36,7 +41,17 @@ class LocalBackend:
         self.spool = Spool(os.path.join(spool_root, name))
         self.spool.create()
         self.node = socket.gethostname()
+        self.options = options
         self._conn: sqlite3.Connection | None = None
+
+    def _login(self, user: str) -> str:
+        """The Unix account ``user``'s jobs run as here (the cluster's ``logins``); "" for cigri's own."""
+        if not user:
+            return ""
+        login = identity.login(self.options, user)
+        if login is None:
+            raise SubmissionRefused(f"{user} has no login on this cluster")
+        return login
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -52,7 +67,7 @@ class LocalBackend:
                 raise ValueError(f"job key {spec.key!r} cannot name a spool file")
             rows.append((spec.key, json.dumps({
                 "argv": list(spec.argv), "directory": spec.directory, "environment": spec.environment,
-                "walltime_seconds": spec.walltime_seconds, "name": spec.name})))
+                "walltime_seconds": spec.walltime_seconds, "name": spec.name, "user": self._login(spec.user)})))
         with transaction(self.conn):
             self.conn.executemany("INSERT INTO jobs(key, spec) VALUES (?, ?) ON CONFLICT(key) DO NOTHING", rows)
         self._ensure_pool()
@@ -68,7 +83,7 @@ class LocalBackend:
             os.close(fd)  # also releases the lock we may have taken
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
-        with open(self.spool.log, "ab") as log:
+        with open(os.open(self.spool.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as log:
             # The child forks the daemon and exits at once; waiting leaves no zombie.
             subprocess.Popen(
                 [sys.executable, "-c", COMMAND, self.spool.root, str(self.slots)],
@@ -98,15 +113,18 @@ class LocalBackend:
             return RemoteJob(remote_id, RemoteState.RUNNING, None, self.node, started_at)
         return RemoteJob(remote_id, RemoteState.QUEUED)
 
-    def cancel(self, remote_ids: list[str]) -> None:
-        """Queued jobs end at once; started ones are left to the pool, which does the (slow) killing."""
-        ids = json.dumps(remote_ids)
+    def cancel(self, remote_ids: list[str], user: str = "") -> None:
+        """Queued jobs end at once; started ones are left to the pool, which does the (slow) killing.
+        Given a ``user``, only that user's jobs."""
+        ids, login = json.dumps(remote_ids), identity.login(self.options, user) if user else ""
+        mine = "AND (? = '' OR coalesce(json_extract(spec, '$.user'), '') = ?)"
         with transaction(self.conn):
             self.conn.execute("UPDATE jobs SET state = 'ended', killed = 'cancelled', ended_at = ? "
-                              "WHERE state = 'queued' AND key IN (SELECT value FROM json_each(?))",
-                              [time.time(), ids])
+                              f"WHERE state = 'queued' AND key IN (SELECT value FROM json_each(?)) {mine}",
+                              [time.time(), ids, user, login])
             self.conn.execute("UPDATE jobs SET cancel = 1 WHERE state IN ('starting', 'running') "
-                              "AND killed IS NULL AND key IN (SELECT value FROM json_each(?))", [ids])
+                              f"AND killed IS NULL AND key IN (SELECT value FROM json_each(?)) {mine}",
+                              [ids, user, login])
         self._ensure_pool()
 
     def capacity(self) -> Capacity:
@@ -116,17 +134,23 @@ class LocalBackend:
             "FROM jobs WHERE state != 'ended'").fetchone()
         return Capacity(self.slots, max(0, self.slots - running), queued, node_cores=self.slots)
 
-    def output_tail(self, remote_id: str, stream: str, lines: int) -> str:
-        """Read backwards from the end, so a huge output costs no more than its tail."""
+    def output_tail(self, remote_id: str, stream: str, lines: int, user: str = "") -> str:
+        """Read backwards from the end, so a huge output costs no more than its tail; only a
+        regular file of the job's owner (``user``'s login, else this process's account) is read."""
         if stream not in ("stdout", "stderr"):
             raise ValueError(f"unknown stream {stream!r}")
-        if lines <= 0 or not _VALID_ID.match(remote_id):
+        login = identity.login(self.options, user) if user else ""
+        if lines <= 0 or not _VALID_ID.match(remote_id) or login is None:
             return ""
         try:
-            f = open(self.spool.job(remote_id, stream), "rb")
-        except FileNotFoundError:
+            fd = os.open(self.spool.job(remote_id, stream), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:  # absent, or a link
             return ""
+        f = open(fd, "rb")
         with f:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_uid != _uid(login):
+                return ""
             pos = f.seek(0, os.SEEK_END)
             data = b""
             while pos > 0 and data.count(b"\n") <= lines and len(data) < _TAIL_MAX:
@@ -141,3 +165,13 @@ class LocalBackend:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def _uid(user: str) -> int | None:
+    """The uid of the Unix user ``user`` (this process's own for ""); None: no such user."""
+    if not user:
+        return os.geteuid()
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except KeyError:
+        return int(user) if user.isdigit() else None

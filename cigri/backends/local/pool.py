@@ -18,6 +18,14 @@ subreaper and forks the pool. Jobs are the pool's children; when the pool dies t
 the keeper's, which records how they end and leaves when none remain. A new pool adopts
 the jobs still running.
 
+Every job runs as its owner (the spec's ``user``; none: the pool's own account). A pool running
+as root starts another user's job with that user's uid, gid, supplementary groups, ``HOME``,
+``USER``, ``SHELL`` and a clean environment, in a spool directory and output files it owns and
+no one else may read, and lets the job itself create and enter its working directory: nothing
+is done with root's rights on the user's behalf. A pool running as anyone else refuses another
+user's job (it ends with status 127 and says why in its stderr). The spool's database and log
+are the pool's account's alone.
+
 Run as ``python -m cigri.backends.local.pool SPOOLDIR SLOTS`` (or through :data:`COMMAND`);
 it detaches at once.
 """
@@ -28,6 +36,7 @@ import ctypes
 import fcntl
 import json
 import os
+import pwd
 import select
 import signal
 import sqlite3
@@ -37,7 +46,7 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
 KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL
@@ -48,6 +57,11 @@ TICK = 0.005  # longest sleep when nothing happened; a child's exit wakes us soo
 # has exec'd, so starting a few at once hides that latency on a busy machine.
 SPAWNERS = 4
 KEPT_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR")
+OWNER_KEPT_ENV = ("LANG", "LC_ALL", "TZ")  # what another user's job gets of the pool's environment
+OWNER_PATH = "/usr/local/bin:/usr/bin:/bin"
+# How another user's job starts: as that user, it makes and enters its directory ($0), then
+# becomes its program; a directory it cannot make or enter ends it with status 127.
+AS_OWNER = 'mkdir -p -- "$0" && cd -- "$0" || exit 127; exec "$@"'
 PR_SET_CHILD_SUBREAPER = 36
 # How the backend starts the daemon: like ``-m``, minus runpy's warning about a module that
 # its own package already imported.
@@ -86,7 +100,9 @@ class Spool:
         os.makedirs(self.jobs, exist_ok=True)
 
     def connect(self) -> sqlite3.Connection:
-        """A connection in autocommit mode; :func:`transaction` groups writes."""
+        """A connection in autocommit mode; :func:`transaction` groups writes. The database is
+        private (SQLite gives its journal files the database's mode)."""
+        os.close(os.open(self.db, os.O_RDWR | os.O_CREAT, 0o600))
         conn = sqlite3.connect(self.db, timeout=60, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
@@ -183,7 +199,7 @@ class Pool:
         self.children: dict[int, Running] = {}
         self.pending: deque[int] = deque()
         self.spawner = ThreadPoolExecutor(max_workers=min(slots, SPAWNERS), thread_name_prefix="spawn")
-        self.starting: dict[Future[Running], tuple[int, str]] = {}
+        self.starting: dict[Future[Running], tuple[int, str, str]] = {}  # -> seq, key, owner
         self.early: dict[int, int] = {}  # pid -> exit status, reaped before its start was collected
         self.cancel_on_start: set[int] = set()  # cancelled while being started
         self.last_seq = 0
@@ -192,6 +208,8 @@ class Pool:
         self.home = os.path.expanduser("~")
         self.base_env = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
         self.base_env.setdefault("PATH", os.defpath)
+        self.uid = os.geteuid()
+        self.account = _name(self.uid)
         self.devnull = os.open(os.devnull, os.O_RDONLY)
         self.wake, self.wake_w = os.pipe()
         os.set_blocking(self.wake, False)
@@ -261,7 +279,7 @@ class Pool:
             self.last_seq = rows[-1][0]
         cancels = [r[0] for r in self.conn.execute("SELECT seq FROM jobs WHERE cancel = 1")]
         if cancels:
-            starting = {seq for seq, _ in self.starting.values()}
+            starting = {seq for seq, _, _ in self.starting.values()}
             with transaction(self.conn):
                 for seq in cancels:
                     if seq in starting:
@@ -363,7 +381,7 @@ class Pool:
                     claimed.append((seq, row[0], row[1]))
         for seq, key, spec in claimed:
             future = self.spawner.submit(self.start, seq, key, spec)
-            self.starting[future] = (seq, key)
+            self.starting[future] = (seq, key, str(json.loads(spec).get("user") or ""))
             future.add_done_callback(self._wake_up)
         return bool(claimed)
 
@@ -380,12 +398,12 @@ class Pool:
             return False
         started, failed = [], []
         for future in done:
-            seq, key = self.starting.pop(future)
+            seq, key, user = self.starting.pop(future)
             try:
                 job = future.result()
             except (OSError, ValueError, KeyError, TypeError, subprocess.SubprocessError) as error:
                 failed.append(seq)
-                self._report_failure(key, f"cigri: cannot start job {key}: {error}\n")
+                self._report_failure(key, user, f"cigri: cannot start job {key}: {error}\n")
                 continue
             self.jobs[seq] = self.children[job.pid] = job
             started.append((job.pid, job.started, seq))
@@ -402,36 +420,93 @@ class Pool:
         return True
 
     def start(self, seq: int, key: str, spec_json: str) -> Running:
-        """Spawn the job in its own session, its outputs in its spool directory (in a spawner thread)."""
+        """Spawn the job as its owner in its own session, its outputs in its spool directory (in
+        a spawner thread)."""
         spec = json.loads(spec_json)
-        jobdir = self.spool.job(key)
+        owner = self.owner(str(spec.get("user") or ""))
+        out, err = self.outputs(key, owner)
+        walltime = float(str(spec["walltime_seconds"] or 0))
         try:
-            os.mkdir(jobdir)
-        except FileExistsError:
-            pass
-        directory = os.path.join(self.home, os.path.expanduser(str(spec["directory"])))
-        os.makedirs(directory, exist_ok=True)
-        env = {**self.base_env, **spec["environment"], "CIGRI_JOB_SPOOL": jobdir}
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-        out = os.open(os.path.join(jobdir, "stdout"), flags, 0o644)
-        try:
-            err = os.open(os.path.join(jobdir, "stderr"), flags, 0o644)
-            try:
+            if owner is None:
+                directory = os.path.join(self.home, os.path.expanduser(str(spec["directory"])))
+                os.makedirs(directory, exist_ok=True)
+                env = {**self.base_env, **spec["environment"], "CIGRI_JOB_SPOOL": self.spool.job(key)}
                 proc = subprocess.Popen(spec["argv"], cwd=directory, env=env, stdin=self.devnull, stdout=out,
                                         stderr=err, start_new_session=True)
-            finally:
-                os.close(err)
+            else:
+                directory = os.path.join(owner.pw_dir, str(spec["directory"]))
+                env = {**{k: v for k, v in self.base_env.items() if k in OWNER_KEPT_ENV},
+                       "HOME": owner.pw_dir, "USER": owner.pw_name, "LOGNAME": owner.pw_name,
+                       "SHELL": owner.pw_shell or "/bin/sh", "PATH": OWNER_PATH,
+                       **spec["environment"], "CIGRI_JOB_SPOOL": self.spool.job(key)}
+                proc = subprocess.Popen(["/bin/sh", "-c", AS_OWNER, directory, *spec["argv"]], cwd="/", env=env,
+                                        stdin=self.devnull, stdout=out, stderr=err, start_new_session=True,
+                                        user=owner.pw_uid, group=owner.pw_gid,
+                                        extra_groups=os.getgrouplist(owner.pw_name, owner.pw_gid))
         finally:
             os.close(out)
-        return Running(seq, key, proc.pid, time.time(), float(str(spec["walltime_seconds"] or 0)), proc)
+            os.close(err)
+        return Running(seq, key, proc.pid, time.time(), walltime, proc)
 
-    def _report_failure(self, key: str, message: str) -> None:
+    def owner(self, user: str) -> pwd.struct_passwd | None:
+        """The account to switch to for ``user``'s job; None: the pool's own (no owner, or itself)."""
+        if user in ("", self.account, str(self.uid)):
+            return None
+        if self.uid != 0:
+            raise PermissionError(f"the pool runs as {self.account}, not root: it runs no one else's job "
+                                  f"(this one is {user}'s)")
+        return pwd.getpwnam(user)
+
+    def outputs(self, key: str, owner: pwd.struct_passwd | None) -> tuple[int, int]:
+        """The job's spool directory and fresh ``stdout`` and ``stderr`` in it, private to the
+        job's owner; both opened here. Names already there are removed, never written through."""
         try:
-            os.makedirs(self.spool.job(key), exist_ok=True)
-            with open(self.spool.job(key, "stderr"), "a") as err:
+            os.mkdir(self.spool.job(key), 0o700)
+        except FileExistsError:
+            pass
+        directory = os.open(self.spool.job(key), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        fds: list[int] = []
+        try:
+            for name in ("stdout", "stderr"):
+                with suppress(FileNotFoundError):
+                    os.unlink(name, dir_fd=directory)
+                fds.append(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
+                                   dir_fd=directory))
+                if owner is not None:
+                    os.fchown(fds[-1], owner.pw_uid, owner.pw_gid)
+            if owner is not None:
+                os.fchown(directory, owner.pw_uid, owner.pw_gid)
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        finally:
+            os.close(directory)
+        return fds[0], fds[1]
+
+    def _report_failure(self, key: str, user: str, message: str) -> None:
+        """Append to the job's stderr, which its owner can read, why it did not start."""
+        try:
+            owner = self.owner(user)
+        except (OSError, KeyError):
+            owner = None
+        try:
+            os.makedirs(self.spool.job(key), mode=0o700, exist_ok=True)
+            fd = os.open(self.spool.job(key, "stderr"), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            with open(fd, "a") as err:
+                if owner is not None:
+                    os.fchown(fd, owner.pw_uid, owner.pw_gid)
+                    os.chown(self.spool.job(key), owner.pw_uid, owner.pw_gid, follow_symlinks=False)
                 err.write(message)
         except OSError:
             sys.stderr.write(message)
+
+
+def _name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
 
 
 def keep(spool: Spool, pool_pid: int) -> None:

@@ -171,7 +171,8 @@ def script(specs: list[JobSpec]) -> str:
     group of jobs run one after another (see :mod:`cigri.backends._grouping`)."""
     jobs = grouping.split(specs)
     lines = ["#!/bin/sh",
-             f"# cigri batch {specs[0].batch}: OAR runs this once per job, with its directory and key."]
+             f"# cigri batch {specs[0].batch}: OAR runs this once per job, with its directory and key.",
+             grouping.SAVE_UMASK]
     if any(members[0].group for members in jobs):
         lines.append(grouping.FUNCTION)
     lines += ['cd "$1" || exit',
@@ -186,7 +187,7 @@ def script(specs: list[JobSpec]) -> str:
             continue
         lines.append(f"{_word(spec.key)})")
         lines += [f"  export {name}={_word(value)}" for name, value in spec.environment.items()]
-        lines.append(f"  exec >{_word(output_name(spec.key, 'stdout'))} 2>{_word(output_name(spec.key, 'stderr'))}")
+        lines += grouping.private_outputs(_word(output_name(spec.key, 'stdout')), _word(output_name(spec.key, 'stderr')))
         # bash reads a first word starting with '-' as an option of exec; env takes it as the program
         argv = spec.argv if not spec.argv[0].startswith("-") else ("env", "--", *spec.argv)
         lines.append("  exec " + " ".join(_word(word) for word in argv))

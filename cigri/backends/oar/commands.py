@@ -18,22 +18,29 @@ from cigri.backends.oar.batch import Batch
 from cigri.backends.oar.states import remote_job
 from cigri.errors import ClusterBadAnswer
 
-# One round trip per batch. If the user has jobs with the batch's name (in any state: a re-sent
+# One round trip per batch. If the owner has jobs with the batch's name (in any state: a re-sent
 # batch), print them (oarstat's JSON) and stop; otherwise write the script (stdin) and the
-# parameter file (the lines up to "--", none of which is "--") into the launch directory and
-# exec oarsub, which prints one OAR_JOB_ID= line per job. Exit 75: oarstat failed (try again later);
-# any other failure is oarsub's refusal ("There are not enough resources for your request"...).
-SUBMIT = r"""found=$(oarstat -J --sql "$1") || exit 75
-if [ -n "$found" ]; then printf '%s\n' "$found"; exit 0; fi
+# parameter file (the lines up to "--", none of which is "--") into the launch directory, private
+# to the owner, and run oarsub, which prints one OAR_JOB_ID= line per job. The files are written
+# and oarsub runs as the owner ($2; "": the cluster's account) through sudo, which the cluster's
+# sudoers limits to exactly oarsub, oardel, tail and tee; from / (the account's home may be
+# closed to them). Exit 75: oarstat failed (try again later); any other failure is oarsub's
+# refusal ("There are not enough resources for your request"...) or sudo's.
+SUBMIT = r"""as_owner() { if [ -n "$owner" ]; then sudo -n -u "$owner" -- "$@"; else "$@"; fi; }
+found=$(oarstat -J --sql "$1") || exit 75
+if [ -n "$found" ]; then printf '%s
+' "$found"; exit 0; fi
 set -e
-cd "$2"
-cat > "$3"
-params=$4
-shift 4
-: > "$params"
-while [ "$1" != -- ]; do printf '%s\n' "$1" >> "$params"; shift; done
+cd /
+owner=$2 dir=$3 script=$4 params=$5
+shift 5
+(umask 077; as_owner tee -- "$dir/$script" >/dev/null)
+lines=
+while [ "$1" != -- ]; do lines="$lines$1
+"; shift; done
 shift
-exec "$@"
+(umask 077; printf '%s' "$lines" | as_owner tee -- "$dir/$params" >/dev/null)
+as_owner "$@"
 """
 
 TRY_AGAIN = 75  # SUBMIT's exit status when oarstat failed
@@ -50,10 +57,12 @@ def sql_text(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def submit(batch: Batch, user: str) -> tuple[list[str], str]:
-    """``(argv, stdin)`` adopting the batch's jobs or submitting it as one array job."""
+def submit(batch: Batch, login: str, owner: str = "") -> tuple[list[str], str]:
+    """``(argv, stdin)`` adopting the batch's jobs of ``login`` or submitting it as one array job,
+    as ``owner`` (``""``: as the cluster's account, which is ``login``)."""
+    parameters = f"{batch.launch_directory.rstrip('/')}/{batch.parameters_name}"
     oarsub = ["oarsub", "-n", batch.name, "-l", batch.resources, "-d", batch.launch_directory,
-              "-O", "/dev/null", "-E", batch.oar_stderr, "--array-param-file", batch.parameters_name]
+              "-O", "/dev/null", "-E", batch.oar_stderr, "--array-param-file", parameters]
     if batch.properties:
         oarsub += ["-p", batch.properties]
     if batch.project:
@@ -62,9 +71,9 @@ def submit(batch: Batch, user: str) -> tuple[list[str], str]:
         oarsub += ["-t", job_type]
     oarsub.append(f"sh {batch.script_name}")
     # -u is ignored with --sql: the user is part of the condition
-    mine = f"job_user = {sql_text(user)} AND job_name = {sql_text(batch.name)}"
-    argv = ["sh", "-c", SUBMIT, "sh", mine, batch.launch_directory, batch.script_name, batch.parameters_name,
-            *batch.parameters, "--", *oarsub]
+    mine = f"job_user = {sql_text(login)} AND job_name = {sql_text(batch.name)}"
+    argv = ["sh", "-c", SUBMIT, "sh", mine, owner, batch.launch_directory, batch.script_name,
+            batch.parameters_name, *batch.parameters, "--", *oarsub]
     return argv, batch.script
 
 
@@ -107,9 +116,15 @@ def commands_of(stdout: str) -> dict[str, str]:
     return {job_id: str(job.get("command") or "") for job_id, job in _jobs(stdout).items()}
 
 
-def read(paths: list[str]) -> list[str]:
-    """Print the given files (the status files of groups), each after a ``#<path>`` line."""
-    return ["sh", "-c", grouping.READ, "sh", *paths]
+def owners_of(stdout: str) -> dict[str, str]:
+    """``{job id: owner}`` from the ``poll`` output: as whom each job's files are read."""
+    return {job_id: str(job.get("owner") or "") for job_id, job in _jobs(stdout).items()}
+
+
+def read(paths: dict[str, str]) -> list[str]:
+    """Print the given files (the status files of groups), each after a ``#<path>`` line, each
+    read as its owner (``{path: owner}``, ``""``: as the cluster's account)."""
+    return ["sh", "-c", grouping.READ, "sh", *(word for path, owner in paths.items() for word in (owner, path))]
 
 
 def job_record(remote_id: str) -> list[str]:
@@ -124,13 +139,18 @@ def output_path(stdout: str, remote_id: str, stream: str, member: int | None = N
     return None if job is None else batches.output_path(str(job.get("command") or ""), stream, member)
 
 
-def tail(path: str, lines: int) -> list[str]:
-    return ["tail", "-n", str(lines), "--", path]
+def as_owner(owner: str, argv: list[str]) -> list[str]:
+    """``argv`` run as the jobs' owner (``""``: as the cluster's account)."""
+    return ["sudo", "-n", "-u", owner, "--", *argv] if owner else argv
 
 
-def terminate(remote_ids: list[str]) -> list[str]:
+def tail(path: str, lines: int, owner: str = "") -> list[str]:
+    return as_owner(owner, ["tail", "-n", str(lines), "--", path])
+
+
+def terminate(remote_ids: list[str], owner: str = "") -> list[str]:
     """SIGTERM to the running jobs' commands (the others are refused, one line each)."""
-    return ["oardel", "--signal", "SIGTERM", *remote_ids]
+    return as_owner(owner, ["oardel", "--signal", "SIGTERM", *remote_ids])
 
 
 def signalled(stdout: str) -> bool:
@@ -138,8 +158,8 @@ def signalled(stdout: str) -> bool:
     return "DONE." in stdout.splitlines()
 
 
-def cancel(remote_ids: list[str]) -> list[str]:
-    return ["oardel", *remote_ids]
+def cancel(remote_ids: list[str], owner: str = "") -> list[str]:
+    return as_owner(owner, ["oardel", *remote_ids])
 
 
 def capacity(cluster_properties: str = "") -> list[str]:

@@ -133,6 +133,11 @@ def commands_of(answer: Any) -> dict[str, str]:
     return {str(record.get("id")): str(record.get("command") or "") for record in _items(answer)}
 
 
+def owners_of(answer: Any) -> dict[str, str]:
+    """``{job id: owner}`` from a ``poll`` answer: as whom each job's files are read."""
+    return {str(record.get("id")): str(record.get("owner") or "") for record in _items(answer)}
+
+
 def output_tail(answer: Any, stream: str, lines: int, member: int | None = None) -> str | None:
     """``GET`` path of the last lines of a job's (or its ``member``-th grouped job's) ``stream``
     (media API), from its ``job`` answer.

@@ -124,7 +124,7 @@ class SimBackend:
                                                job.started_at, job.finished_at)
         return answers
 
-    def cancel(self, remote_ids: list[str]) -> None:
+    def cancel(self, remote_ids: list[str], user: str = "") -> None:
         world = self._now()
         for remote_id in remote_ids:
             world.cancel(remote_id)
@@ -138,7 +138,7 @@ class SimBackend:
                         free_memory_mb=free, allocated_memory_mb=held, node_cores=self.node_cores,
                         node_memory_mb=node_memory)
 
-    def output_tail(self, remote_id: str, stream: str, lines: int) -> str:
+    def output_tail(self, remote_id: str, stream: str, lines: int, user: str = "") -> str:
         return ""  # simulated jobs write nothing
 
     def close(self) -> None:

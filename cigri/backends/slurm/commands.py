@@ -13,24 +13,32 @@ from cigri.backends.slurm.batch import Batch
 from cigri.backends.slurm.states import NEVER_STARTS, translate
 from cigri.errors import BackendError, ClusterBadAnswer, SubmissionRefused, SubmitLimitReached
 
-# $1 = array name; the rest are sbatch's flags; the job script comes on stdin.
-# An array of that name already there (an interrupted earlier submission) is adopted.
-# sbatch accepts some arrays that will never start (more CPUs than any node has, a QOS per-job
-# limit without DenyOnLimit...) and leaves them pending; their pending reason says so at once
-# (states.NEVER_STARTS): such an array is cancelled and refused, adopted or new.
-SUBMIT = """\
-found=$(squeue --me -h -t all --name="$1" -o %F) || exit
-shift
+# Acting as a job's owner: $owner is empty (run as the cluster's account) or the owner's login,
+# as whom sudo runs the command (the cluster's sudoers allows exactly sbatch, scancel and tail).
+AS_OWNER = """\
+as_owner() { if [ -n "$owner" ]; then sudo -n -u "$owner" -- "$@"; else "$@"; fi; }
+"""
+
+# $1 = array name, $2 = owner ("": the account); the rest are sbatch's flags; the job script
+# comes on stdin. An array of that name of the owner's already there (an interrupted earlier
+# submission) is adopted. sbatch accepts some arrays that will never start (more CPUs than any
+# node has, a QOS per-job limit without DenyOnLimit...) and leaves them pending; their pending
+# reason says so at once (states.NEVER_STARTS): such an array is cancelled and refused, adopted or new.
+SUBMIT = AS_OWNER + """\
+name=$1 owner=$2
+shift 2
+cd /  # whatever the owner may enter: sbatch gets the job's directory in --chdir
+found=$(squeue -h -t all -u "${owner:-$(id -un)}" --name="$name" -o %F) || exit
 if [ -n "$found" ]; then
   id=$(printf '%s\\n' "$found" | head -n 1)
 else
-  id=$(sbatch --parsable "$@") || exit
+  id=$(as_owner sbatch --parsable "$@") || exit
   id=${id%%;*}
 fi
 reason=$(squeue -h -j "$id" -o %r 2>/dev/null | head -n 1)
 case "$reason" in
   PATTERNS)
-    scancel "$id"
+    as_owner scancel "$id"
     echo "the cluster can never run this array (pending reason $reason)" >&2
     exit 1 ;;
 esac
@@ -52,13 +60,17 @@ def submit_error(stderr: str) -> type[BackendError]:
         return SubmitLimitReached
     return SubmissionRefused
 
-# $@ = the remote ids wanted. squeue knows every job younger than MinJobAge; the ids it has
-# forgotten are asked to sacct, which only answers where accounting is configured.
+# $@ = the remote ids wanted, of any user. squeue knows every job younger than MinJobAge (its
+# lines of other jobs are dropped here); the ids it has forgotten are asked to sacct, which
+# only answers where accounting is configured.
 POLL = """\
 SLURM_TIME_FORMAT=%s
 export SLURM_TIME_FORMAT
-out=$(squeue --me -h -t all -r -O 'JobArrayID:|,State:|,exit_code:|,NodeList:|,StartTime:|,EndTime:|') || exit
-printf '%s\\n' "$out"
+out=$(squeue -h -t all -r -O 'JobArrayID:|,State:|,exit_code:|,NodeList:|,StartTime:|,EndTime:|') || exit
+out=$(printf '%s\\n' "$out" | awk -F'|' -v ids="$*" '
+  BEGIN { n = split(ids, want, " "); for (i = 1; i <= n; i++) wanted[want[i]] = 1 }
+  ($1 in wanted)')
+[ -z "$out" ] || printf '%s\\n' "$out"
 missing=$(printf '%s\\n' "$out" | awk -F'|' -v ids="$*" '
   BEGIN { n = split(ids, want, " ") }
   { seen[$1] = 1 }
@@ -76,26 +88,30 @@ echo '#pending'
 squeue -h -r -t PENDING ${1:+-p "$1"} -o %i | wc -l
 """
 
-# $1 = remote id, $2 = stdout|stderr, $3 = lines. The file is in the job's WorkDir, named
-# after its cluster and id (see batch.job_script); a grouped job (<array task>+<n>) is looked up
-# by its array task.
-TAIL = """\
-g=${1%+*}
-job=$(squeue --me -h -t all -r -O 'JobArrayID:|,Cluster:|,WorkDir:|' | awk -F'|' -v id="$g" '
+# $1 = remote id, $2 = stdout|stderr, $3 = lines, $4 = owner ("": the account). The file is in
+# the job's WorkDir, named after its cluster and id (see batch.job_script), and read as the job's
+# owner; a grouped job (<array task>+<n>) is looked up by its array task.
+TAIL = AS_OWNER + """\
+g=${1%+*} owner=$4
+job=$(squeue -h -t all -r -O 'JobArrayID:|,Cluster:|,WorkDir:|' | awk -F'|' -v id="$g" '
   $1 == id { sub(/^[^|]*[|]/, ""); sub(/[|]$/, ""); print; exit }')
 [ -n "$job" ] || job=$(sacct -n -P -X -j "$g" -o Cluster,WorkDir 2>/dev/null | head -n 1)
 [ -n "$job" ] || exit 0
-exec tail -n "$3" -- "${job#*|}/cigri.${job%%|*}.$1.$2" 2>/dev/null
+as_owner tail -n "$3" -- "${job#*|}/cigri.${job%%|*}.$1.$2" 2>/dev/null
+exit 0
 """
 
-# $@ = array tasks running groups; prints "#<id>" then the group's status file (see _grouping).
+# $@ = array tasks running groups; prints "#<id>" then the group's status file (see _grouping),
+# read as the job's owner (Slurm's word for it) when that is not the account itself.
 STATUS = """\
-squeue --me -h -t all -r -O 'JobArrayID:|,Cluster:|,WorkDir:|' | awk -F'|' -v ids="$*" '
+me=$(id -un)
+squeue -h -t all -r -O 'JobArrayID:|,Cluster:|,WorkDir:|,UserName:|' | awk -F'|' -v ids="$*" '
   BEGIN { n = split(ids, want, " "); for (i = 1; i <= n; i++) wanted[want[i]] = 1 }
   ($1 in wanted) { id = $1; sub(/^[^|]*[|]/, ""); sub(/[|]$/, ""); print id "|" $0 }' |
-while IFS='|' read -r id cluster dir; do
+while IFS='|' read -r id cluster dir user; do
   printf '#%s\\n' "$id"
-  cat -- "$dir/cigri.$cluster.$id.status" 2>/dev/null
+  file=$dir/cigri.$cluster.$id.status
+  if [ "$user" = "$me" ]; then tail -n +1 -- "$file"; else sudo -n -u "$user" -- tail -n +1 -- "$file"; fi 2>/dev/null
 done
 exit 0
 """
@@ -119,9 +135,14 @@ def sbatch_flags(batch: Batch) -> list[str]:
     return flags
 
 
-def submit_argv(batch: Batch) -> list[str]:
+def as_owner(owner: str, argv: list[str]) -> list[str]:
+    """``argv`` run as the job's owner (``""``: as the cluster's account)."""
+    return ["sudo", "-n", "-u", owner, "--", *argv] if owner else argv
+
+
+def submit_argv(batch: Batch, owner: str = "") -> list[str]:
     """Run with the job script (``batch.script``) on stdin."""
-    return ["sh", "-c", SUBMIT, "sh", batch.name, *sbatch_flags(batch)]
+    return ["sh", "-c", SUBMIT, "sh", batch.name, owner, *sbatch_flags(batch)]
 
 
 def parse_submit(stdout: str) -> str:
@@ -177,9 +198,9 @@ def parse_poll(stdout: str, remote_ids: list[str]) -> dict[str, RemoteJob]:
     return {i: found.get(i, RemoteJob(i, RemoteState.UNKNOWN)) for i in remote_ids}
 
 
-def cancel_argv(remote_ids: list[str]) -> list[str]:
+def cancel_argv(remote_ids: list[str], owner: str = "") -> list[str]:
     """scancel exits 0 even for unknown ids: the next poll tells what happened."""
-    return ["scancel", *remote_ids]
+    return as_owner(owner, ["scancel", *remote_ids])
 
 
 def capacity_argv(partition: str) -> list[str]:
@@ -218,5 +239,5 @@ def status_argv(group_ids: list[str]) -> list[str]:
     return ["sh", "-c", STATUS, "sh", *group_ids]
 
 
-def tail_argv(remote_id: str, stream: str, lines: int) -> list[str]:
-    return ["sh", "-c", TAIL, "sh", remote_id, stream, str(lines)]
+def tail_argv(remote_id: str, stream: str, lines: int, owner: str = "") -> list[str]:
+    return ["sh", "-c", TAIL, "sh", remote_id, stream, str(lines), owner]

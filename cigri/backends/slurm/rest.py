@@ -3,7 +3,8 @@
 Pure, like :mod:`~cigri.backends.slurm.commands`. Quirks it absorbs: ``environment`` is
 mandatory at submit; ``exit_code`` is a raw wait status (768 is exit 3); a pending array is
 one record whose ``array_task_string`` (``8-11``) stands for the tasks not yet started;
-``GET jobs`` lists every user's jobs, filtered here by owner and by cigri's name prefix.
+``GET jobs`` lists every user's jobs, filtered here by cigri's name prefix (a poll reads the jobs
+of every cigri user at once).
 slurmrestd cannot read files: output tails need SSH (see :class:`~cigri.backends.slurm.SlurmBackend`).
 """
 
@@ -124,12 +125,12 @@ def _remote_job(remote_id: str, job: dict[str, Any]) -> RemoteJob:
                      _time(job.get("end_time")) if ended else None)
 
 
-def parse_jobs(answer: Any, remote_ids: list[str], user: str) -> dict[str, RemoteJob]:
+def parse_jobs(answer: Any, remote_ids: list[str]) -> dict[str, RemoteJob]:
     """Every wanted id from one ``GET jobs`` answer; ids it does not list are UNKNOWN."""
     wanted = set(remote_ids)
     found: dict[str, RemoteJob] = {}
     for job in _jobs(answer):
-        if job.get("user_name") != user or not str(job.get("name", "")).startswith(JOB_PREFIX):
+        if not str(job.get("name", "")).startswith(JOB_PREFIX):
             continue
         array = array_id(job)
         if job.get("array_task_id") is not None:
