@@ -36,7 +36,7 @@ def gridclusters(
         if history is None:
             raise InputError("--by-user: goes with --history HOURS")
         hours = common.positive("--history", history)  # before the grid opens
-        return _by_user(api.core_hours(common.grid(), hours, user=api.current_user()), as_json)
+        return _by_user(common.client().core_hours(hours), as_json)
     if history is not None:
         return _history(common.client().usage(history), as_json)
     clusters = common.client().clusters()

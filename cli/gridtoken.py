@@ -9,7 +9,6 @@ from typing import Optional
 
 import typer
 
-from cigri import api
 from cigri.cli import common
 from cigri.errors import InputError
 
@@ -33,7 +32,7 @@ def add(cluster: str = typer.Argument(..., help="The cluster (gridclusters)."),
     """Register your token for CLUSTER (or replace it): read from --token-file, else from
     standard input (asked for without echo on a terminal); e.g. for Slurm,
     `scontrol token lifespan=... | gridtoken add CLUSTER`."""
-    result = api.add_cluster_token(common.grid(), cluster, _read_token(token_file), user=api.current_user())
+    result = common.client().add_cluster_token(cluster, _read_token(token_file))
     if as_json:
         return common.print_json(result)
     print(f"Token registered for {cluster}: your jobs there run as {result['login']}")
@@ -58,7 +57,7 @@ def _read_token(path: Optional[Path]) -> str:
 @common.errors_to_exit
 def list_tokens(as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
     """The clusters where you registered a token, and when (never the tokens)."""
-    rows = api.list_cluster_tokens(common.grid(), user=api.current_user())
+    rows = common.client().cluster_tokens()
     if as_json:
         return common.print_json(rows)
     common.print_table(None, ["cluster", "registered"], [[r["cluster"], common.when(r["registered_at"])] for r in rows])
@@ -69,7 +68,7 @@ def list_tokens(as_json: bool = typer.Option(False, "--json", help="Print one JS
 @common.errors_to_exit
 def remove(cluster: str = typer.Argument(..., help="The cluster.")) -> None:
     """Forget your token for CLUSTER (refused while your jobs there need it)."""
-    api.remove_cluster_token(common.grid(), cluster, user=api.current_user())
+    common.client().remove_cluster_token(cluster)
     print(f"Token for {cluster}: removed")
 
 

@@ -1,11 +1,13 @@
-"""A site, as a grid admin sets one up: ``cigri server`` running as its service account, and
+"""A site, as a grid admin sets one up: ``cigri server`` running under its own account, and
 real Unix users reaching it through the real commands and raw HTTP.
 
 :class:`Site` lives under a world-traversable directory of /tmp (pytest's own is 0700, which no
-other user can cross). The server runs as :data:`unix_users.SERVICE` from the shared install
-(:func:`unix_users.shared_install`), with a Unix socket and TCP on 127.0.0.1, one local cluster,
-and its files private to it; each user's commands run as that user, with ``CIGRI_SERVER``
-naming the socket as a user's configuration would.
+other user can cross). The server runs from the shared install (:func:`unix_users.shared_install`)
+with a Unix socket and TCP on 127.0.0.1, one local cluster, and its files private to it; as root
+by default, so that the local cluster runs each user's jobs as that user (a server under a
+service account runs no one else's jobs there). :data:`unix_users.SERVICE` is a configured
+admin. Each user's commands run as that user, with ``CIGRI_SERVER`` naming the socket as a
+user's configuration would.
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ def free_port() -> int:
 class Site:
     """One site: its server (started by :meth:`start`), its users, and their commands."""
 
-    def __init__(self, config: str = "") -> None:
+    def __init__(self, config: str = "", account: str = "root") -> None:
+        self.account = account
         self.users = [entry.pw_name for entry in ensure_users((*NAMES, SERVICE))][:len(NAMES)]
         self.bin = shared_install()
         self.root = Path(tempfile.mkdtemp(prefix="cigri-site-", dir="/tmp"))
@@ -65,8 +68,9 @@ class Site:
         self.port = free_port()
         self.socket = self.home / "cigri.sock"
         self.config.write_text(f'[clusters.local]\nbackend = "local"\nslots = {SLOTS}\n'
-                               f'[cigri]\ncycle_period = 0.2\n[server]\nlisten = "127.0.0.1:{self.port}"\n{config}')
-        service = pwd.getpwnam(SERVICE)
+                               f'[cigri]\ncycle_period = 0.2\nadmins = "{SERVICE}"\n'
+                               f'[server]\nlisten = "127.0.0.1:{self.port}"\n{config}')
+        service = pwd.getpwnam(account)
         self.home.mkdir(mode=0o700)  # as a package or systemd's StateDirectory makes it
         os.chown(self.home, service.pw_uid, service.pw_gid)
         os.chown(self.config, service.pw_uid, service.pw_gid)
@@ -84,7 +88,7 @@ class Site:
     # --- the server ---------------------------------------------------------------------
 
     def start(self, timeout: float = 60) -> None:
-        self.server = start_as(SERVICE, [str(self.bin / "cigri"), "server"], env=self.server_env(),
+        self.server = start_as(self.account, [str(self.bin / "cigri"), "server"], env=self.server_env(),
                                log=self.root / "server.log")
         wait_for(lambda: self._answers() or self.server.poll() is not None, timeout, "the server to answer")
         if self.server.poll() is not None:

@@ -55,7 +55,7 @@ def test_a_user_submits_watches_and_reads_outputs_through_the_server(site: Site,
     assert campaigns["summary"]["tasks"] == {"total": 3, "pending": 0, "waiting": 0, "running": 0,
                                              "terminated": 2, "failed": 1, "cancelled": 0}
     out = site.run(u1, "gridstat", "-j", str(campaigns["job"]), "-O").stdout
-    assert out == f"hello a from {SERVICE}\n"  # until jobs run as their owners (issue 24), as the service
+    assert out == f"hello a from {u1}\n"  # the local cluster runs a job as its owner
     assert [e["code"] for e in campaigns["events"]] == ["EXIT_ERROR"]
     assert "oops bad" in campaigns["events"][0]["stderr_tail"]
     listing = site.run(u1, "gridstat", "-a").stdout
@@ -76,11 +76,12 @@ def test_a_user_pauses_resumes_and_cancels_their_campaign(site: Site) -> None:
 
 
 def _routes(site: Site, user: str) -> list[tuple[str, str]]:
-    """Every route of the API's own contract that names an object by id, with the method."""
+    """Every route of the API's own contract that names an object by id, with the method (not
+    those naming a cluster: clusters are everyone's, and a cluster token is always the caller's)."""
     [(status, contract, _)] = site.http(user, [("GET", "/openapi.json", {})])
     assert status == 200
     return [(method.upper(), path) for path, methods in contract["paths"].items() for method in methods
-            if "{" in path and "{name}" not in path]
+            if "_id}" in path]
 
 
 def test_every_route_answers_another_users_objects_as_missing(site: Site, campaigns: dict[str, Any]) -> None:
@@ -157,7 +158,7 @@ def test_the_servers_files_are_its_own(site: Site) -> None:
     for path in (site.home / "cigri.db", site.home / "spool", site.home / "log", site.config):
         mode = stat.S_IMODE(path.stat().st_mode)
         assert mode & 0o077 == 0, (path, oct(mode))
-        assert pwd.getpwuid(path.stat().st_uid).pw_name == SERVICE
+        assert pwd.getpwuid(path.stat().st_uid).pw_name == site.account
     for path in (site.home / "cigri.db", site.home / "spool" / "local", site.home / "log" / "cigri.log", site.config):
         probe = site.run(u1, "python", "-c", f"open({str(path)!r}, 'rb')", expect=1)
         assert "PermissionError" in probe.stderr, path
@@ -236,9 +237,9 @@ def test_healthz_and_the_contract(site: Site) -> None:
 
 
 def test_doctor_checks_the_servers_layout(site: Site) -> None:
-    """Run as the service account on the server's host: the socket reachable by users and
+    """Run as the server's account on its host: the socket reachable by users and
     answering, every file private, a home that lets users through but not in."""
-    result = run_as(SERVICE, [str(site.bin / "cigri"), "doctor", "--json"], env=site.server_env())
+    result = run_as(site.account, [str(site.bin / "cigri"), "doctor", "--json"], env=site.server_env())
     checks = {c["what"]: c for c in json.loads(result.stdout)}
     assert result.returncode == 0, result.stdout
     assert checks["server: socket"]["ok"] and "answers, database ok, cycles ok" in checks["server: socket"]["detail"]
@@ -246,7 +247,7 @@ def test_doctor_checks_the_servers_layout(site: Site) -> None:
     assert checks["permissions: database directory"]["detail"].endswith("is 0711")
     site.socket.chmod(0o600)  # as if a careless restart had made it the service's alone
     try:
-        broken = run_as(SERVICE, [str(site.bin / "cigri"), "doctor", "--json"], env=site.server_env())
+        broken = run_as(site.account, [str(site.bin / "cigri"), "doctor", "--json"], env=site.server_env())
         assert broken.returncode == 1
         assert "users cannot reach it" in {c["what"]: c for c in json.loads(broken.stdout)}["server: socket"]["detail"]
     finally:

@@ -100,6 +100,9 @@ class DirectClient:
     def usage(self, hours: float) -> list[dict[str, Any]]:
         return api.usage(self.grid, hours)
 
+    def core_hours(self, hours: float) -> list[dict[str, Any]]:
+        return api.core_hours(self.grid, hours, user=self.user)
+
     def cluster_table(self) -> list[dict[str, Any]]:
         return api.cluster_table(self.grid)
 
@@ -132,6 +135,15 @@ class DirectClient:
 
     def revoke_token(self, token_id: int) -> None:
         api.revoke_token(self.grid, token_id, user=self.user)
+
+    def add_cluster_token(self, cluster: str, token: str) -> dict[str, Any]:
+        return api.add_cluster_token(self.grid, cluster, token, user=self.user)
+
+    def cluster_tokens(self) -> list[dict[str, Any]]:
+        return api.list_cluster_tokens(self.grid, user=self.user)
+
+    def remove_cluster_token(self, cluster: str) -> None:
+        api.remove_cluster_token(self.grid, cluster, user=self.user)
 
     def drive_cycle(self) -> CycleReport | None:
         """The grid's owner (an admin) runs a cycle when no daemon does, logging it as ``cigri

@@ -158,6 +158,9 @@ class HTTPClient:
     def usage(self, hours: float) -> list[dict[str, Any]]:
         return self._json("GET", "/gridusage/summary", params={"hours": hours})  # type: ignore[no-any-return]
 
+    def core_hours(self, hours: float) -> list[dict[str, Any]]:
+        return self._json("GET", "/gridusage/core-hours", params={"hours": hours})  # type: ignore[no-any-return]
+
     def cluster_table(self) -> list[dict[str, Any]]:
         return self._json("GET", "/clusters/config")  # type: ignore[no-any-return]
 
@@ -194,6 +197,15 @@ class HTTPClient:
 
     def revoke_token(self, token_id: int) -> None:
         self._request("DELETE", f"/tokens/{token_id}")
+
+    def add_cluster_token(self, cluster: str, token: str) -> dict[str, Any]:
+        return self._json("PUT", f"/cluster-tokens/{cluster}", json={"token": token})  # type: ignore[no-any-return]
+
+    def cluster_tokens(self) -> list[dict[str, Any]]:
+        return self._json("GET", "/cluster-tokens")  # type: ignore[no-any-return]
+
+    def remove_cluster_token(self, cluster: str) -> None:
+        self._request("DELETE", f"/cluster-tokens/{cluster}")
 
     def drive_cycle(self) -> None:
         """The server runs the cycles."""

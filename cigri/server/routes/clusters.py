@@ -37,6 +37,12 @@ def gridusage(session: Session = Depends(session),
     return api.grid_usage(session.grid, since=since, until=until, points=points)
 
 
+@router.get("/gridusage/core-hours", summary="Core-hours of cigri's jobs per user, cluster and day")
+def core_hours(session: Session = Depends(session), hours: float = Query(24.0, gt=0)) -> list[dict[str, Any]]:
+    """As ``gridclusters --history HOURS --by-user --json``: the caller's, or everyone's for an admin."""
+    return api.core_hours(session.grid, hours, user=session.user)
+
+
 @router.get("/gridusage/summary", summary="Each cluster's use over the last hours")
 def usage_summary(session: Session = Depends(session), hours: float = Query(24.0, gt=0)) -> list[dict[str, Any]]:
     """As ``gridclusters --history HOURS --json``."""

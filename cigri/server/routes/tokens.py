@@ -37,6 +37,30 @@ def create(body: NewToken, session: Session = Depends(session)) -> dict[str, Any
     return api.create_token(session.grid, user=session.user, owner=body.user, ttl=body.ttl, note=body.note)
 
 
+class ClusterToken(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    token: str
+
+
+@router.get("/cluster-tokens", summary="The clusters where the caller registered a token (never the tokens)")
+def cluster_tokens(session: Session = Depends(session)) -> list[dict[str, Any]]:
+    """As ``gridtoken list --json``."""
+    return api.list_cluster_tokens(session.grid, user=session.user)
+
+
+@router.put("/cluster-tokens/{cluster}", summary="Register the caller's own token for a cluster")
+def add_cluster_token(cluster: str, body: ClusterToken, session: Session = Depends(session)) -> dict[str, Any]:
+    """As ``gridtoken add``: for a cluster whose jobs run with their owner's token."""
+    return api.add_cluster_token(session.grid, cluster, body.token, user=session.user)
+
+
+@router.delete("/cluster-tokens/{cluster}", summary="Forget the caller's token for a cluster")
+def remove_cluster_token(cluster: str, session: Session = Depends(session)) -> dict[str, Any]:
+    api.remove_cluster_token(session.grid, cluster, user=session.user)
+    return {"cluster": cluster, "removed": True}
+
+
 @router.delete("/tokens/{token_id}", summary="Revoke a token")
 def revoke(token_id: int, session: Session = Depends(session)) -> dict[str, Any]:
     api.revoke_token(session.grid, token_id, user=session.user)
