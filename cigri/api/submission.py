@@ -51,12 +51,14 @@ def submit_all(grid: Grid, jdls: Sequence[JDLText], *, user: str) -> list[tuple[
 
 
 def _parse(grid: Grid, jdl: JDLText, user: str) -> CampaignSpec:
+    from cigri.metascheduler import gangs  # not at import: status commands start without the metascheduler
+
     settings = grid.config.settings
     return parse_jdl(jdl.text, known_clusters=grid.cluster_backends(), user=user, base_dir=jdl.base_dir,
                      default_walltime=settings.default_walltime,
                      default_resources=settings.default_resources, source=jdl.source,
                      classes=grid.config.class_users(), default_class=grid.config.default_class(),
-                     homes=grid.cluster_homes(user))
+                     homes=grid.cluster_homes(user), cluster_cores=gangs.cluster_cores(grid.db.conn))
 
 
 def _store(conn: sqlite3.Connection, grid: Grid, spec: CampaignSpec, user: str, source: str,

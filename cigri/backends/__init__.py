@@ -14,6 +14,11 @@ Temporal grouping: specs sharing a non-empty :attr:`JobSpec.group` (consecutive 
 run one after another inside one remote job. Each keeps its own remote id (the group's id, ``+``,
 its position), exit status, output and walltime, so the core still sees one job per task
 attempt. A backend that cannot read a group's per-task status runs each spec alone.
+
+Gangs: when those specs are marked :attr:`JobSpec.gang`, they start together instead, all or
+none, in one remote job holding the resources of them all (Armada's gang scheduling; a Slurm
+job of N tasks, an OAR job on one host, N local slots at once), each still with its own id,
+status, output and walltime. A backend that cannot start them together refuses the batch.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ class JobSpec:
     group: str = ""  # specs sharing it run one after another in one remote job (temporal grouping)
     group_walltime_seconds: int = 0  # that remote job's walltime; each spec keeps its own too
     memory_mb: int = 0  # memory per node the job reserves (MiB); 0: the cluster's default
+    gang: bool = False  # the specs sharing its group start together, all or none (a gang)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ when the cluster also has ``host`` (and ``user``, ``key_file``...) configured, a
 Best-effort jobs go to ``best_effort_partition`` and/or ``best_effort_qos``; without either they
 run as normal jobs. Grouped jobs (temporal grouping) need SSH too: their status files are read
 with one more command per poll while groups run or have just ended; over REST alone every job
-runs alone.
+runs alone, and a gang is refused.
 """
 
 from __future__ import annotations
@@ -125,7 +125,10 @@ class SlurmBackend:
         """One array for the batch, or the one an interrupted earlier call already started."""
         if not specs:
             return {}
-        if self._ssh is None:  # no way to read a group's status files: every job runs alone
+        if self._ssh is None:  # no way to read a group's status files: every job runs alone, but a gang cannot
+            if any(spec.gang for spec in specs):
+                raise SubmissionRefused(f"{self.name}: a gang's members report through files only SSH reads; "
+                                        "give the cluster host and user for SSH")
             specs = [replace(spec, group="", group_walltime_seconds=0) for spec in specs]
         batch = build(specs, self.options)
         self.calls["submit"] += 1
