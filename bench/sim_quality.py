@@ -143,7 +143,8 @@ def pools_report() -> dict[str, Any]:
     """Who holds q1 before and after bob's class, q1's residents, arrives at 0.5 h."""
     report = simulate(parse_scenario(POOLS))
     arrival = POOLS["campaigns"][1]["submit_hours"]
-    before = [p["clusters"].get("q1", {}).get("A", 0) for p in report["timeline"] if arrival - 0.25 <= p["hour"] < arrival]
+    before = [p["clusters"].get("q1", {}).get("A", 0) for p in report["timeline"]
+              if arrival - 0.25 <= p["hour"] < arrival]
     after = [p for p in report["timeline"] if p["hour"] >= arrival]
     resident = next((p["hour"] for p in after if p["clusters"].get("q1", {}).get("B", 0) >= 0.9 * 32), None)
     gone = next((p["hour"] for p in after if p["clusters"].get("q1", {}).get("A", 0) <= 0.1 * 32), None)

@@ -328,9 +328,10 @@ def _merge_shares(tables: dict[str, Any], section: str, content: Any, origin: st
 
 def _pool_configs(tables: dict[str, dict[str, Any]]) -> tuple[PoolConfig, ...]:
     """Pools nest through ``parent`` without a loop and never share a cluster."""
-    pools = {name: PoolConfig(name, **{key: tuple(value) if key == "clusters" else value for key, value in (
-        (key, _share_value(f"pools.{name}.{key}", POOL_KEYS, key, value)) for key, value in table.items())})
-        for name, table in tables.items()}
+    pools = {}
+    for name, table in tables.items():
+        values = {key: _share_value(f"pools.{name}.{key}", POOL_KEYS, key, value) for key, value in table.items()}
+        pools[name] = PoolConfig(name, tuple(values.get("clusters", ())), values.get("parent"))
     owner: dict[str, str] = {}
     for pool in pools.values():
         for cluster in pool.clusters:

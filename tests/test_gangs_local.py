@@ -18,7 +18,7 @@ from cigri.backends.local import LocalBackend
 from cigri.errors import SubmissionRefused
 
 
-def test_a_gang_waits_for_a_slot_per_member_then_starts_whole(make_backend: Callable[[int], LocalBackend],
+def test_a_gang_waits_for_a_slot_per_member_then_starts_whole(make_backend: Callable[[int], LocalBackend],  # noqa: F811
                                                                tmp_path: Path) -> None:
     """4 slots: 3 single jobs of 2 s hold 3; a gang of 4 queued behind them waits for all 4 slots
     (one free slot is not a start), then its members start together; a single job queued after
@@ -37,7 +37,8 @@ def test_a_gang_waits_for_a_slot_per_member_then_starts_whole(make_backend: Call
     assert (jobs["after"].started_at or 0) >= min(gang_starts)
 
 
-def test_a_gang_larger_than_the_pool_is_refused(make_backend: Callable[[int], LocalBackend], tmp_path: Path) -> None:
+def test_a_gang_larger_than_the_pool_is_refused(make_backend: Callable[[int], LocalBackend],  # noqa: F811
+                                                tmp_path: Path) -> None:
     backend = make_backend(2)
     with pytest.raises(SubmissionRefused, match="a gang of 3 needs more than its 2 slots"):
         backend.submit([replace(job(f"g{i}", tmp_path, "true"), group="g", gang=True) for i in range(3)])

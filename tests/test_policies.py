@@ -65,8 +65,8 @@ def test_squatters_leave_a_pool_when_its_residents_arrive() -> None:
     """A squats 20 on q1 and holds 4 of p1; B (pool Q) arrives with 30 tasks. Residents come first
     in their pool: B's target is all of q1 (20), A's is p1 (10), so A's 20 squatting jobs are
     preempted (with no cap: all 20 at once) and A takes the 6 cores of p1 it did not use."""
-    scenario = Scenario(P1_Q1, (CampaignSpec(1, "ann", 30, running={"p1": 4, "q1": 20}), CampaignSpec(2, "bob", 30, "B")),
-                        POOL_CLASSES, pools=POOLS)
+    scenario = Scenario(P1_Q1, (CampaignSpec(1, "ann", 30, running={"p1": 4, "q1": 20}),
+                                CampaignSpec(2, "bob", 30, "B")), POOL_CLASSES, pools=POOLS)
     a, b = allocate(scenario, 1.0).campaigns
     assert (a.target, a.preempt, a.start) == ({"p1": 10}, {"q1": 20}, {"p1": 6})
     assert (b.target, b.start) == ({"q1": 20}, {"q1": 20})
@@ -99,7 +99,8 @@ def test_a_class_without_pool_squats_everywhere_and_its_fixed_work_stays_out_of_
     result = shares(allocate(Scenario(grid, (CampaignSpec(1, "ann", 50, "D"), CampaignSpec(2, "bob", 50, "G")),
                                       classes, pools=POOLS)))
     assert result[2].target == {"r1": 4} and result[2].clusters == ("r1",)
-    assert result[1].target == {"p1": 10, "q1": 20} and result[1].reason.endswith("squatting in pool P, Q: residents first")
+    assert result[1].target == {"p1": 10, "q1": 20}
+    assert result[1].reason.endswith("squatting in pool P, Q: residents first")
 
 
 @pytest.mark.parametrize(("pools", "message"), [
@@ -241,7 +242,8 @@ def test_users_of_a_class_share_in_proportion_to_their_weights() -> None:
     result = allocate(Scenario((ClusterSpec("n1", 100),), tuple(CampaignSpec(i, f"u{i}", 200) for i in (1, 2, 3)),
                                users=users))
     assert [total(s.target) for s in result.campaigns] == [58, 28, 14]
-    two_classes = Scenario((ClusterSpec("n1", 100),), (CampaignSpec(1, "u1", 200, "x"), CampaignSpec(2, "u2", 200, "y")),
+    two_classes = Scenario((ClusterSpec("n1", 100),),
+                           (CampaignSpec(1, "u1", 200, "x"), CampaignSpec(2, "u2", 200, "y")),
                            (ClassSpec("x", default=True), ClassSpec("y")), users)
     assert [total(s.target) for s in allocate(two_classes).campaigns] == [50, 50]  # weights act inside a class
 
@@ -297,8 +299,8 @@ def test_users_beyond_the_limit_wait_for_older_users() -> None:
 def test_the_user_limit_leaves_no_core_idle() -> None:
     """Work conservation beats the limit: at 50 %, u1 wants only 10, so u2 gets 50 and u3 40."""
     classes = (ClassSpec("qA", min_user_limit_percent=50),)
-    result = allocate(Scenario((ClusterSpec("n1", 100),), (CampaignSpec(1, "u1", 10, "qA"), CampaignSpec(2, "u2", 200, "qA"),
-                                                          CampaignSpec(3, "u3", 200, "qA")), classes)).campaigns
+    campaigns = (CampaignSpec(1, "u1", 10, "qA"), CampaignSpec(2, "u2", 200, "qA"), CampaignSpec(3, "u3", 200, "qA"))
+    result = allocate(Scenario((ClusterSpec("n1", 100),), campaigns, classes)).campaigns
     assert [total(s.target) for s in result] == [10, 50, 40]
 
 
@@ -337,7 +339,7 @@ def test_yarn_patch_example_takes_from_the_campaign_above_its_share() -> None:
     priority equally (DUCC), so app4 (2 held of a share of 7) is below its share and loses
     nothing; all of it comes from app3, the one above its share: 21 with no cap (the room apps 5
     and 6 lack), 20 under a cap of 20 (YARN's per-round limit there)."""
-    classes = (ClassSpec("a", weight=11), ClassSpec("b", weight=40), ClassSpec("c", weight=20), ClassSpec("d", weight=29))
+    classes = tuple(ClassSpec(name, weight=weight) for name, weight in (("a", 11), ("b", 40), ("c", 20), ("d", 29)))
     apps = (CampaignSpec(1, "user", 25, "a", running={"n1": 6}, priority=1),
             CampaignSpec(2, "user", 25, "a", running={"n1": 5}, priority=1),
             CampaignSpec(3, "user", 20, "b", running={"n1": 34}, priority=4),
@@ -372,7 +374,8 @@ def test_the_policies_round_trip_through_the_scenario_format() -> None:
     data = {
         "clusters": [{"name": "p1", "cores": 10}, {"name": "q1", "cores": 20}],
         "pools": [{"name": "P", "clusters": ["p1"]}, {"name": "Q", "clusters": ["q1"], "parent": "P"}],
-        "classes": [{"name": "A", "pool": "P", "default": True}, {"name": "B", "pool": "Q", "min_user_limit_percent": 50}],
+        "classes": [{"name": "A", "pool": "P", "default": True},
+                    {"name": "B", "pool": "Q", "min_user_limit_percent": 50}],
         "users": [{"name": "ann", "weight": 2}],
         "campaigns": [{"id": 1, "user": "ann", "pending": 40, "gang": 2, "succeeded": {"p1": 1, "q1": 0},
                        "cap": {"p1": 4}},

@@ -114,8 +114,9 @@ def held(grid: Grid, campaign_id: int, cluster: str | None = None, running: bool
     """The campaign's task jobs not marked for a kill (only the running ones with ``running``)."""
     states = ("running",) if running else ("submitting", "waiting", "running")
     return grid.db.execute(
-        f"SELECT count(*) FROM jobs j JOIN clusters c ON c.id = j.cluster_id WHERE j.campaign_id = ? AND j.kind = 'task' "
-        f"AND j.state IN ({','.join('?' * len(states))}) AND j.kill_reason IS NULL AND c.name = coalesce(?, c.name)",
+        "SELECT count(*) FROM jobs j JOIN clusters c ON c.id = j.cluster_id WHERE j.campaign_id = ? "
+        f"AND j.kind = 'task' AND j.state IN ({','.join('?' * len(states))}) AND j.kill_reason IS NULL "
+        "AND c.name = coalesce(?, c.name)",
         [campaign_id, *states, cluster]).fetchone()[0]
 
 
@@ -175,7 +176,8 @@ def test_a_gang_that_fits_on_no_cluster_is_refused_at_submission(live: Callable[
     exec_dir = marker_exec_dir("toobig")
     with pytest.raises(InputError) as error:
         submit(grid, exec_dir, "ann", 9, [big], gang=9)
-    assert str(error.value) == f"JDL: $.gang: a gang of 9 fits on none of the campaign's clusters ({big}: 8 cores for 9)"
+    assert str(error.value) == \
+        f"JDL: $.gang: a gang of 9 fits on none of the campaign's clusters ({big}: 8 cores for 9)"
     assert grid.db.execute("SELECT count(*) FROM campaigns").fetchone()[0] == 0
     submit(grid, exec_dir, "ann", 8, [big], gang=8)
 

@@ -19,16 +19,20 @@ Scenario (JSON, read by :func:`scenario_from_json`; unknown keys are errors)::
   (optional size of one node, used by ``reserve`` classes), ``left_out`` (true: cigri cannot
   reach it this cycle; the jobs campaigns hold there keep their place and count in every share
   and allotment, and nothing starts or is killed there). A cluster may have 0 cores.
+- ``pools`` (optional; DUCC's nodepools): ``name``, ``clusters`` (a cluster is in at most one
+  pool), ``parent`` (absent or null: a subpool of the whole grid).
 - ``classes`` (optional; absent: one fair-share class named ``default``): ``name``,
   ``priority`` (order of evaluation: lower numbers are served first; default 0), ``weight``
   (> 0, default 1), ``policy`` = ``fair_share`` (preemptable) | ``fixed_share`` (never
   preempted, subject to allotment) | ``reserve`` (never preempted, whole nodes of exactly
   the declared size), ``users`` (allowed users; absent: everyone), ``clusters`` (allowed
-  clusters, DUCC's node pool; absent: all), ``default`` (true on at most one class; if none
-  is marked, the class named ``default`` is the default).
+  clusters; absent: all), ``default`` (true on at most one class; if none is marked, the
+  class named ``default`` is the default), ``pool`` (absent: the whole grid's),
+  ``min_user_limit_percent`` (YARN's; fair_share classes only).
 - ``users`` (optional registry; unlisted users have no allotment and no affinity): ``name``,
   ``allotment`` = null | cores | ``{"cores": n, "memory_gb": m}`` (the most the user may hold
-  in non-preemptable classes), ``affinity`` = ``{cluster: weight}`` (higher is preferred).
+  in non-preemptable classes), ``affinity`` = ``{cluster: weight}`` (higher is preferred),
+  ``weight`` (its share against the class's other users; default 1).
 - ``campaigns`` (required): ``id``, ``user``, ``pending`` (tasks in the bag), ``class``
   (absent or null: the default class), ``cores_per_task`` (default 1),
   ``memory_gb_per_task`` (default 0), ``max_jobs`` = null | n (whole grid) |
@@ -40,7 +44,10 @@ Scenario (JSON, read by :func:`scenario_from_json`; unknown keys are errors)::
   the JDL's order; absent: all),
   ``affinity`` (overrides the user's, per cluster, for new jobs only: the live cigri puts the
   predictor's flood penalties here, and a penalty must not move running jobs), ``throughput``
-  = ``{cluster: predicted jobs per hour}``.
+  = ``{cluster: predicted jobs per hour}``, ``gang`` (its tasks start this many at a time on
+  one cluster; default 1), ``succeeded`` = ``{cluster: jobs ended successfully}`` (absent:
+  past its start, no initialization cap), ``cap`` = ``{cluster: n}`` (its expand-by-doubling
+  cap this cycle).
 
 Output (:func:`allocation_to_json`, one JSON value): ``campaigns`` by id, each with ``id``,
 ``user``, ``class``, ``policy``, ``test_mode``, ``demand`` (pending + running), ``running``,
@@ -48,12 +55,15 @@ Output (:func:`allocation_to_json`, one JSON value): ``campaigns`` by id, each w
 ``preempt`` (running jobs to kill there this cycle), ``start`` (jobs to start there this cycle,
 after the kills), ``fair_share`` = ``{"jobs": n, "dominant": share of the grid}`` at target, and
 ``reason`` ("; "-joined: "test mode", "paused: never preempted", "fixed_share: never preempted",
-"normal jobs: never preempted", "capped by demand",
+"normal jobs: never preempted", "gang of N", "capped by demand",
 "capped by max_jobs", "capped by allotment", "at fair share", "above share: preempting N [of E]",
 "above share by E: preemption cap reached", "above share by E: N expected to end by themselves",
 "above share by E: within the preemption deadzone", "above share by E: its user's own campaigns
 wait for these to end", "above share by E: no one below share is starved (preempt_threshold)",
-"below share: preempting N", ...); then ``classes`` (by priority, then name) and ``users``,
+"below share: preempting N", "initialization cap on C: N job(s) until one ends successfully
+there", "expanding by doubling on C: N job(s) this cycle", "squatting in pool P: residents
+first", "at its user limit (min_user_limit_percent)", "waiting for older users
+(min_user_limit_percent)", ...); then ``classes`` (by priority, then name) and ``users``,
 each summing its campaigns' ``campaigns``, ``demand``, ``running``, ``target``, ``start`` and
 ``preempt`` jobs, with ``held`` (dominant share of the grid its running jobs use) and
 ``fair_share`` at target; ``clusters`` (capacity, jobs running, at target, started and killed
@@ -85,7 +95,18 @@ How the targets are found (DUCC's how-much, Armada's cost and placement, DRF):
    campaign may lower); then a cluster where the campaign has a running job to re-place (the
    one where it runs most), then one the user already has to itself, then an unused one
    (Armada's per-queue packing, so preemption stays between few users), then the best
-   predicted throughput, the most room, and the JDL's order.
+   predicted throughput, the most room (``placement = "pack"``: the least room that fits,
+   Armada's smallest fit), and the JDL's order.
+5. The seeds' other policies (docs/policies.md), each off unless switched on: with pools, every
+   pool is filled with its residents first (the campaigns of its classes), then preemptable
+   campaigns squat in their pool's subpools on what is left, and squatters are killed first;
+   a campaign with no success yet on a cluster holds at most ``init_cap`` jobs there, and after
+   one at most its ``cap``; a gang campaign takes whole gangs, on one cluster each, counted
+   whole in its share, and is killed by whole gangs (the last kill may pass the cap by less
+   than a gang); a user's share inside its class is in proportion to its ``weight``; in a class
+   with ``min_user_limit_percent`` the users are first filled up to YARN's user limits (a
+   fraction of the class's share found by a first fill), in the order of their oldest
+   campaign, then as usual.
 
 Rounding: jobs are whole, and the fill hands them out one at a time, each checked against the
 space left, so no fractional share is ever rounded and a cluster is never overcommitted. For
@@ -307,7 +328,8 @@ def _check_pools(pools: Sequence[PoolSpec], clusters: set[str]) -> None:
         _known(f"pools[{i}].clusters", pool.clusters, clusters)
         for name in pool.clusters:
             if owner.setdefault(name, pool.name) != pool.name:
-                raise ValueError(f"pools[{i}].clusters: {name!r} is already in pool {owner[name]!r}; pools never overlap")
+                raise ValueError(f"pools[{i}].clusters: {name!r} is already in pool {owner[name]!r}; "
+                                 "pools never overlap")
         if pool.parent is not None and pool.parent not in parents:
             raise ValueError(f"pools[{i}].parent: unknown pool {pool.parent!r}")
         seen, above = {pool.name}, pool.parent
@@ -527,7 +549,8 @@ class _Campaign:
                   and (self.klass.clusters is None or n in self.klass.clusters) and self._fits_reserve(plan, n)]
         # DUCC's nodepools: residents in the class's own pool; preemptable work also squats in its subpools
         self.resident = [c for c in usable if plan.owner[c] == self.klass.pool]
-        self.squat = {c: plan.owner[c] for c in usable if self.preemptable and plan.below(plan.owner[c], self.klass.pool)}
+        self.squat: dict[int, str] = {c: pool for c in usable if (pool := plan.owner[c]) is not None
+                                      and self.preemptable and plan.below(pool, self.klass.pool)}
         self.clusters = [c for c in usable if c in self.squat or plan.owner[c] == self.klass.pool]
         self.affinity = [spec.affinity.get(c.name, user.affinity.get(c.name, 0.0)) for c in scenario.clusters]
         self.claim = [user.affinity.get(c.name, 0.0) for c in scenario.clusters]  # what may move a running job

@@ -61,9 +61,8 @@ def schedule(ctx: CycleContext) -> dict[tuple[int, str], int]:
         gangs.kill_whole(conn)  # fair share's, flood control's or a user's kill of one member ends its gang
         room = dict(gathered.room)
         started = _start(conn, ctx, gathered, allocation, room)
-        singles = {c.id for c in gathered.scenario.campaigns if c.gang == 1}  # a gang's member is never replicated
-        finalize.replicate(conn, _within(ctx.capacities, room),
-                           {i: v for i, v in ctx.grid.campaign_properties(list(gathered.names)).items() if i in singles},
+        singles = [c.id for c in gathered.scenario.campaigns if c.gang == 1]  # a gang's member is never replicated
+        finalize.replicate(conn, _within(ctx.capacities, room), ctx.grid.campaign_properties(singles),
                            {c.name: c.finalize for c in config.classes}, config.metascheduler.replica_delay)
     return started
 
@@ -328,9 +327,8 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
                 target = share_of[c].target.get(cluster.name, 0)
                 quota = target if cluster.name in contested else target + -(-depth * targets[c] // total)
                 cap = specs[c].max_jobs_per_cluster.get(cluster.name, quota)
-                if specs[c].succeeded is not None:  # DUCC's caps: nothing ahead until a job succeeded, then doubling
-                    cap = min(cap, specs[c].cap.get(cluster.name, quota) if specs[c].succeeded.get(cluster.name)
-                              else target)
+                if (succeeded := specs[c].succeeded) is not None:  # DUCC's caps: none ahead before a success
+                    cap = min(cap, specs[c].cap.get(cluster.name, quota) if succeeded.get(cluster.name) else target)
                 held = specs[c].running.get(cluster.name, 0) + started.get((c, cluster.name), 0)
                 room[c] = min(quota, cap) - held
         ahead = {c: 0 for c, n in room.items() if n > 0}
