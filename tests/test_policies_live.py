@@ -13,7 +13,6 @@ preemption is what is tested.
 from __future__ import annotations
 
 import json
-import os
 import time
 import tomllib
 from collections import defaultdict
@@ -23,12 +22,13 @@ from typing import Any
 
 import pytest
 from harness import clusters_dir, marker_exec_dir, runs_per_task
+from test_shares import make_grid  # noqa: F401 (a fixture)
 
 from cigri import api
 from cigri import config as configuration
 from cigri.cycle import run_cycle
 from cigri.errors import InputError
-from cigri.grid import Grid, open_grid
+from cigri.grid import Grid
 
 pytestmark = pytest.mark.slow
 
@@ -69,34 +69,23 @@ def target(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def live(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str) -> Iterator[Callable[[str], Grid]]:
+def live(make_grid: Callable[[str], Grid], target: str) -> Iterator[Callable[[str], Grid]]:  # noqa: F811
     """Open an in-process grid on the target's clusters with more configuration text; its
     campaigns are cancelled and their jobs killed at the end."""
-    for name in [n for n in os.environ if n.startswith("CIGRI_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.setattr(configuration, "SYSTEM_FILE", tmp_path / "absent.toml")
-    monkeypatch.setattr(configuration, "USER_FILE", tmp_path / "absent.toml")
-    monkeypatch.setenv("CIGRI_HOME", str(tmp_path / "home"))
     grids: list[Grid] = []
 
     def make(text: str) -> Grid:
         lines = ["[runner]", "tap_initial = 50"]
         for name, table in _cluster_tables(target).items():
             lines += [f"[clusters.{name}]", *(f"{key} = {json.dumps(value)}" for key, value in table.items())]
-        path = tmp_path / "cigri.toml"
-        path.write_text("\n".join(lines) + "\n" + text)
-        monkeypatch.setenv("CIGRI_CONFIG", str(path))
-        grids.append(open_grid(configuration.load()))
+        grids.append(make_grid("\n".join(lines) + "\n" + text))
         return grids[-1]
 
     yield make
     for grid in grids:
-        try:
-            for (campaign_id,) in grid.db.execute("SELECT id FROM campaigns WHERE state IN ('in_treatment', 'paused')"):
-                api.cancel(grid, campaign_id, user="root")
-            run_cycle(grid)
-        finally:
-            grid.close()
+        for (campaign_id,) in grid.db.execute("SELECT id FROM campaigns WHERE state IN ('in_treatment', 'paused')"):
+            api.cancel(grid, campaign_id, user="root")
+        run_cycle(grid)
 
 
 def submit(grid: Grid, exec_dir: Path, user: str, tasks: int, clusters: list[str], seconds: int = 60,
