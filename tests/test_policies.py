@@ -142,6 +142,16 @@ def test_until_a_job_succeeds_a_campaign_holds_at_most_the_initialization_cap() 
     assert allocate(without, init_cap=2).campaigns == allocate(without).campaigns  # absent: as if past its start
 
 
+def test_the_initialization_cap_limits_starts_and_kills_nothing() -> None:
+    """DUCC's cap limits "the number of processes assigned to a job": a campaign running 8 jobs
+    when the cap is turned on, none succeeded yet, keeps them (no kill for the cap) and starts
+    nothing more; B gets the rest of the 16 cores."""
+    scenario = Scenario((ClusterSpec("c1", 16),), (CampaignSpec(1, "ann", 40, running={"c1": 8}, succeeded={}),
+                                                  CampaignSpec(2, "bob", 40)))
+    a, b = allocate(scenario, 1.0, init_cap=2).campaigns
+    assert (a.target, a.preempt, a.start, b.target) == ({"c1": 8}, {}, {}, {"c1": 8})
+
+
 def test_a_campaign_whose_jobs_all_fail_never_floods_a_cluster() -> None:
     """Cycle after cycle its two jobs fail (none succeeds): it never holds more than 2 of the
     64 cores, however many tasks it has."""

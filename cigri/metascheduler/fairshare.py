@@ -564,7 +564,8 @@ class _Campaign:
             if spec.test_mode:  # one job per cluster; a gang: one gang
                 self._cap_at(self.gang, "max_jobs")
             if plan.init_cap and spec.succeeded is not None and not spec.succeeded.get(c.name, 0):
-                self._cap_at(max(plan.init_cap, self.gang), "init")
+                # it limits what starts: jobs already running (the cap just turned on) are not killed for it
+                self._cap_at(max(plan.init_cap, self.gang, spec.running.get(c.name, 0)), "init")
             elif c.name in spec.cap:
                 self._cap_at(max(spec.cap[c.name], self.gang), "doubling")
             self.cluster_caps[-1] = _whole_gangs(self.cluster_caps[-1], self.gang)

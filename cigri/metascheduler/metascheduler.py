@@ -301,8 +301,12 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
 
     def take(campaign_id: int, cluster: str, count: int) -> int:
         key, gang = (campaign_id, gathered.cluster_ids[cluster]), specs[campaign_id].gang
-        count = min(count, max(gang, taps.get(key, tap_initial)) - waiting.get(key, 0), cluster_room.get(key[1], count))
-        count -= count % gang if count > gang else 0  # whole gangs; the allocation's last one may be smaller
+        allowed = min(count, max(gang, taps.get(key, tap_initial)) - waiting.get(key, 0),
+                      cluster_room.get(key[1], count))
+        if gang > 1:  # whole gangs; only the allocation's own last gang, whole, may be smaller
+            count = allowed if allowed == count < gang else allowed - allowed % gang
+        else:
+            count = allowed
         taken = workqueue.take_tasks(conn, campaign_id, key[1], count) if count > 0 else 0
         waiting[key] = waiting.get(key, 0) + taken
         if key[1] in cluster_room:
