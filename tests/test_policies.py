@@ -7,14 +7,24 @@ every policy switched on at random."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_fairshare import USERS, next_cycle, scenarios, total
+from test_shares import make_grid  # noqa: F401 (a fixture)
 
+from cigri import api
+from cigri.backends import Capacity
+from cigri.db import now
+from cigri.errors import ConfigError
+from cigri.grid import Grid
+from cigri.metascheduler import gather
 from cigri.metascheduler.fairshare import (
     Allocation,
     CampaignShare,
@@ -414,6 +424,88 @@ def test_bad_policy_keys_name_the_json_path(change: Any, message: str) -> None:
     with pytest.raises(ValueError) as error:
         scenario_from_json({"clusters": [{"name": "c1", "cores": 4}], "campaigns": [campaign]})
     assert str(error.value) == message
+
+
+# --- The configuration and the live scenario ------------------------------------------------
+
+POLICY_CONFIG = """
+[clusters.a]
+backend = "local"
+slots = 8
+[clusters.b]
+backend = "local"
+slots = 4
+[pools.P]
+clusters = ["a"]
+[pools.Q]
+clusters = ["b", "gone"]
+parent = "P"
+[classes.A]
+pool = "P"
+default = true
+[classes.B]
+pool = "Q"
+min_user_limit_percent = 50
+[users]
+weight = 2
+[users.bob]
+weight = 0.5
+[metascheduler]
+init_cap = 2
+placement = "pack"
+night = ""
+weekend = false
+"""
+
+
+def test_gather_reads_pools_limits_weights_gangs_successes_and_doubling_caps(
+        make_grid: Callable[[str], Grid], tmp_path: Path) -> None:  # noqa: F811
+    """The live scenario: the configured pools (a cluster cigri does not know left out), classes
+    and user weights; a campaign's gang from its JDL; its successes per cluster from its ended
+    jobs, and where it has some, a doubling cap of twice the jobs it holds there."""
+    grid = make_grid(POLICY_CONFIG)
+    ids = grid.cluster_ids()
+    work = tmp_path / "work"
+    work.mkdir()
+    document = {"name": "g", "exec_file": "/bin/true", "exec_directory": str(work),
+                "params": [str(i) for i in range(8)], "clusters": {"a": {}, "b": {}}, "gang": 4}
+    ann = api.submit(grid, json.dumps(document), base_dir=work, user="ann")[0]
+    bob = api.submit(grid, json.dumps({**document, "gang": 1}), base_dir=work, user="bob")[0]
+    grid.db.conn.executemany("INSERT INTO jobs(campaign_id, cluster_id, kind, state, created_at) "
+                             "VALUES (?, ?, 'task', 'running', 0)", [(ann, ids["a"])] * 4)
+    grid.db.conn.execute("INSERT INTO campaign_stats(campaign_id, cluster_id, terminated) VALUES (?, ?, 3)",
+                         [ann, ids["a"]])
+    scenario = gather(grid, {ids["a"]: Capacity(8, 4), ids["b"]: Capacity(4, 4)}, now()).scenario
+    assert scenario.pools == (PoolSpec("P", ("a",)), PoolSpec("Q", ("b",), "P"))
+    assert [(c.name, c.pool, c.min_user_limit_percent) for c in scenario.classes] == [("A", "P", None),
+                                                                                        ("B", "Q", 50.0)]
+    assert [(u.name, u.weight) for u in scenario.users] == [("ann", 2.0), ("bob", 0.5)]
+    campaigns = {c.id: c for c in scenario.campaigns}
+    assert (campaigns[ann].gang, campaigns[ann].succeeded, campaigns[ann].cap) == (4, {"a": 3}, {"a": 8})
+    assert (campaigns[bob].gang, campaigns[bob].succeeded, campaigns[bob].cap) == (1, {}, {})
+    assert (grid.config.metascheduler.init_cap, grid.config.metascheduler.placement) == (2, "pack")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('[pools.P]\nclusters = ["a"]\n[pools.Q]\nclusters = ["a"]\n',
+     "pools.Q.clusters: a is already in pool P; pools never overlap"),
+    ('[pools.P]\nparent = "X"\n', "pools.P.parent: unknown pool 'X'"),
+    ('[pools.P]\nparent = "Q"\n[pools.Q]\nparent = "P"\n', "pools.P.parent: pools nest in a loop through"),
+    ('[pools.P]\ncolour = 1\n', "unknown key pools.P.colour"),
+    ('[classes.default]\npool = "Z"\n', "classes.default.pool: unknown pool 'Z' (known: none)"),
+    ("[classes.default]\nmin_user_limit_percent = 0\n", "classes.default.min_user_limit_percent: must be > 0"),
+    ('[classes.default]\npolicy = "reserve"\nmin_user_limit_percent = 10\n',
+     "classes.default.min_user_limit_percent: only a fair_share class"),
+    ("[users]\nweight = 0\n", "users.weight: must be > 0"),
+    ("[users.bob]\nweight = -1\n", "users.bob.weight: must be >= 0"),
+    ("[metascheduler]\ninit_cap = -1\n", "metascheduler.init_cap: must be >= 0"),
+    ('[metascheduler]\nplacement = "tight"\n', "metascheduler.placement: expected one of spread, pack"),
+])
+def test_bad_policy_configuration_names_the_key(make_grid: Callable[[str], Grid], text: str,  # noqa: F811
+                                                message: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        make_grid('[clusters.a]\nbackend = "local"\n' + text)
+    assert str(error.value).startswith(message)
 
 
 # --- Properties with every policy switched on at random -------------------------------------
