@@ -301,8 +301,9 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
 
     def take(campaign_id: int, cluster: str, count: int) -> int:
         key, gang = (campaign_id, gathered.cluster_ids[cluster]), specs[campaign_id].gang
-        allowed = min(count, max(gang, taps.get(key, tap_initial)) - waiting.get(key, 0),
-                      cluster_room.get(key[1], count))
+        tap = taps.get(key, tap_initial)
+        tap = max(tap, gang) if tap else 0  # an open tap lets a whole gang wait; a closed one, nothing
+        allowed = min(count, tap - waiting.get(key, 0), cluster_room.get(key[1], count))
         if gang > 1:  # whole gangs; only the allocation's own last gang, whole, may be smaller
             count = allowed if allowed == count < gang else allowed - allowed % gang
         else:
