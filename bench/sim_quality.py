@@ -33,7 +33,15 @@ cycles), and flood control:
   ``remote_waiting_timeout``, 900 s), flood kills, and the share of cycles after the step with
   the waiting jobs within +-20 % (at least +-1 job) of their later level.
 
-    python bench/sim_quality.py [--json] [--seeds N]
+Then the seeds' remaining policies (``policies``; docs/policies.md), each against the same run
+without it: squatters of a pool leaving its subpool when the subpool's residents arrive
+(DUCC's nodepools: how long until the residents hold 90 % of their pool, and the kills it cost);
+a campaign whose tasks all fail, held at the initialization cap (the core-seconds its failing
+jobs burnt, against ``init_cap = 0``, today's default); gangs of 4 beside single tasks (no gang
+ever partly started; the makespan with ``placement`` spread and pack); users of weights 3 and 1
+in one class; YARN's minimum user-limit percent of 50 among three users.
+
+    python bench/sim_quality.py [--json] [--seeds N] [--policies]
 """
 
 from __future__ import annotations
@@ -93,6 +101,78 @@ FLOOD = {
     "clusters": {"c1": {"cores": 64, "local_load": 0.1, "local_load_steps": "1:0.8", "local_max_cores": 8}},
     "campaigns": [{"user": "dave", "tasks": 20000, "duration": {"law": "lognormal", "median": 600, "sigma": 0.5}}],
 }
+
+
+LOGNORMAL_300 = {"law": "lognormal", "median": 300, "sigma": 0.5}
+POOLS = {  # DUCC's nodepools: ann's class in pool P squats in its subpool Q until bob's class arrives there
+    "seed": 2, "cycle_period": 30, "clusters": {"p1": {"cores": 32}, "q1": {"cores": 32}},
+    "config": {"pools": {"P": {"clusters": ["p1"]}, "Q": {"clusters": ["q1"], "parent": "P"}},
+               "classes": {"A": {"pool": "P", "default": True}, "B": {"pool": "Q"}}},
+    "campaigns": [{"user": "ann", "class": "A", "tasks": 1500, "duration": LOGNORMAL_300},
+                  {"user": "bob", "class": "B", "tasks": 400, "submit_hours": 0.5, "duration": LOGNORMAL_300}],
+}
+FAILING = {  # a campaign whose every task fails after 10 minutes, beside a healthy one, for two hours
+    "seed": 1, "cycle_period": 30, "max_hours": 2, "clusters": {"c1": {"cores": 64}},
+    "campaigns": [{"user": "ann", "tasks": 400, "duration": {"law": "constant", "seconds": 600}, "exit_code": 1},
+                  {"user": "bob", "tasks": 300, "duration": {"law": "constant", "seconds": 300}}],
+}
+GANGS = {  # gangs of 4 beside single tasks on two clusters
+    "seed": 1, "cycle_period": 30, "clusters": {"c1": {"cores": 16}, "c2": {"cores": 10}},
+    "campaigns": [{"user": "ann", "tasks": 160, "duration": LOGNORMAL_300, "jdl": {"gang": 4}},
+                  {"user": "bob", "tasks": 400, "duration": LOGNORMAL_300}],
+}
+WEIGHTS = {  # users of weights 3 and 1 in one class, for an hour both have work
+    "seed": 1, "cycle_period": 30, "max_hours": 1, "clusters": {"c1": {"cores": 64}},
+    "config": {"users": {"ann": {"weight": 3}}},
+    "campaigns": [{"user": "ann", "tasks": 1500, "duration": LOGNORMAL_300},
+                  {"user": "bob", "tasks": 1500, "duration": LOGNORMAL_300}],
+}
+USER_LIMIT = {  # YARN's minimum user-limit percent: 50 % each to the two oldest of three users
+    "seed": 1, "cycle_period": 30, "max_hours": 1, "clusters": {"c1": {"cores": 64}},
+    "config": {"classes": {"default": {"min_user_limit_percent": 50}}},
+    "campaigns": [{"user": user, "tasks": 2000, "duration": LOGNORMAL_300} for user in ("ann", "bob", "cy")],
+}
+
+
+def with_policy(data: dict[str, Any], section: str, **values: Any) -> dict[str, Any]:
+    config = data.get("config", {})
+    return {**data, "config": {**config, section: {**config.get(section, {}), **values}}}
+
+
+def pools_report() -> dict[str, Any]:
+    """Who holds q1 before and after bob's class, q1's residents, arrives at 0.5 h."""
+    report = simulate(parse_scenario(POOLS))
+    arrival = POOLS["campaigns"][1]["submit_hours"]
+    before = [p["clusters"].get("q1", {}).get("A", 0) for p in report["timeline"]
+              if arrival - 0.25 <= p["hour"] < arrival]
+    after = [p for p in report["timeline"] if p["hour"] >= arrival]
+    resident = next((p["hour"] for p in after if p["clusters"].get("q1", {}).get("B", 0) >= 0.9 * 32), None)
+    gone = next((p["hour"] for p in after if p["clusters"].get("q1", {}).get("A", 0) <= 0.1 * 32), None)
+    return {"squatters_on_q1_before": round(sum(before) / len(before), 1) if before else None,
+            "residents_hold_90pct_after_s": None if resident is None else round((resident - arrival) * 3600),
+            "squatters_down_to_10pct_after_s": None if gone is None else round((gone - arrival) * 3600),
+            "ann_on_p1_after": min(p["clusters"].get("p1", {}).get("A", 0) for p in after[:20]),
+            "kills": report["kills"]}
+
+
+def policies() -> dict[str, Any]:
+    """Each policy's effect over time, against the same scenario without it."""
+    failing = {name: simulate(parse_scenario(with_policy(FAILING, "metascheduler", init_cap=cap)))
+               for name, cap in (("init_cap_2", 2), ("init_cap_0", 0))}
+    gangs = {placement: simulate(parse_scenario(with_policy(GANGS, "metascheduler", placement=placement)))
+             for placement in ("spread", "pack")}
+    weights = simulate(parse_scenario(WEIGHTS))
+    limit = simulate(parse_scenario(USER_LIMIT))
+    return {
+        "pools": pools_report(),
+        "init_cap": {name: {"failed_core_seconds": r["failed_core_seconds"], "failed_jobs": r["jobs"].get("failed", 0),
+                            "healthy_tasks_done": r["tasks"].get("terminated", 0)} for name, r in failing.items()},
+        "gangs": {name: {**r["gangs"], "makespan_h": r["makespan_hours"], "bound_ratio": r["bound_ratio"]}
+                  for name, r in gangs.items()},
+        "user_weights_3_1": {user: v["core_hours"] for user, v in weights["share"]["users"].items()}
+        | {"jain_users": weights["share"]["jain_users"]},
+        "min_user_limit_50pct": {user: v["core_hours"] for user, v in limit["share"]["users"].items()},
+    }
 
 
 def fifo(scenario: Any) -> Any:
@@ -211,9 +291,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="one JSON value")
     parser.add_argument("--seeds", type=int, default=8, help="runs of the step scenario averaged (default 8)")
+    parser.add_argument("--policies", action="store_true", help="only the seeds' remaining policies")
     args = parser.parse_args()
     if args.seeds < 1:
         parser.error("--seeds: must be at least 1")
+    extra = policies()
+    if args.policies:
+        print(json.dumps({"policies": extra}) if args.json else _policies_text(extra))
+        return
     runs = {
         "cigri": parse_scenario(SHARES),
         "cigri_tap": parse_scenario(with_config(SHARES, job_ratio="cigri_tap")),
@@ -247,7 +332,7 @@ def main() -> None:
               for name, data in (("cigri", STEADY), ("cigri_tap", with_config(STEADY, job_ratio="cigri_tap")))}
     if args.json:
         print(json.dumps({"shares": rows, "tenfold_bound_ratio": tenfold, "ramp": ramps, "step": step,
-                          "flood": flood, "steady_eta_mape": steady}))
+                          "flood": flood, "steady_eta_mape": steady, "policies": extra}))
         return
     keys = [k for k in next(iter(rows.values())) if k != "kills"]
     print(f"{'policy':<10} " + " ".join(f"{k:>18}" for k in keys))
@@ -272,6 +357,16 @@ def main() -> None:
               f"{json.dumps(row)}")
     for name, row in flood.items():
         print(f"flood ramp (mean load 0.1 -> 0.8 at 1 h), {name}: {json.dumps(row)}")
+    print(_policies_text(extra))
+
+
+def _policies_text(result: dict[str, Any]) -> str:
+    return "\n".join((
+        f"pools (ann squats in Q until bob, Q's resident, arrives at 0.5 h): {json.dumps(result['pools'])}",
+        f"initialization cap (ann's tasks all fail; 2 against 0, today's default): {json.dumps(result['init_cap'])}",
+        f"gangs of 4 beside single tasks (goal: none partly started): {json.dumps(result['gangs'])}",
+        f"user weights 3 (ann) and 1 (bob), core-hours: {json.dumps(result['user_weights_3_1'])}",
+        f"min_user_limit_percent 50, three users, core-hours in 1 h: {json.dumps(result['min_user_limit_50pct'])}"))
 
 
 if __name__ == "__main__":

@@ -106,6 +106,8 @@ class MetaschedulerSettings:
     replica_delay: float = 60.0
     night: str = "19:00-07:00"
     weekend: bool = True
+    init_cap: int = 0
+    placement: str = "spread"
 
 
 @dataclass(frozen=True)
@@ -144,9 +146,20 @@ class ClientSettings:
 
 
 POLICIES = ("fair_share", "fixed_share", "reserve")
+PLACEMENTS = ("spread", "pack")
 CLASS_KEYS: dict[str, type] = {"priority": int, "weight": float, "policy": str, "users": list, "clusters": list,
-                               "default": bool, "finalize": bool}
-USER_KEYS: dict[str, type] = {"allotment": int, "allotment_memory_gb": float, "affinity": dict}
+                               "default": bool, "finalize": bool, "pool": str, "min_user_limit_percent": float}
+USER_KEYS: dict[str, type] = {"allotment": int, "allotment_memory_gb": float, "affinity": dict, "weight": float}
+POOL_KEYS: dict[str, type] = {"clusters": list, "parent": str}
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    """One ``[pools.NAME]`` table: a set of clusters, nested in its ``parent`` (DUCC's nodepool)."""
+
+    name: str
+    clusters: tuple[str, ...] = ()
+    parent: str | None = None  # None: a subpool of the whole grid
 
 
 @dataclass(frozen=True)
@@ -161,6 +174,8 @@ class ClassConfig:
     clusters: tuple[str, ...] | None = None  # None: every cluster
     default: bool = False
     finalize: bool | None = None  # replicate tail stragglers; None: only best-effort campaigns
+    pool: str | None = None  # None: the whole grid's (clusters in no pool; it squats in every pool)
+    min_user_limit_percent: float | None = None  # YARN's; None: users share equally (by weight)
 
     @property
     def counts_allotment(self) -> bool:
@@ -175,6 +190,7 @@ class UserConfig:
     allotment: int | None = None  # most cores held by non-preemptable work; None: no limit
     allotment_memory_gb: float | None = None
     affinity: dict[str, float] = field(default_factory=dict)  # cluster -> weight, higher preferred
+    weight: float = 1.0  # share against the other users of a class
 
 
 @dataclass(frozen=True)
@@ -234,6 +250,7 @@ class Config:
     limits: LimitSettings = LimitSettings()
     client: ClientSettings = ClientSettings()
     admission: Admission = Admission()  # [admission]: cigri.admission
+    pools: tuple[PoolConfig, ...] = ()
 
     def default_class(self) -> str:
         marked = [c.name for c in self.classes if c.default] or [c.name for c in self.classes if c.name == "default"]
@@ -330,7 +347,7 @@ def _merge_layer(values: dict[str, dict[str, Any]], clusters: dict[str, dict[str
                 raise ConfigError(f"{origin}: [admission] must be a table")
             shares["admission"].update(content)
             continue
-        if section in ("classes", "users") and shares is not None:
+        if section in ("classes", "users", "pools") and shares is not None:
             _merge_shares(shares[section], section, content, origin)
             continue
         if section == "clusters":
@@ -362,10 +379,33 @@ def _merge_shares(tables: dict[str, Any], section: str, content: Any, origin: st
         elif section == "users":
             tables.setdefault("", {})[name] = value
         else:
-            raise ConfigError(f"{origin}: classes.{name}: expected a table")
+            raise ConfigError(f"{origin}: {section}.{name}: expected a table")
 
 
-def _class_configs(tables: dict[str, dict[str, Any]]) -> tuple[ClassConfig, ...]:
+def _pool_configs(tables: dict[str, dict[str, Any]]) -> tuple[PoolConfig, ...]:
+    """Pools nest through ``parent`` without a loop and never share a cluster."""
+    pools = {}
+    for name, table in tables.items():
+        values = {key: _share_value(f"pools.{name}.{key}", POOL_KEYS, key, value) for key, value in table.items()}
+        pools[name] = PoolConfig(name, tuple(values.get("clusters", ())), values.get("parent"))
+    owner: dict[str, str] = {}
+    for pool in pools.values():
+        for cluster in pool.clusters:
+            if owner.setdefault(cluster, pool.name) != pool.name:
+                raise ConfigError(f"pools.{pool.name}.clusters: {cluster} is already in pool {owner[cluster]}; "
+                                  "pools never overlap")
+        seen, above = {pool.name}, pool.parent
+        while above is not None:
+            if above not in pools:
+                raise ConfigError(f"pools.{pool.name}.parent: unknown pool {above!r}")
+            if above in seen:
+                raise ConfigError(f"pools.{pool.name}.parent: pools nest in a loop through {above}")
+            seen.add(above)
+            above = pools[above].parent
+    return tuple(pools.values())
+
+
+def _class_configs(tables: dict[str, dict[str, Any]], pools: tuple[PoolConfig, ...]) -> tuple[ClassConfig, ...]:
     result = []
     for name, table in tables.items():
         values = {key: _share_value(f"classes.{name}.{key}", CLASS_KEYS, key, value) for key, value in table.items()}
@@ -373,6 +413,14 @@ def _class_configs(tables: dict[str, dict[str, Any]]) -> tuple[ClassConfig, ...]
             raise ConfigError(f"classes.{name}.policy: expected one of {', '.join(POLICIES)}, got {values['policy']!r}")
         if not values.get("weight", 1.0) > 0:
             raise ConfigError(f"classes.{name}.weight: must be > 0")
+        if "pool" in values and values["pool"] not in {p.name for p in pools}:
+            raise ConfigError(f"classes.{name}.pool: unknown pool {values['pool']!r} "
+                              f"(known: {', '.join(p.name for p in pools) or 'none'})")
+        if "min_user_limit_percent" in values:
+            if not 0 < values["min_user_limit_percent"] <= 100:
+                raise ConfigError(f"classes.{name}.min_user_limit_percent: must be > 0 and <= 100")
+            if values.get("policy", "fair_share") != "fair_share":
+                raise ConfigError(f"classes.{name}.min_user_limit_percent: only a fair_share class shares among users")
         for key in ("users", "clusters"):
             if key in values:
                 values[key] = tuple(values[key])
@@ -390,6 +438,9 @@ def _users(tables: dict[str, dict[str, Any]]) -> Users:
     named = {name: UserConfig(**{**defaults, **{key: _share_value(f"users.{name}.{key}", USER_KEYS, key, value)
                                                 for key, value in table.items()}})
              for name, table in tables.items() if name}
+    for name, user in (("users", UserConfig(**defaults)), *((f"users.{n}", u) for n, u in named.items())):
+        if not user.weight > 0:
+            raise ConfigError(f"{name}.weight: must be > 0")
     return Users(UserConfig(**defaults), named)
 
 
@@ -402,6 +453,8 @@ def _share_value(where: str, kinds: dict[str, type], key: str, value: Any) -> An
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise ConfigError(f"{where}: expected a list of names, got {value!r}")
         return value
+    if kind is str and not (isinstance(value, str) and value):
+        raise ConfigError(f"{where}: expected a name, got {value!r}")
     if kind is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a table of cluster = number, got {value!r}")
@@ -494,7 +547,7 @@ def load(overrides: dict[str, Any] | None = None, environ: dict[str, str] | None
     env = os.environ if environ is None else environ
     values: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
     clusters: dict[str, dict[str, Any]] = {}
-    shares: dict[str, dict[str, Any]] = {"classes": {}, "users": {}, "admission": {}}
+    shares: dict[str, dict[str, Any]] = {"classes": {}, "users": {}, "pools": {}, "admission": {}}
     layers = [SYSTEM_FILE, USER_FILE] if system_files else []
     if env.get("CIGRI_CONFIG"):
         explicit = Path(env["CIGRI_CONFIG"])
@@ -530,9 +583,11 @@ def load(overrides: dict[str, Any] | None = None, environ: dict[str, str] | None
                                "socket": values["server"].get("socket") or str(Path(settings.home) / "cigri.sock")})
     limits = LimitSettings(**values["limits"])
     _check_server(server, limits)
+    pools = _pool_configs(shares["pools"])
     return Config(settings, runner, _cluster_configs(clusters), notify, metascheduler=metascheduler,
-                  classes=_class_configs(shares["classes"]), users=_users(shares["users"]), server=server,
-                  limits=limits, client=ClientSettings(**values["client"]), admission=from_toml(shares["admission"]))
+                  classes=_class_configs(shares["classes"], pools), users=_users(shares["users"]), server=server,
+                  limits=limits, client=ClientSettings(**values["client"]), admission=from_toml(shares["admission"]),
+                  pools=pools)
 
 
 def _with_paths(settings: Settings) -> Settings:
@@ -662,6 +717,10 @@ def _check_metascheduler(settings: MetaschedulerSettings) -> None:
         raise ConfigError("metascheduler.preempt_threshold: must be between 0 and 1")
     if not 0 <= settings.replica_delay < math.inf:  # also rejects nan
         raise ConfigError("metascheduler.replica_delay: must be >= 0 and finite")
+    if settings.init_cap < 0:
+        raise ConfigError("metascheduler.init_cap: must be >= 0 (0: no initialization cap)")
+    if settings.placement not in PLACEMENTS:
+        raise ConfigError(f"metascheduler.placement: expected one of {', '.join(PLACEMENTS)}, got {settings.placement!r}")
     try:
         parse_window(settings.night)
     except ValueError as error:

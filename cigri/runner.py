@@ -19,6 +19,10 @@ hour at most: :mod:`cigri.cluster_caps` remembers the limit), and the jobs that 
 back to the head of the bag, nothing failed and no attempt counted. Where the cluster's words
 also cover a job it can never run (slurmrestd), one job refused while the cluster holds none of
 the campaign's is such a job: it fails as any refusal.
+
+A gang campaign's jobs (JDL ``gang``) are grouped by whole gangs, each gang one remote job that
+starts its members together (:mod:`cigri.metascheduler.gangs`); a smaller last gang goes in a
+batch of its own, as a batch's gangs are alike.
 """
 
 from __future__ import annotations
@@ -38,11 +42,12 @@ from cigri.jdl import split_param
 from cigri.jdl.parser import oar_job_types
 from cigri.jdl.walltime import format_walltime
 from cigri.joblog import log_submission
-from cigri.metascheduler import windows
+from cigri.metascheduler import gangs, windows
 from cigri.states import JOB_ACTIVE, JobState, TaskState, sql_in
 
 log = logging.getLogger("cigri.runner")
 DEFAULT_CHUNK = 100  # CiGri's array size; api_chunk_size per cluster
+GANG_MARGIN = 60  # seconds a gang's job outlives its members' walltime: each member's own kill is seen first
 
 
 def run(ctx: CycleContext) -> int:
@@ -55,6 +60,7 @@ def run(ctx: CycleContext) -> int:
         "WHERE j.state = ? AND j.kill_reason IS NULL ORDER BY j.cluster_id, CAST(j.batch AS INTEGER), j.id",
         [JobState.SUBMITTING]))
     settings = ctx.grid.campaign_properties(sorted({r["campaign_id"] for r in rows}))
+    gang = gangs.sizes(ctx.grid.db.conn, settings)
     night = windows.is_night(ctx.grid.config.metascheduler, database.now())  # semi-best-effort runs normal by night
     batches = deque(list(group) for _, group in groupby(rows, key=lambda r: (r["cluster_id"], r["batch"])))
     at_limit: dict[int, SubmitLimitReached] = {}  # clusters that took no more this cycle, and their words
@@ -68,10 +74,14 @@ def run(ctx: CycleContext) -> int:
             _withdraw(ctx, jobs)
             continue
         values = settings[campaign_id][cluster_id]
-        group_walltime = grouping.group_walltime(max(Counter(j["run_group"] for j in jobs).values()),
-                                                 values["walltime"],
-                                                 grouping.target_seconds(values, ctx.cluster_options(cluster_id)))
-        specs = batch_specs(jobs, values, ctx.home(cluster_id, jobs[0]["user"]), group_walltime, night)
+        if gang[campaign_id] > 1:  # its members run side by side, each within its own walltime
+            group_walltime = values["walltime"] + GANG_MARGIN
+        else:
+            group_walltime = grouping.group_walltime(max(Counter(j["run_group"] for j in jobs).values()),
+                                                     values["walltime"],
+                                                     grouping.target_seconds(values, ctx.cluster_options(cluster_id)))
+        specs = batch_specs(jobs, values, ctx.home(cluster_id, jobs[0]["user"]), group_walltime, night,
+                            gang=gang[campaign_id] > 1)
         try:
             remote_ids = ctx.grid.backend(cluster_id).submit(specs)
         except SubmitLimitReached as error:
@@ -180,19 +190,21 @@ def _form_batches(ctx: CycleContext) -> None:
     if not rows:
         return
     settings = ctx.grid.campaign_properties(sorted({r[2] for r in rows}))
+    gang = gangs.sizes(ctx.grid.db.conn, settings)
     updates = []
     for (cluster_id, campaign_id, kind), group in groupby(rows, key=lambda r: (r[1], r[2], r[3])):
         ids = [r[0] for r in group]
         options = ctx.cluster_options(cluster_id)
-        size = _group_size(ctx, campaign_id, cluster_id, settings[campaign_id].get(cluster_id, {}), len(ids)) \
-            if kind == "task" else 1
+        size = 1 if kind != "task" else gang[campaign_id] if gang[campaign_id] > 1 else \
+            _group_size(ctx, campaign_id, cluster_id, settings[campaign_id].get(cluster_id, {}), len(ids))
         chunk = size * int(options.get("api_chunk_size", DEFAULT_CHUNK))
         for start in range(0, len(ids), chunk):
             batch = ids[start:start + chunk]
             for first in range(0, len(batch), size):
                 members = batch[first:first + size]
                 run_group = members[0] if size > 1 else None
-                updates += [(str(batch[0]), run_group, job_id) for job_id in members]
+                alike = gang[campaign_id] == 1 or kind != "task" or len(members) == size
+                updates += [(str(batch[0] if alike else members[0]), run_group, job_id) for job_id in members]
     with database.write(ctx.grid.db) as conn:
         conn.executemany("UPDATE jobs SET batch = ?, run_group = ? WHERE id = ? AND batch IS NULL", updates)
 
@@ -208,16 +220,16 @@ def _group_size(ctx: CycleContext, campaign_id: int, cluster_id: int, values: di
 
 
 def batch_specs(jobs: list[dict[str, Any]], settings: dict[str, Any], home: str, group_walltime: int = 0,
-                night: bool = False) -> list[JobSpec]:
+                night: bool = False, gang: bool = False) -> list[JobSpec]:
     """Translate the job rows of one batch (one campaign's) and their campaign's settings on
     that cluster into JobSpecs (``home``: where its prologue or epilogue runs there;
-    ``group_walltime``: the walltime of the remote job when a job is grouped). What the whole
-    batch shares is worked out once."""
+    ``group_walltime``: the walltime of the remote job when a job is grouped; ``gang``: its
+    groups are gangs). What the whole batch shares is worked out once."""
     shared = {
         "resources": settings["resources"], "properties": settings.get("properties", ""),
         "project": settings.get("project", ""), "job_types": oar_job_types(settings.get("cluster_job_type", "")),
         "best_effort": windows.job_type(settings.get("type"), night) == windows.BEST_EFFORT
-        and not settings.get("test_mode"),
+        and not settings.get("test_mode"), "gang": gang,
     }
     return [_job_spec(job, settings, home, group_walltime, shared) for job in jobs]
 
@@ -254,5 +266,6 @@ def _job_spec(job: dict[str, Any], settings: dict[str, Any], home: str, group_wa
         key=str(job["id"]), batch=job["batch"], name=f"cigri.{job['campaign_id']}.{job['id']}", argv=argv,
         directory=directory, walltime_seconds=walltime, environment=environment,
         group=str(job["run_group"] or ""), group_walltime_seconds=group_walltime if job["run_group"] else 0,
-        memory_mb=int(settings.get("memory", 0)) if kind == "task" else 0, user=job["user"], **shared,
+        memory_mb=int(settings.get("memory", 0)) if kind == "task" else 0, user=job["user"],
+        **{**shared, "gang": shared["gang"] and bool(job["run_group"])},
     )

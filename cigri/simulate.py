@@ -47,9 +47,9 @@ LAWS = {"constant": ("seconds",), "lognormal": ("median", "sigma"), "exponential
         "uniform": ("min", "max"), "gricad": ()}  # each law's parameters, all required
 SCENARIO_KEYS = {"seed", "cycle_period", "max_hours", "sample_every", "clusters", "config", "campaigns", "gricad"}
 CAMPAIGN_KEYS = {"user", "tasks", "duration", "submit_hours", "type", "class", "clusters", "walltime",
-                 "cores_per_task", "jdl", "count", "order"}
+                 "cores_per_task", "jdl", "count", "order", "exit_code"}
 GRICAD_KEYS = {"campaigns", "users", "over_hours", "max_tasks", "type"}
-CONFIG_SECTIONS = {*configuration.SECTIONS, "classes", "users"}  # cigri.toml's, but clusters
+CONFIG_SECTIONS = {*configuration.SECTIONS, "classes", "users", "pools"}  # cigri.toml's, but clusters
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,7 @@ class CampaignPlan:
     class_name: str | None  # the class its shares are measured in; None: the configured default
     cores_per_task: int = 1
     submit_as: str = ""  # the user cigri sees, when a policy is expressed through users (FIFO)
+    exit_code: int = 0  # every task's exit status: not 0, a campaign whose tasks all fail
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,7 @@ def _campaign_plans(where: str, entry: Any, clusters: list[str], max_hours: floa
     if not isinstance(extra, dict):
         raise InputError(f"{where}.jdl: expected an object of JDL keys")
     cores = _number(where, entry, "cores_per_task", 1, int, 1)
+    exit_code = _number(where, entry, "exit_code", 0, int, most=255)
     law = entry.get("duration", {"law": "constant", "seconds": 60})
     order = entry.get("order", "drawn")
     if order == "drawn":
@@ -191,7 +193,8 @@ def _campaign_plans(where: str, entry: Any, clusters: list[str], max_hours: floa
         if "class" in entry:
             jdl["class"] = entry["class"]
         plans.append(CampaignPlan(str(entry["user"]), durations, submit * 3600, jdl,
-                                  None if entry.get("class") is None else str(entry["class"]), cores))
+                                  None if entry.get("class") is None else str(entry["class"]), cores,
+                                  exit_code=exit_code))
     return plans
 
 
@@ -268,6 +271,7 @@ class Sample:
     waiting: int  # cigri jobs queued on the clusters (the clusters' count, not cigri's view)
     busy: int  # cores running cigri jobs (the clusters' count: cigri's view misses jobs it has not polled yet)
     pending: int  # tasks in the bags (counted up to the harvestable cores)
+    clusters: dict[str, dict[str, int]] = field(default_factory=dict)  # cores held per cluster and class
 
 
 @dataclass
@@ -359,7 +363,8 @@ def _queued_jobs(grid: Grid) -> bool:
 def _submit(grid: Grid, plan: CampaignPlan, home: Path) -> None:
     """Submit through the real use case; each task's argument is its simulated run time."""
     params = home / f"params-{grid.db.execute('SELECT count(*) FROM campaigns').fetchone()[0] + 1}.txt"
-    params.write_text("".join(f"t{i} {seconds:.3f}\n" for i, seconds in enumerate(plan.durations)))
+    status = f" {plan.exit_code}" if plan.exit_code else ""
+    params.write_text("".join(f"t{i} {seconds:.3f}{status}\n" for i, seconds in enumerate(plan.durations)))
     document = {"name": f"sim-{plan.user}", "exec_file": "/bin/true", "exec_directory": str(home),
                 "param_file": str(params), **plan.jdl}
     api.submit(grid, json.dumps(document), base_dir=home, user=plan.submit_as or plan.user, source="scenario")
@@ -383,17 +388,21 @@ def _sample(grid: Grid, run: Run, worlds: dict[int, SimBackend], now: float) -> 
                  for (cid,) in grid.db.execute(f"SELECT id FROM campaigns WHERE state IN {sql_in(CAMPAIGN_ACTIVE)}")}
     cores = {cid: plans[cid - 1].cores_per_task for cid in campaigns}
     held: dict[int, int] = defaultdict(int)
-    for cid, n in grid.db.execute("SELECT campaign_id, count(*) FROM jobs WHERE state = 'running' AND kind = 'task' "
-                                  "GROUP BY campaign_id"):
+    names = {cid: name for name, cid in grid.cluster_ids().items()}
+    where: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # cluster -> class -> cores
+    for cid, cluster_id, n in grid.db.execute("SELECT campaign_id, cluster_id, count(*) FROM jobs "
+                                              "WHERE state = 'running' AND kind = 'task' GROUP BY 1, 2"):
         if cid in campaigns:
-            held[cid] = n * cores[cid]
+            held[cid] += n * cores[cid]
+            where[names[cluster_id]][campaigns[cid][1]] += n * cores[cid]
     total = sum(held.values())
     demand = {cid: cores[cid] * bag.count(grid.db, cid, TASK_OPEN, limit=total + 1) for cid in campaigns}
     classes = _classes(grid.config)
     tree: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
     for cid, (user, klass) in campaigns.items():
         tree[klass][user][cid] = demand[cid]
-    ideal_campaign = weighted_max_min_tree(total, tree, classes)
+    ideal_campaign = weighted_max_min_tree(total, tree, classes,
+                                           {user: grid.config.users.of(user).weight for user, _ in campaigns.values()})
     running: dict[str, int] = defaultdict(int)
     by_class: dict[str, int] = defaultdict(int)
     ideal: dict[str, float] = defaultdict(float)
@@ -411,7 +420,7 @@ def _sample(grid: Grid, run: Run, worlds: dict[int, SimBackend], now: float) -> 
     pending = sum(bag.count(grid.db, cid, (TaskState.PENDING,), limit=harvestable + 1) for cid in campaigns)
     previous = run.samples[-1].at * 3600 + START if run.samples else START
     return Sample((now - START) / 3600, now - previous, dict(running), dict(ideal), dict(by_class), dict(ideal_class),
-                  harvestable, queued, busy, pending)
+                  harvestable, queued, busy, pending, {name: dict(by) for name, by in sorted(where.items())})
 
 
 def _predictions(grid: Grid, now: float) -> list[tuple[int, float, float]]:
@@ -455,9 +464,11 @@ def weighted_max_min(capacity: float, demands: Mapping[Any, float], weights: Map
 
 
 def weighted_max_min_tree(capacity: float, tree: Mapping[str, Mapping[str, Mapping[int, float]]],
-                          classes: Mapping[str, tuple[int, float]]) -> dict[int, float]:
+                          classes: Mapping[str, tuple[int, float]],
+                          user_weights: Mapping[str, float] | None = None) -> dict[int, float]:
     """The ideal split of ``capacity`` over campaigns: classes by priority (lower first), by
-    weight within a priority; equal shares among a class's users and among a user's campaigns."""
+    weight within a priority; among a class's users by their weights (default 1), equal shares
+    among a user's campaigns."""
     result: dict[int, float] = {}
     left = capacity
     for priority in sorted({classes.get(k, (0, 1.0))[0] for k in tree}):
@@ -468,7 +479,7 @@ def weighted_max_min_tree(capacity: float, tree: Mapping[str, Mapping[str, Mappi
         for klass, amount in split.items():
             users = tree[klass]
             per_user = weighted_max_min(amount, {u: sum(c.values()) for u, c in users.items()},
-                                        dict.fromkeys(users, 1.0))
+                                        {u: (user_weights or {}).get(u, 1.0) for u in users})
             for user, share in per_user.items():
                 result.update(weighted_max_min(share, users[user], dict.fromkeys(users[user], 1.0)))
     return result
@@ -496,6 +507,9 @@ def _report(grid: Grid, run: Run) -> dict[str, Any]:
         "SELECT campaign_id, sum(finished_at - started_at) FROM jobs WHERE state = 'terminated' AND kind = 'task' "
         "GROUP BY campaign_id"))
     wasted = _wasted(db, cores)
+    failed = sum(seconds * cores.get(cid, 1) for cid, seconds in db.execute(
+        "SELECT campaign_id, sum(finished_at - started_at) FROM jobs WHERE state = 'failed' AND kind = 'task' "
+        "AND started_at IS NOT NULL GROUP BY campaign_id"))
     bound = _makespan_bound(run, work, first - START)
     listed_end = list_schedule(run.scenario.campaigns, [(t0, (h1 - h0) / (t1 - t0)) for (t0, h0), (t1, h1)
                                                         in pairwise(run.harvest) if t1 > t0])
@@ -542,6 +556,8 @@ def _report(grid: Grid, run: Run) -> dict[str, Any]:
         "useful_core_seconds": round(useful),
         "wasted_core_seconds": round(sum(wasted.values())),
         "wasted_by": {killer: round(seconds) for killer, seconds in sorted(wasted.items())},
+        "failed_core_seconds": round(failed),
+        "gangs": _gangs(db),
         "idle_core_seconds": round(harvestable - cigri),
         "work_core_seconds": round(work),
         "jobs": jobs,
@@ -562,8 +578,8 @@ def _report(grid: Grid, run: Run) -> dict[str, Any]:
             "jain_classes": _round(jain(class_actual, class_ideal)),
         },
         "timeline": [{"hour": round(s.at, 4), "running": s.running, "ideal": {k: round(v, 2) for k, v in s.ideal.items()},
-                      "harvestable": s.harvestable, "waiting": s.waiting, "busy": s.busy, "pending": s.pending}
-                     for s in run.samples],
+                      "harvestable": s.harvestable, "waiting": s.waiting, "busy": s.busy, "pending": s.pending,
+                      "clusters": s.clusters} for s in run.samples],
         "cycle_seconds": _spread(run.cycle_seconds),
     }
 
@@ -579,6 +595,20 @@ def _wasted(db: Database, cores: Mapping[int, int]) -> dict[str, float]:
             "GROUP BY 1, 2"):
         result[killer] += seconds * cores.get(campaign_id, 1)
     return {killer: seconds for killer, seconds in result.items() if seconds > 0}
+
+
+def _gangs(db: Database) -> dict[str, int]:
+    """The gangs that started (a member ran), and of those the ones partly started: some member
+    never ran, or members started at different times (Armada's all-or-nothing broken)."""
+    started = partly = 0
+    for ran, members, first, last in db.execute(
+            "SELECT count(j.started_at), count(*), min(j.started_at), max(j.started_at) FROM jobs j "
+            "JOIN campaigns c ON c.id = j.campaign_id WHERE j.kind = 'task' AND j.run_group IS NOT NULL "
+            "AND coalesce(json_extract(c.jdl, '$.gang'), 1) > 1 GROUP BY j.run_group"):
+        if ran:
+            started += 1
+            partly += ran < members or last > first
+    return {"started": started, "partly_started": partly}
 
 
 def _bag_drained(db: Database, first: float) -> float | None:

@@ -28,7 +28,7 @@ from cigri.jdl.walltime import parse_walltime
 if TYPE_CHECKING:  # jsonschema is imported only when a JDL is parsed: status commands start faster
     import jsonschema
 
-GLOBAL_ONLY = ("name", "clusters", "param_file", "nb_jobs", "params", "jobs_type", "class", "priority")
+GLOBAL_ONLY = ("name", "clusters", "param_file", "nb_jobs", "params", "jobs_type", "class", "priority", "gang")
 BOOLEAN_KEYS = ("test_mode", "temporal_grouping", "dimensional_grouping", "finalize")
 WALLTIME_KEYS = ("walltime", "prologue_walltime", "epilogue_walltime", "temporal_grouping_batch_duration")
 SCRIPT_KEYS = ("prologue", "epilogue")
@@ -88,7 +88,8 @@ def parse_jdl(text: str, *, known_clusters: Mapping[str, str], user: str, base_d
               default_walltime: str, default_resources: str, source: str = "JDL",
               classes: Mapping[str, frozenset[str] | None] | None = None,
               default_class: str = "default", homes: Mapping[str, str] | None = None,
-              strict: bool = False, site_defaults: Mapping[str, Any] | None = None) -> CampaignSpec:
+              strict: bool = False, site_defaults: Mapping[str, Any] | None = None,
+              cluster_cores: Mapping[str, int] | None = None) -> CampaignSpec:
     """Validate a JDL text; raise :class:`InputError` listing every problem, one per line.
 
     ``known_clusters`` maps each cluster's name to its backend (``oar``, ``slurm``…);
@@ -96,7 +97,9 @@ def parse_jdl(text: str, *, known_clusters: Mapping[str, str], user: str, base_d
     ``classes`` maps each configured class to its allowed users (None: everyone); None means
     the one implicit class ``default``. CiGri 3.2's forms are read as CiGri read them, each
     noted in the spec's ``warnings`` (:mod:`cigri.jdl.compat`); ``strict`` refuses them.
-    ``site_defaults`` are per-cluster keys a site sets where the JDL sets none.
+    ``site_defaults`` are per-cluster keys a site sets where the JDL sets none;
+    ``cluster_cores`` the cores of the clusters whose size is known, against which a gang must
+    fit somewhere.
     """
     warnings = compat.Warnings(source, strict)
     document = _load(text, source, warnings)
@@ -114,6 +117,9 @@ def parse_jdl(text: str, *, known_clusters: Mapping[str, str], user: str, base_d
     clusters = {name: _resolve(document, name, (homes or {}).get(name, home), known_clusters[name], warnings,
                                {"walltime": default_walltime, "resources": default_resources, **(site_defaults or {})})
                 for name in document["clusters"]}
+    problems = _gang_problems(int(document.get("gang", 1)), clusters, cluster_cores or {})
+    if problems:
+        raise InputError("\n".join(_one_line(f"{source}: {p}") for p in problems))
     param_file = document.get("param_file")
     if isinstance(param_file, str) and "$" in param_file:
         document["param_file"] = compat.expand_path(param_file, "$.param_file", home, warnings)
@@ -288,6 +294,34 @@ def _job_type_problems(cluster: str, backend: str | None, value: str | list[str]
         if job_type == "besteffort":
             return [f"{where}: besteffort comes from the campaign's type (best-effort), not from here"]
     return []
+
+
+def _gang_problems(gang: int, clusters: Mapping[str, Mapping[str, Any]], cores: Mapping[str, int]) -> list[str]:
+    """A gang's tasks start together in one job: they ask for cores of one node (not nodes), are
+    never grouped one after another, and a whole gang must fit on at least one of the clusters
+    (its cores as last seen, its ``max_jobs``)."""
+    if gang == 1:
+        return []
+    from cigri.metascheduler.metascheduler import task_cost  # the cost the allocation charges a task
+
+    problems, why_not = [], {}
+    for name, settings in clusters.items():
+        levels = {part.split("=")[0].strip() for part in _RESOURCE_FILTER.sub("", settings["resources"]).split("/")}
+        if levels & {"nodes", "host", "network_address"}:
+            problems.append(f"$.clusters.{name}.resources: the tasks of a gang ask for cores of one node "
+                            "(core=N, cpu=N/core=M), not nodes")
+        if settings.get("temporal_grouping") is True:
+            problems.append(f"$.clusters.{name}.temporal_grouping: a gang's tasks start together, "
+                            "they cannot run one after another")
+        need = gang * task_cost({0: settings})[0]
+        if settings.get("max_jobs", gang) < gang:
+            why_not[name] = f"max_jobs {settings['max_jobs']}"
+        elif need > cores.get(name, need):
+            why_not[name] = f"{cores[name]} cores for {need}"
+    if not problems and len(why_not) == len(clusters):
+        problems.append(f"$.gang: a gang of {gang} fits on none of the campaign's clusters "
+                        f"({'; '.join(f'{name}: {why}' for name, why in why_not.items())})")
+    return problems
 
 
 def _class_problems(name: str, user: str, classes: Mapping[str, frozenset[str] | None]) -> list[str]:

@@ -91,14 +91,19 @@ def shares_of_scenario(path: Path, config: Config) -> dict[str, Any]:
 
 
 def explain(scenario: Scenario, allocation: Allocation) -> dict[str, Any]:
-    """The allocation's JSON, with each class's priority, weight and policy."""
+    """The allocation's JSON, with each class's priority, weight, policy, pool and user limit,
+    each user's weight, and the pools."""
     from cigri.metascheduler import fairshare
 
     result = fairshare.allocation_to_json(allocation)
     specs = {c.name: c for c in scenario.classes or (fairshare.ClassSpec("default"),)}
     for entry in result["classes"]:
         spec = specs[entry["name"]]
-        entry.update(priority=spec.priority, weight=spec.weight, policy=str(spec.policy))
+        entry.update(priority=spec.priority, weight=spec.weight, policy=str(spec.policy), pool=spec.pool,
+                     min_user_limit_percent=spec.min_user_limit_percent)
+    for entry in result["users"]:
+        entry["weight"] = scenario.user(entry["name"]).weight
+    result["pools"] = [{"name": p.name, "clusters": list(p.clusters), "parent": p.parent} for p in scenario.pools]
     return result
 
 

@@ -128,12 +128,15 @@ def _extensible(grid: Grid, conn: sqlite3.Connection, campaign_id: int, user: st
 
 
 def _parse(grid: Grid, jdl: JDLText, user: str, strict: bool) -> CampaignSpec:
+    from cigri.metascheduler import gangs  # not at import: status commands start without the metascheduler
+
     settings = grid.config.settings
     spec = parse_jdl(jdl.text, known_clusters=grid.cluster_backends(), user=user, base_dir=jdl.base_dir,
                      default_walltime=settings.default_walltime,
                      default_resources=settings.default_resources, source=jdl.source,
                      classes=grid.config.class_users(), default_class=grid.config.default_class(),
-                     homes=grid.cluster_homes(user), strict=strict, site_defaults=grid.config.admission.defaults)
+                     homes=grid.cluster_homes(user), strict=strict, site_defaults=grid.config.admission.defaults,
+                     cluster_cores=gangs.cluster_cores(grid.db.conn))
     admission.check_campaign(grid.config.admission, user, spec.class_name, spec.clusters,
                              spec.params.count if spec.params.count is not None else
                              None if spec.params.inline is None else len(spec.params.inline))

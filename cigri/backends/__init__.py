@@ -19,6 +19,10 @@ Identity (:mod:`cigri.backends.identity`): every spec names its owner (:attr:`Jo
 per batch), and :meth:`ClusterBackend.cancel` and :meth:`ClusterBackend.output_tail` are given
 the owner of the jobs they act on; a backend acts as that owner's login where its cluster's
 identity mode says so. :meth:`ClusterBackend.poll` sees every user's jobs, in one call.
+Gangs: when those specs are marked :attr:`JobSpec.gang`, they start together instead, all or
+none, in one remote job holding the resources of them all (Armada's gang scheduling; a Slurm
+job of N tasks, an OAR job on one host, N local slots at once), each still with its own id,
+status, output and walltime. A backend that cannot start them together refuses the batch.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ class JobSpec:
     group_walltime_seconds: int = 0  # that remote job's walltime; each spec keeps its own too
     memory_mb: int = 0  # memory per node the job reserves (MiB); 0: the cluster's default
     user: str = ""  # the cigri user owning the job (one per batch); "": cigri's own, run as the cluster's account
+    gang: bool = False  # the specs sharing its group start together, all or none (a gang)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,10 @@ file are; this module writes the shell and reads the file.
 
 cigri's own files (outputs, status files) are created private to the job's owner
 (:data:`SAVE_UMASK`, :func:`private_outputs`); the program runs with the job's own umask.
+
+A gang (``JobSpec.gang``) is a group whose specs start together instead: each in the background,
+behind the words the dialect gives to launch it inside the job's allocation (Slurm's ``srun``
+for a job step), and the job waits for them all. Its status file says the same.
 """
 
 from __future__ import annotations
@@ -119,15 +123,24 @@ def ids(groups: list[list[JobSpec]], remote_ids: list[str]) -> dict[str, str]:
     return result
 
 
-def branch(members: list[JobSpec], prefix: str, quote: Callable[[str], str]) -> list[str]:
-    """The lines of a script branch running a group; ``prefix`` is a shell word (it may expand
-    ``$SLURM_ARRAY_JOB_ID``...), every other value goes through ``quote``."""
+def branch(members: list[JobSpec], prefix: str, quote: Callable[[str], str], launch: tuple[str, ...] = ()) -> list[str]:
+    """The lines of a script branch running a group, or a gang at once behind ``launch``;
+    ``prefix`` is a shell word (it may expand ``$SLURM_ARRAY_JOB_ID``...), every other value
+    goes through ``quote``."""
     lines = ["  umask 077", f"  prefix={prefix}"]
+    gang = members[0].gang
     for n, spec in enumerate(members):
         exports = "".join(f"export {name}={quote(value)}; " for name, value in spec.environment.items())
-        argv = " ".join(quote(word) for word in spec.argv)
-        lines.append(f"  ({exports}cigri_member {n} {spec.walltime_seconds} {argv})")
+        argv = " ".join(quote(word) for word in ((*launch, *spec.argv) if gang else spec.argv))
+        lines.append(f"  ({exports}cigri_member {n} {spec.walltime_seconds} {argv})" + (" &" if gang else ""))
+    if gang:
+        lines.append("  wait")
     return lines
+
+
+def same_size(jobs: list[list[JobSpec]]) -> bool:
+    """Whether every gang of a batch has as many members: one array or oarsub has one request."""
+    return len({len(members) for members in jobs if members[0].gang}) <= 1
 
 
 def parse_read(stdout: str) -> dict[str, str]:

@@ -19,16 +19,20 @@ Scenario (JSON, read by :func:`scenario_from_json`; unknown keys are errors)::
   (optional size of one node, used by ``reserve`` classes), ``left_out`` (true: cigri cannot
   reach it this cycle; the jobs campaigns hold there keep their place and count in every share
   and allotment, and nothing starts or is killed there). A cluster may have 0 cores.
+- ``pools`` (optional; DUCC's nodepools): ``name``, ``clusters`` (a cluster is in at most one
+  pool), ``parent`` (absent or null: a subpool of the whole grid).
 - ``classes`` (optional; absent: one fair-share class named ``default``): ``name``,
   ``priority`` (order of evaluation: lower numbers are served first; default 0), ``weight``
   (> 0, default 1), ``policy`` = ``fair_share`` (preemptable) | ``fixed_share`` (never
   preempted, subject to allotment) | ``reserve`` (never preempted, whole nodes of exactly
   the declared size), ``users`` (allowed users; absent: everyone), ``clusters`` (allowed
-  clusters, DUCC's node pool; absent: all), ``default`` (true on at most one class; if none
-  is marked, the class named ``default`` is the default).
+  clusters; absent: all), ``default`` (true on at most one class; if none is marked, the
+  class named ``default`` is the default), ``pool`` (absent: the whole grid's),
+  ``min_user_limit_percent`` (YARN's; fair_share classes only).
 - ``users`` (optional registry; unlisted users have no allotment and no affinity): ``name``,
   ``allotment`` = null | cores | ``{"cores": n, "memory_gb": m}`` (the most the user may hold
-  in non-preemptable classes), ``affinity`` = ``{cluster: weight}`` (higher is preferred).
+  in non-preemptable classes), ``affinity`` = ``{cluster: weight}`` (higher is preferred),
+  ``weight`` (its share against the class's other users; default 1).
 - ``campaigns`` (required): ``id``, ``user``, ``pending`` (tasks in the bag), ``class``
   (absent or null: the default class), ``cores_per_task`` (default 1),
   ``memory_gb_per_task`` (default 0), ``max_jobs`` = null | n (whole grid) |
@@ -40,7 +44,10 @@ Scenario (JSON, read by :func:`scenario_from_json`; unknown keys are errors)::
   the JDL's order; absent: all),
   ``affinity`` (overrides the user's, per cluster, for new jobs only: the live cigri puts the
   predictor's flood penalties here, and a penalty must not move running jobs), ``throughput``
-  = ``{cluster: predicted jobs per hour}``.
+  = ``{cluster: predicted jobs per hour}``, ``gang`` (its tasks start this many at a time on
+  one cluster; default 1), ``succeeded`` = ``{cluster: jobs ended successfully}`` (absent:
+  past its start, no initialization cap), ``cap`` = ``{cluster: n}`` (its expand-by-doubling
+  cap this cycle).
 
 Output (:func:`allocation_to_json`, one JSON value): ``campaigns`` by id, each with ``id``,
 ``user``, ``class``, ``policy``, ``test_mode``, ``demand`` (pending + running), ``running``,
@@ -48,12 +55,15 @@ Output (:func:`allocation_to_json`, one JSON value): ``campaigns`` by id, each w
 ``preempt`` (running jobs to kill there this cycle), ``start`` (jobs to start there this cycle,
 after the kills), ``fair_share`` = ``{"jobs": n, "dominant": share of the grid}`` at target, and
 ``reason`` ("; "-joined: "test mode", "paused: never preempted", "fixed_share: never preempted",
-"normal jobs: never preempted", "capped by demand",
+"normal jobs: never preempted", "gang of N", "capped by demand",
 "capped by max_jobs", "capped by allotment", "at fair share", "above share: preempting N [of E]",
 "above share by E: preemption cap reached", "above share by E: N expected to end by themselves",
 "above share by E: within the preemption deadzone", "above share by E: its user's own campaigns
 wait for these to end", "above share by E: no one below share is starved (preempt_threshold)",
-"below share: preempting N", ...); then ``classes`` (by priority, then name) and ``users``,
+"below share: preempting N", "initialization cap on C: N job(s) until one ends successfully
+there", "expanding by doubling on C: N job(s) this cycle", "squatting in pool P: residents
+first", "at its user limit (min_user_limit_percent)", "waiting for older users
+(min_user_limit_percent)", ...); then ``classes`` (by priority, then name) and ``users``,
 each summing its campaigns' ``campaigns``, ``demand``, ``running``, ``target``, ``start`` and
 ``preempt`` jobs, with ``held`` (dominant share of the grid its running jobs use) and
 ``fair_share`` at target; ``clusters`` (capacity, jobs running, at target, started and killed
@@ -85,7 +95,18 @@ How the targets are found (DUCC's how-much, Armada's cost and placement, DRF):
    campaign may lower); then a cluster where the campaign has a running job to re-place (the
    one where it runs most), then one the user already has to itself, then an unused one
    (Armada's per-queue packing, so preemption stays between few users), then the best
-   predicted throughput, the most room, and the JDL's order.
+   predicted throughput, the most room (``placement = "pack"``: the least room that fits,
+   Armada's smallest fit), and the JDL's order.
+5. The seeds' other policies (docs/policies.md), each off unless switched on: with pools, every
+   pool is filled with its residents first (the campaigns of its classes), then preemptable
+   campaigns squat in their pool's subpools on what is left, and squatters are killed first;
+   a campaign with no success yet on a cluster holds at most ``init_cap`` jobs there, and after
+   one at most its ``cap``; a gang campaign takes whole gangs, on one cluster each, counted
+   whole in its share, and is killed by whole gangs (the last kill may pass the cap by less
+   than a gang); a user's share inside its class is in proportion to its ``weight``; in a class
+   with ``min_user_limit_percent`` the users are first filled up to YARN's user limits (a
+   fraction of the class's share found by a first fill), in the order of their oldest
+   campaign, then as usual.
 
 Rounding: jobs are whole, and the fill hands them out one at a time, each checked against the
 space left, so no fractional share is ever rounded and a cluster is never overcommitted. For
@@ -141,6 +162,25 @@ class Policy(StrEnum):
     RESERVE = "reserve"
 
 
+class Placement(StrEnum):
+    """Where a new job goes among equally good clusters: the one with the most room left
+    (``spread``) or the smallest one it fits (``pack``, Armada's: whole clusters stay free for
+    wide tasks)."""
+
+    SPREAD = "spread"
+    PACK = "pack"
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """A named set of clusters (DUCC's nodepool); pools nest through ``parent`` (None: a subpool
+    of the whole grid) and never share a cluster."""
+
+    name: str
+    clusters: tuple[str, ...]
+    parent: str | None = None
+
+
 @dataclass(frozen=True)
 class ClusterSpec:
     name: str
@@ -160,6 +200,8 @@ class ClassSpec:
     users: frozenset[str] | None = None  # None: every user
     clusters: tuple[str, ...] | None = None  # None: every cluster
     default: bool = False
+    pool: str | None = None  # its pool; None: the whole grid's (the clusters in no pool)
+    min_user_limit_percent: float | None = None  # YARN's: the least share of the class a user is served
 
 
 @dataclass(frozen=True)
@@ -168,6 +210,7 @@ class UserSpec:
     allotment_cores: int | None = None  # most cores held in non-preemptable classes
     allotment_memory_gb: float | None = None
     affinity: Mapping[str, float] = field(default_factory=dict)
+    weight: float = 1.0  # its share inside a class, against the class's other users
 
 
 @dataclass(frozen=True)
@@ -189,6 +232,9 @@ class CampaignSpec:
     clusters: tuple[str, ...] | None = None  # usable clusters in the JDL's order; None: all
     affinity: Mapping[str, float] = field(default_factory=dict)  # overrides the user's
     throughput: Mapping[str, float] = field(default_factory=dict)  # predicted jobs per hour
+    gang: int = 1  # its tasks start this many at a time on one cluster, all or none
+    succeeded: Mapping[str, int] | None = None  # jobs ended successfully per cluster; None: past its start
+    cap: Mapping[str, int] = field(default_factory=dict)  # expand-by-doubling: most jobs per cluster now
 
     @property
     def demand(self) -> int:
@@ -207,16 +253,23 @@ class Scenario:
     campaigns: tuple[CampaignSpec, ...]
     classes: tuple[ClassSpec, ...] = ()
     users: tuple[UserSpec, ...] = ()
+    pools: tuple[PoolSpec, ...] = ()
 
     def __post_init__(self) -> None:
         clusters = _unique("clusters", (c.name for c in self.clusters), "name")
         classes = _unique("classes", (c.name for c in self.classes), "name") or {_IMPLICIT_CLASS.name}
         _unique("users", (u.name for u in self.users), "name")
         _unique("campaigns", (c.id for c in self.campaigns), "id")
+        _check_pools(self.pools, clusters)
+        pools = {p.name for p in self.pools}
         for i, klass in enumerate(self.classes):
             _known(f"classes[{i}].clusters", klass.clusters or (), clusters)
             if klass.default and any(c.default for c in self.classes[:i]):
                 raise ValueError(f"classes[{i}].default: only one class may be the default")
+            if klass.pool is not None and klass.pool not in pools:
+                raise ValueError(f"classes[{i}].pool: unknown pool {klass.pool!r}")
+            if klass.min_user_limit_percent is not None and klass.policy is not Policy.FAIR_SHARE:
+                raise ValueError(f"classes[{i}].min_user_limit_percent: only a fair_share class shares among users")
         for i, user in enumerate(self.users):
             _known(f"users[{i}].affinity", user.affinity, clusters)
         for i, campaign in enumerate(self.campaigns):
@@ -225,7 +278,8 @@ class Scenario:
                 raise ValueError(f"{where}.class: missing, and no class is the default")
             if campaign.class_name is not None and campaign.class_name not in classes:
                 raise ValueError(f"{where}.class: unknown class {campaign.class_name!r}")
-            for name in ("clusters", "running", "queued", "max_jobs_per_cluster", "affinity", "throughput"):
+            for name in ("clusters", "running", "queued", "max_jobs_per_cluster", "affinity", "throughput",
+                         "succeeded", "cap"):
                 _known(f"{where}.{'max_jobs' if name == 'max_jobs_per_cluster' else name}",
                        getattr(campaign, name) or (), clusters)
             for name, count in campaign.queued.items():
@@ -263,6 +317,27 @@ def _known(where: str, names: Iterable[str], clusters: set[str]) -> None:
     for name in names:
         if name not in clusters:
             raise ValueError(f"{where}.{name}: unknown cluster")
+
+
+def _check_pools(pools: Sequence[PoolSpec], clusters: set[str]) -> None:
+    """Pools have known clusters, none in two pools, and parents that nest without a loop."""
+    _unique("pools", (p.name for p in pools), "name")
+    parents = {p.name: p.parent for p in pools}
+    owner: dict[str, str] = {}
+    for i, pool in enumerate(pools):
+        _known(f"pools[{i}].clusters", pool.clusters, clusters)
+        for name in pool.clusters:
+            if owner.setdefault(name, pool.name) != pool.name:
+                raise ValueError(f"pools[{i}].clusters: {name!r} is already in pool {owner[name]!r}; "
+                                 "pools never overlap")
+        if pool.parent is not None and pool.parent not in parents:
+            raise ValueError(f"pools[{i}].parent: unknown pool {pool.parent!r}")
+        seen, above = {pool.name}, pool.parent
+        while above is not None:
+            if above in seen:
+                raise ValueError(f"pools[{i}].parent: pools nest in a loop through {above!r}")
+            seen.add(above)
+            above = parents[above]
 
 
 @dataclass(frozen=True)
@@ -330,8 +405,13 @@ class Allocation:
 
 
 def allocate(scenario: Scenario, preempt_fraction: float = 0.10, *, attrition_seconds: float = 0.0,
-             deadzone: float = 0.0, starvation: float = 1.0) -> Allocation:
+             deadzone: float = 0.0, starvation: float = 1.0, init_cap: int = 0,
+             placement: Placement | str = Placement.SPREAD) -> Allocation:
     """Targets, kills and starts for every campaign; deterministic (ties go to the lower id).
+
+    ``init_cap`` (DUCC's initialization cap; 0: none): a campaign holds at most this many jobs
+    on a cluster where its ``succeeded`` says none of its jobs ended successfully yet (a gang:
+    at least one gang). ``placement``: see :class:`Placement`.
 
     Three brakes on preemption, all YARN's: ``attrition_seconds`` (``preempt_horizon``): the
     above-target jobs that a campaign's ``throughput`` says will end by themselves within it
@@ -350,16 +430,25 @@ def allocate(scenario: Scenario, preempt_fraction: float = 0.10, *, attrition_se
         raise ValueError(f"attrition_seconds: {attrition_seconds} is not a finite number >= 0")
     if not 0 <= deadzone < _INF:
         raise ValueError(f"deadzone: {deadzone} is not a finite number >= 0")
-    plan = _Plan(scenario)
+    if isinstance(init_cap, bool) or not isinstance(init_cap, int) or init_cap < 0:
+        raise ValueError(f"init_cap: {init_cap!r} is not an integer >= 0")
+    plan = _Plan(scenario, init_cap, Placement(placement))
     none = {k.id: [0] * plan.size for k in plan.campaigns}
     running = {k.id: plan.counts(k.spec.running) for k in plan.campaigns}
     frozen = {k.id: [n if plan.left_out[c] else 0 for c, n in enumerate(running[k.id])] for k in plan.campaigns}
     movable = {k.id: [r - f for r, f in zip(running[k.id], frozen[k.id])] for k in plan.campaigns}
-    ideal = _Fill(plan, pinned={k.id: frozen[k.id] if k.preemptable else running[k.id] for k in plan.campaigns},
-                  evicted={k.id: movable[k.id] if k.preemptable else none[k.id] for k in plan.campaigns},
-                  cluster_caps={k.id: k.cluster_caps for k in plan.campaigns},
-                  total_caps={k.id: k.total_cap for k in plan.campaigns})
-    ideal.run()
+
+    def ideal_fill(limits: Mapping[tuple[str, str], float]) -> _Fill:
+        fill = _Fill(plan, pinned={k.id: frozen[k.id] if k.preemptable else running[k.id] for k in plan.campaigns},
+                     evicted={k.id: movable[k.id] if k.preemptable else none[k.id] for k in plan.campaigns},
+                     cluster_caps={k.id: k.cluster_caps for k in plan.campaigns},
+                     total_caps={k.id: k.total_cap for k in plan.campaigns}, limits=limits)
+        fill.run()
+        return fill
+
+    ideal = ideal_fill({})
+    if plan.limited:  # YARN's user limits are fractions of the class's share: known once it is filled
+        ideal = ideal_fill(_user_limits(plan, ideal))
     target = ideal.placed
     queued = {k.id: plan.counts(k.spec.queued) for k in plan.campaigns}
     # the running (not queued) jobs kills can reach: a left-out cluster's are out of reach
@@ -456,14 +545,36 @@ class _Campaign:
         self.allotment: Vector = (_INF if user.allotment_cores is None else float(user.allotment_cores),
                                   _INF if user.allotment_memory_gb is None else user.allotment_memory_gb)
         names = spec.clusters if spec.clusters is not None else [c.name for c in scenario.clusters]
-        self.clusters = [plan.index[n] for n in names if not plan.left_out[plan.index[n]]
-                         and (self.klass.clusters is None or n in self.klass.clusters) and self._fits_reserve(plan, n)]
+        usable = [plan.index[n] for n in names if not plan.left_out[plan.index[n]]
+                  and (self.klass.clusters is None or n in self.klass.clusters) and self._fits_reserve(plan, n)]
+        # DUCC's nodepools: residents in the class's own pool; preemptable work also squats in its subpools
+        self.resident = [c for c in usable if plan.owner[c] == self.klass.pool]
+        self.squat: dict[int, str] = {c: pool for c in usable if (pool := plan.owner[c]) is not None
+                                      and self.preemptable and plan.below(pool, self.klass.pool)}
+        self.clusters = [c for c in usable if c in self.squat or plan.owner[c] == self.klass.pool]
         self.affinity = [spec.affinity.get(c.name, user.affinity.get(c.name, 0.0)) for c in scenario.clusters]
         self.claim = [user.affinity.get(c.name, 0.0) for c in scenario.clusters]  # what may move a running job
         self.throughput = [spec.throughput.get(c.name, 0.0) for c in scenario.clusters]
-        per_cluster = [spec.max_jobs_per_cluster.get(c.name, _INF) for c in scenario.clusters]
-        self.cluster_caps = [min(cap, 1) for cap in per_cluster] if spec.test_mode else per_cluster
-        self.total_cap = min(spec.demand, _INF if spec.max_jobs is None else spec.max_jobs)
+        self.gang = spec.gang
+        self.cluster_caps: list[float] = []
+        self.capped_by: list[str] = []  # which cap each cluster's is: max_jobs, init or doubling
+        for c in scenario.clusters:
+            self.cluster_caps.append(spec.max_jobs_per_cluster.get(c.name, _INF))
+            self.capped_by.append("max_jobs")
+            if spec.test_mode:  # one job per cluster; a gang: one gang
+                self._cap_at(self.gang, "max_jobs")
+            if plan.init_cap and spec.succeeded is not None and not spec.succeeded.get(c.name, 0):
+                # it limits what starts: jobs already running (the cap just turned on) are not killed for it
+                self._cap_at(max(plan.init_cap, self.gang, spec.running.get(c.name, 0)), "init")
+            elif c.name in spec.cap:
+                self._cap_at(max(spec.cap[c.name], self.gang), "doubling")
+            self.cluster_caps[-1] = _whole_gangs(self.cluster_caps[-1], self.gang)
+        total = _INF if spec.max_jobs is None else _whole_gangs(spec.max_jobs, self.gang)
+        self.total_cap = min(spec.demand, total)
+
+    def _cap_at(self, cap: float, why: str) -> None:
+        if cap < self.cluster_caps[-1]:
+            self.cluster_caps[-1], self.capped_by[-1] = cap, why
 
     def _fits_reserve(self, plan: _Plan, name: str) -> bool:
         """A reservation takes whole nodes of exactly its size: never promoted to a bigger node."""
@@ -472,6 +583,11 @@ class _Campaign:
             return True
         return self.spec.cores_per_task == cluster.node_cores and (
             cluster.node_memory_gb is None or self.spec.memory_gb_per_task <= cluster.node_memory_gb)
+
+
+def _whole_gangs(cap: float, gang: int) -> float:
+    """A cap in jobs, down to whole gangs."""
+    return cap if cap == _INF else cap - cap % gang
 
 
 @dataclass
@@ -485,11 +601,15 @@ class _Level:
 class _Plan:
     """The scenario indexed for the fill: cluster indices, capacities, evaluation order."""
 
-    def __init__(self, scenario: Scenario) -> None:
-        self.scenario = scenario
+    def __init__(self, scenario: Scenario, init_cap: int = 0, placement: Placement = Placement.SPREAD) -> None:
+        self.scenario, self.init_cap, self.pack = scenario, init_cap, placement is Placement.PACK
         self.size = len(scenario.clusters)
         self.index = {c.name: i for i, c in enumerate(scenario.clusters)}
         self.left_out = [c.left_out for c in scenario.clusters]
+        pool_of = {name: p.name for p in scenario.pools for name in p.clusters}
+        self.owner: list[str | None] = [pool_of.get(c.name) for c in scenario.clusters]
+        self.parent = {p.name: p.parent for p in scenario.pools}
+        self.user_weight = {u.name: u.weight for u in scenario.users}
         self.capacity: list[Vector] = [(float(c.cores), _INF if c.memory_gb is None else c.memory_gb)
                                        for c in scenario.clusters]
         memory = [c.memory_gb for c in scenario.clusters]
@@ -497,6 +617,9 @@ class _Plan:
                               _INF if None in memory else float(sum(m for m in memory if m is not None)))
         self.inverse = tuple(1 / t if 0 < t < _INF else 0.0 for t in self.total)
         self.campaigns = [_Campaign(self, spec) for spec in scenario.campaigns]
+        self.squatters = any(k.squat for k in self.campaigns)
+        self.limited = {c.name: c.min_user_limit_percent for c in scenario.classes
+                        if c.min_user_limit_percent is not None}
         self.weight = {c.name: c.weight for c in scenario.classes} or {_IMPLICIT_CLASS.name: 1.0}
         self.test = sorted((k for k in self.campaigns if k.spec.test_mode), key=lambda k: k.id)
         levels: dict[int, _Level] = {}
@@ -505,6 +628,14 @@ class _Plan:
                 level = levels.setdefault(k.klass.priority, _Level())
                 (level.fair if k.klass.policy is Policy.FAIR_SHARE else level.turns).append(k)
         self.levels = [levels[p] for p in sorted(levels)]
+
+    def below(self, pool: str | None, ancestor: str | None) -> bool:
+        """Whether ``pool`` is a strict subpool of ``ancestor`` (None: the whole grid's)."""
+        while pool is not None:
+            pool = self.parent[pool]
+            if pool == ancestor:
+                return True
+        return False
 
     def counts(self, per_name: Mapping[str, int]) -> list[int]:
         return [per_name.get(c.name, 0) for c in self.scenario.clusters]
@@ -541,11 +672,19 @@ class _Queue:
 
 
 class _Fill:
-    """One progressive-filling pass; ``placed`` holds the result per campaign and cluster."""
+    """One progressive-filling pass; ``placed`` holds the result per campaign and cluster.
+
+    With pools, in two rounds (DUCC): first every campaign on its own pool's clusters, then the
+    preemptable ones also squat in its subpools, so that squatters only take what residents
+    leave. ``limits``: YARN's user limits, a dominant share per (class, user) of a limited class.
+    """
 
     def __init__(self, plan: _Plan, pinned: Mapping[int, list[int]], evicted: Mapping[int, list[int]],
-                 cluster_caps: Mapping[int, Sequence[float]], total_caps: Mapping[int, float]) -> None:
+                 cluster_caps: Mapping[int, Sequence[float]], total_caps: Mapping[int, float],
+                 limits: Mapping[tuple[str, str], float] | None = None) -> None:
         self.plan, self.cluster_caps, self.total_caps = plan, cluster_caps, total_caps
+        self.limits = limits or {}
+        self.squatting = False
         self.evicted = {k: list(counts) for k, counts in evicted.items()}
         self.evicted_use: list[Vector] = [_ZERO] * plan.size
         self.placed = {k.id: [0] * plan.size for k in plan.campaigns}
@@ -566,14 +705,19 @@ class _Fill:
             for k in level.turns:
                 self._in_turn(k)
             self._progressive(level.fair)
+        if self.plan.squatters:  # non-preemptable work never squats: only the fair-share levels again
+            self.squatting = True
+            for level in self.plan.levels:
+                self._progressive(level.fair)
 
     def _in_turn(self, k: _Campaign) -> None:
-        while self._can_take(k) and (c := self._choose(k)) is not None:
-            self._place(k, c)
+        while self._can_take(k) and (choice := self._choose(k)) is not None:
+            self._place(k, *choice)
 
     def _progressive(self, campaigns: list[_Campaign]) -> None:
         """Hierarchical max-min: each job goes to the smallest class share per weight, inside it
-        to the smallest user share, inside that to the smallest campaign share."""
+        to the smallest user share per weight (users under their limit first), inside that to the
+        smallest campaign share."""
         by_id = {k.id: k for k in campaigns}
         users: defaultdict[tuple[str, str], _Queue] = defaultdict(_Queue)
         classes: defaultdict[str, _Queue] = defaultdict(_Queue)
@@ -585,7 +729,7 @@ class _Fill:
             if top is None:
                 classes[user[0]].drop(user)
             else:
-                classes[user[0]].set(user, self._key(user, by_id[top]))
+                classes[user[0]].set(user, self._user_key(user, by_id[top]))
             best = classes[user[0]].top()
             if best is None:
                 level.drop(user[0])
@@ -600,38 +744,56 @@ class _Fill:
         while (name := level.top()) is not None:
             user = classes[name].top()
             k = by_id[users[user].top()]
-            c = self._choose(k)
-            if c is not None:
-                self._place(k, c)
-            if c is None or not self._can_take(k):
+            choice = self._choose(k)
+            if choice is not None:
+                self._place(k, *choice)
+            if choice is None or not self._can_take(k):
                 users[user].drop(k.id)
             else:
                 users[user].set(k.id, (-k.priority, *self._key(k.id, k)))
             refresh(user)
 
+    def _unit(self, k: _Campaign) -> int:
+        """Jobs k takes at once: one, or a gang (the last one of its demand may be smaller)."""
+        return int(min(k.gang, self.total_caps[k.id] - sum(self.placed[k.id])))
+
     def _key(self, entity: Any, k: _Campaign, weight: float = 1.0) -> tuple[float, bool, int]:
-        """Share after taking k's next job (Armada), re-placing before starting, then id."""
-        return (self.plan.share(_add(self.use[entity], k.cost)) / weight, not any(self.evicted[k.id]), k.id)
+        """Share after taking k's next job or gang (Armada), re-placing before starting, then id."""
+        return (self.plan.share(_add(self.use[entity], _times(k.cost, self._unit(k)))) / weight,
+                not any(self.evicted[k.id]), k.id)
+
+    def _user_key(self, user: tuple[str, str], k: _Campaign) -> tuple[Any, ...]:
+        """A user's place in its class: by share per weight; in a limited class the users still
+        under their limit first (YARN's minimum user-limit percent)."""
+        key = self._key(user, k, self.plan.user_weight.get(user[1], 1.0))
+        if user[0] not in self.plan.limited:
+            return key
+        share = self.plan.share(_add(self.use[user], _times(k.cost, self._unit(k))))
+        return (share > self.limits.get(user, 0.0) + _EPSILON, *key)
 
     def _can_take(self, k: _Campaign) -> bool:
         if not k.allowed_user or sum(self.placed[k.id]) >= self.total_caps[k.id]:
             return False
-        cores, memory = _add(self.held[k.user], k.cost)
+        cores, memory = _add(self.held[k.user], _times(k.cost, self._unit(k)))
         return not k.counts_allotment or (cores <= k.allotment[0] + _EPSILON and memory <= k.allotment[1] + _EPSILON)
 
-    def _choose(self, k: _Campaign) -> int | None:
-        """The cluster for k's next job, or None when no usable cluster has room under its caps.
+    def _choose(self, k: _Campaign) -> tuple[int, int] | None:
+        """The cluster for k's next job or gang and how many jobs go there, or None when no usable
+        cluster has room under its caps (a gang: for all of it, on one cluster).
 
         Written out in scalars: it runs once per job placed.
         """
         best: tuple[Any, ...] | None = None
         chosen = None
         need_cores, need_memory = k.cost
+        unit = self._unit(k)
         placed, caps, evicted = self.placed[k.id], self.cluster_caps[k.id], self.evicted[k.id]
-        for order, c in enumerate(k.clusters):
+        pack = self.plan.pack
+        for order, c in enumerate(k.clusters if self.squatting else k.resident):
+            n = min(unit, evicted[c]) if evicted[c] else unit  # a running gang is re-placed whole
             (cores, memory), (used_cores, used_memory) = self.plan.capacity[c], self.used[c]
-            if (placed[c] >= caps[c] or used_cores + need_cores > cores + _EPSILON
-                    or (need_memory and used_memory + need_memory > memory + _EPSILON)):
+            if (placed[c] + n > caps[c] or used_cores + n * need_cores > cores + _EPSILON
+                    or (need_memory and used_memory + n * need_memory > memory + _EPSILON)):
                 continue
             affinity = -k.affinity[c]
             claim = -k.claim[c]
@@ -648,9 +810,10 @@ class _Fill:
                 tier = 1 if not users else 0 if len(users) == 1 and k.user in users else 2
                 # only the user's affinity displaces others' running jobs: the campaign's (flood
                 # penalties) goes where there is room first, or cycles would kill each other's jobs
-                key = (claim, room < 1, affinity, 1, tier, -k.throughput[c], -max(room, 0), order)
+                key = (claim, room < n, affinity, 1, tier, -k.throughput[c],
+                       max(room, 0) if pack else -max(room, 0), order)
             if best is None or key < best:
-                best, chosen = key, c
+                best, chosen = key, (c, n)
         return chosen
 
     def _place(self, k: _Campaign, c: int, n: int = 1) -> None:
@@ -665,6 +828,30 @@ class _Fill:
             self.use[entity] = _add(self.use[entity], cost)
         if k.counts_allotment:
             self.held[k.user] = _add(self.held[k.user], cost)
+
+
+def _user_limits(plan: _Plan, fill: _Fill) -> dict[tuple[str, str], float]:
+    """YARN's user limits in each limited class: max(class share / active users, class share x
+    percent / 100), times the user's weight, handed out to the users in the order of their oldest
+    campaign (the lowest id) until the class's share, as ``fill`` gave it, is spent."""
+    limits: dict[tuple[str, str], float] = {}
+    for name, percent in plan.limited.items():
+        oldest: dict[str, int] = {}
+        demand: defaultdict[str, Vector] = defaultdict(lambda: _ZERO)
+        for k in plan.campaigns:
+            if k.klass.name == name and k.allowed_user and not k.spec.test_mode and k.total_cap > 0:
+                oldest[k.user] = min(oldest.get(k.user, k.id), k.id)
+                demand[k.user] = _add(demand[k.user], _times(k.cost, min(k.total_cap, k.spec.demand)))
+        if not oldest:
+            continue
+        share = plan.share(fill.use[name])
+        weights = {u: plan.user_weight.get(u, 1.0) for u in oldest}
+        limit = max(share / sum(weights.values()), share * percent / 100)
+        left = share
+        for user in sorted(oldest, key=lambda u: (oldest[u], u)):
+            limits[(name, user)] = mine = min(weights[user] * limit, left)
+            left -= min(mine, plan.share(demand[user]))
+    return limits
 
 
 def _preemptions(plan: _Plan, running: dict[int, list[int]], queued: dict[int, list[int]],
@@ -682,8 +869,10 @@ def _preemptions(plan: _Plan, running: dict[int, list[int]], queued: dict[int, l
     and lose the work; the one below its share takes over as the other's jobs end. Returns the
     kills, for the campaigns spared only by these rules why, and whether the cap stopped a kill.
 
-    Order: the class evaluated last, the user furthest above its share (YARN's user limit), the
-    lowest campaign priority, the campaign furthest above its share, the youngest campaign.
+    Order: squatters first (DUCC: residents only once the squatters are gone; on the clusters
+    where they squat first), then the class evaluated last, the user furthest above its share
+    (YARN's user limit), the lowest campaign priority, the campaign furthest above its share,
+    the youngest campaign. A gang is killed whole.
     """
     preempt = {k.id: [0] * plan.size for k in plan.campaigns}
     free: list[Vector] = []
@@ -726,8 +915,12 @@ def _preemptions(plan: _Plan, running: dict[int, list[int]], queued: dict[int, l
     def over(entity: Any) -> float:
         return plan.share(now[entity]) - plan.share(goal[entity])
 
+    def above(k: _Campaign, c: int) -> bool:
+        return running[k.id][c] - preempt[k.id][c] - ending[k.id][c] > tolerated[k.id][c]
+
     def key(k: _Campaign) -> tuple[float, ...]:
-        return (-k.klass.priority, -over((k.klass.name, k.user)), k.priority, -over(k.id), -k.id)
+        resident = not any(above(k, c) for c in k.squat)
+        return (resident, -k.klass.priority, -over((k.klass.name, k.user)), k.priority, -over(k.id), -k.id)
 
     queue = _Queue()
     by_id = {k.id: k for k in plan.campaigns if k.preemptable}
@@ -736,26 +929,27 @@ def _preemptions(plan: _Plan, running: dict[int, list[int]], queued: dict[int, l
     killed, spared, capped = 0, {}, False
     while (top := queue.top()) is not None:
         k = by_id[top]
-        above = [c for c in range(plan.size) if running[k.id][c] - preempt[k.id][c] - ending[k.id][c] > tolerated[k.id][c]]
-        useful = [c for c in above if short_for(k, c)]
+        over_on = [c for c in range(plan.size) if above(k, c)]
+        useful = [c for c in over_on if short_for(k, c)]
         if not useful:
-            if any(short_for(k, c, starving=False) for c in above):
+            if any(short_for(k, c, starving=False) for c in over_on):
                 spared[k.id] = "no one below share is starved (preempt_threshold)"
-            elif any(short_for(k, c, starving=False, others=False) for c in above):
+            elif any(short_for(k, c, starving=False, others=False) for c in over_on):
                 spared[k.id] = "its user's own campaigns wait for these to end"
             queue.drop(k.id)
             continue
-        c = min(useful, key=lambda c: (tolerated[k.id][c] + preempt[k.id][c] - running[k.id][c], c))
-        if preempt[k.id][c] >= queued[k.id][c]:  # its queued jobs there are all killed: a running one
-            if killed >= cap:
-                capped = True
-                queue.drop(k.id)
-                continue
-            killed += 1
-        preempt[k.id][c] += 1
-        free[c] = _add(free[c], k.cost)
+        c = min(useful, key=lambda c: (c not in k.squat, tolerated[k.id][c] + preempt[k.id][c] - running[k.id][c], c))
+        unit = min(k.gang, running[k.id][c] - preempt[k.id][c])  # a gang, or what is left of one
+        losing = unit - max(0, min(unit, queued[k.id][c] - preempt[k.id][c]))  # its queued jobs go first, free
+        if losing and killed >= cap:  # a gang goes whole: the last one may overshoot the cap
+            capped = True
+            queue.drop(k.id)
+            continue
+        killed += losing
+        preempt[k.id][c] += unit
+        free[c] = _add(free[c], _times(k.cost, unit))
         for entity in (k.id, (k.klass.name, k.user)):
-            now[entity] = _add(now[entity], _times(k.cost, -1))
+            now[entity] = _add(now[entity], _times(k.cost, -unit))
         for j in members[(k.klass.name, k.user)]:
             if j.id in queue.keys:
                 queue.set(j.id, key(j))
@@ -775,24 +969,38 @@ def _reason(plan: _Plan, k: _Campaign, fill: _Fill, running: list[int], target: 
         parts.append(f"{k.klass.policy}: never preempted")
     elif not k.spec.best_effort:
         parts.append("normal jobs: never preempted")
+    if k.gang > 1:
+        parts.append(f"gang of {k.gang}")
     total = sum(target)
+    at_cap = [c for c in k.clusters if target[c] >= k.cluster_caps[c]]
+    user = (k.klass.name, k.user)
+    limit = fill.limits.get(user)
     if not k.allowed_user:
         parts.append(f"user {k.user} not allowed in class {k.klass.name}")
     elif not k.clusters:
         parts.append("no usable cluster")
     elif total >= k.spec.demand:
         parts.append("capped by demand")
-    elif total >= fill.total_caps[k.id] or (not k.spec.test_mode and all(
-            target[c] >= k.cluster_caps[c] for c in k.clusters)):
-        parts.append("capped by max_jobs")
+    elif total >= fill.total_caps[k.id] or (not k.spec.test_mode and len(at_cap) == len(k.clusters)):
+        if total >= fill.total_caps[k.id] or any(k.capped_by[c] == "max_jobs" for c in at_cap):
+            parts.append("capped by max_jobs")
     elif not fill._can_take(k):
         parts.append("capped by allotment")
-    elif not any(_fits(_ZERO, k.cost, plan.capacity[c]) for c in k.clusters):
-        parts.append("task larger than any usable cluster")
+    elif not any(_fits(_ZERO, _times(k.cost, k.gang), plan.capacity[c]) for c in k.clusters):
+        parts.append(f"{'gang' if k.gang > 1 else 'task'} larger than any usable cluster")
+    elif limit is not None and limit <= _EPSILON:
+        parts.append("waiting for older users (min_user_limit_percent)")
+    elif limit is not None and abs(plan.share(fill.use[user]) - limit) <= _EPSILON:
+        parts.append("at its user limit (min_user_limit_percent)")
     elif k.preemptable:
         parts.append("at fair share")
-    elif not all(target[c] >= k.cluster_caps[c] for c in k.clusters):
+    elif len(at_cap) < len(k.clusters):
         parts.append("waiting for space")
+    if "capped by demand" not in parts:
+        parts += _expansion(plan, k, at_cap)
+    squatting = sorted({pool for c, pool in k.squat.items() if target[c] or running[c]})
+    if squatting:
+        parts.append(f"squatting in pool {', '.join(squatting)}: residents first")
     excess = max(0, sum(running) - total) if k.preemptable else 0
     killed = sum(preempt)
     if killed:
@@ -808,6 +1016,19 @@ def _reason(plan: _Plan, k: _Campaign, fill: _Fill, running: list[int], target: 
         waiting_on = sum(killed_on[c] for c in range(plan.size) if hold[c] < target[c])
         parts.append(f"below share: preempting {waiting_on}" if waiting_on else "below share: waiting for space")
     return "; ".join(parts)
+
+
+def _expansion(plan: _Plan, k: _Campaign, at_cap: list[int]) -> list[str]:
+    """What holds the campaign back on the clusters where DUCC's initialization cap or its
+    expand-by-doubling cap binds."""
+    words = []
+    for why, text in (("init", "initialization cap on {}: {} job(s) until one ends successfully there"),
+                      ("doubling", "expanding by doubling on {}: {} job(s) this cycle")):
+        names = [plan.scenario.clusters[c].name for c in at_cap if k.capped_by[c] == why]
+        if names:
+            caps = sorted({int(k.cluster_caps[plan.index[n]]) for n in names})
+            words.append(text.format(", ".join(names), "/".join(map(str, caps))))
+    return words
 
 
 _COUNT = {"type": "integer", "minimum": 0}
@@ -827,15 +1048,20 @@ _SCHEMA = _record(
         memory_gb={**_GB, "type": ["number", "null"]},
         node_cores={"type": ["integer", "null"], "minimum": 1}, node_memory_gb={**_GB, "type": ["number", "null"]},
         left_out={"type": "boolean"})},
+    pools={"type": "array", "items": _record(
+        ["name", "clusters"], name={"type": "string", "minLength": 1}, clusters={**_NAMES, "type": "array"},
+        parent={"type": ["string", "null"], "minLength": 1})},
     classes={"type": "array", "items": _record(
         ["name"], name={"type": "string", "minLength": 1}, priority={"type": "integer"},
         weight={"type": "number", "exclusiveMinimum": 0}, policy={"enum": [p.value for p in Policy]},
-        users=_NAMES, clusters=_NAMES, default={"type": "boolean"})},
+        users=_NAMES, clusters=_NAMES, default={"type": "boolean"}, pool={"type": ["string", "null"], "minLength": 1},
+        min_user_limit_percent={"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 100})},
     users={"type": "array", "items": _record(
         ["name"], name={"type": "string", "minLength": 1}, affinity={"type": "object",
                                                                      "additionalProperties": {"type": "number"}},
         allotment={"anyOf": [{"type": "null"}, _COUNT, _record(
-            [], cores={**_COUNT, "type": ["integer", "null"]}, memory_gb={**_GB, "type": ["number", "null"]})]})},
+            [], cores={**_COUNT, "type": ["integer", "null"]}, memory_gb={**_GB, "type": ["number", "null"]})]},
+        weight={"type": "number", "exclusiveMinimum": 0})},
     campaigns={"type": "array", "items": _record(
         ["id", "user", "pending"], id={"type": "integer"}, user={"type": "string", "minLength": 1},
         pending=_COUNT, cores_per_task={"type": "integer", "minimum": 1}, memory_gb_per_task=_GB,
@@ -844,7 +1070,9 @@ _SCHEMA = _record(
         queued={"type": "object", "additionalProperties": _COUNT}, priority={"type": "integer"},
         test_mode={"type": "boolean"}, paused={"type": "boolean"}, best_effort={"type": "boolean"}, clusters=_NAMES,
         affinity={"type": "object", "additionalProperties": {"type": "number"}},
-        throughput=_PER_CLUSTER, **{"class": {"type": ["string", "null"]}})},
+        throughput=_PER_CLUSTER, gang={"type": "integer", "minimum": 1},
+        succeeded={"type": "object", "additionalProperties": _COUNT},
+        cap={"type": "object", "additionalProperties": _COUNT}, **{"class": {"type": ["string", "null"]}})},
 )
 _VALIDATOR = Draft202012Validator(_SCHEMA)
 
@@ -864,9 +1092,11 @@ def scenario_from_json(data: Any) -> Scenario:
             policy=Policy(c.get("policy", Policy.FAIR_SHARE)),
             users=None if c.get("users") is None else frozenset(c["users"]),
             clusters=None if c.get("clusters") is None else tuple(c["clusters"]),
-            default=c.get("default", False)) for c in data.get("classes", [])),
+            default=c.get("default", False), pool=c.get("pool"),
+            min_user_limit_percent=_float(c.get("min_user_limit_percent"))) for c in data.get("classes", [])),
         users=tuple(_user(u) for u in data.get("users", [])),
         campaigns=tuple(_campaign(c) for c in data["campaigns"]),
+        pools=tuple(PoolSpec(p["name"], tuple(p["clusters"]), p.get("parent")) for p in data.get("pools", [])),
     )
 
 
@@ -879,7 +1109,8 @@ def _user(data: dict[str, Any]) -> UserSpec:
     if not isinstance(allotment, dict):
         allotment = {"cores": allotment}
     return UserSpec(name=data["name"], allotment_cores=allotment.get("cores"),
-                    allotment_memory_gb=_float(allotment.get("memory_gb")), affinity=data.get("affinity", {}))
+                    allotment_memory_gb=_float(allotment.get("memory_gb")), affinity=data.get("affinity", {}),
+                    weight=float(data.get("weight", 1)))
 
 
 def _campaign(data: dict[str, Any]) -> CampaignSpec:
@@ -893,7 +1124,8 @@ def _campaign(data: dict[str, Any]) -> CampaignSpec:
         test_mode=data.get("test_mode", False),
         paused=data.get("paused", False), best_effort=data.get("best_effort", True),
         clusters=None if data.get("clusters") is None else tuple(data["clusters"]),
-        affinity=data.get("affinity", {}), throughput=data.get("throughput", {}))
+        affinity=data.get("affinity", {}), throughput=data.get("throughput", {}), gang=data.get("gang", 1),
+        succeeded=data.get("succeeded"), cap=data.get("cap", {}))
 
 
 def allocation_to_json(allocation: Allocation) -> dict[str, Any]:

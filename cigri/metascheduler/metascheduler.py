@@ -10,6 +10,7 @@ tasks from the bags, never letting more of a campaign's jobs wait on a cluster t
 from __future__ import annotations
 
 import heapq
+import json
 import logging
 import re
 import sqlite3
@@ -25,7 +26,7 @@ from cigri.backends import Capacity
 from cigri.config import Config
 from cigri.cycle_context import CycleContext
 from cigri.grid import Grid
-from cigri.metascheduler import fairshare, windows
+from cigri.metascheduler import fairshare, gangs, windows
 from cigri.metascheduler.schedulers import finalize, test, workqueue
 from cigri.states import JOB_ACTIVE, TASK_OPEN, CampaignState, JobState, KillReason, TaskState, sql_in
 
@@ -58,18 +59,21 @@ def schedule(ctx: CycleContext) -> dict[tuple[int, str], int]:
             for cluster, count in share.preempt.items():
                 marked = _preempt(conn, share.id, gathered.cluster_ids[cluster], count)
                 log.info("campaign %s: preempting %s job(s) on %s (%s)", share.id, marked, cluster, share.reason)
+        gangs.kill_whole(conn)  # fair share's, flood control's or a user's kill of one member ends its gang
         room = dict(gathered.room)
         started = _start(conn, ctx, gathered, allocation, room)
-        finalize.replicate(conn, _within(ctx.capacities, room), ctx.grid.campaign_properties(list(gathered.names)),
+        singles = [c.id for c in gathered.scenario.campaigns if c.gang == 1]  # a gang's member is never replicated
+        finalize.replicate(conn, _within(ctx.capacities, room), ctx.grid.campaign_properties(singles),
                            {c.name: c.finalize for c in config.classes}, config.metascheduler.replica_delay)
     return started
 
 
 def allocate(config: Config, scenario: fairshare.Scenario) -> fairshare.Allocation:
-    """The pure allocation with the configuration's preemption brakes."""
+    """The pure allocation with the configuration's preemption brakes, initialization cap and placement."""
     settings = config.metascheduler
     return fairshare.allocate(scenario, settings.preempt_fraction, attrition_seconds=settings.preempt_horizon,
-                              deadzone=settings.preempt_deadzone, starvation=settings.preempt_threshold)
+                              deadzone=settings.preempt_deadzone, starvation=settings.preempt_threshold,
+                              init_cap=settings.init_cap, placement=settings.placement)
 
 
 def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gathered:
@@ -88,6 +92,11 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
     capped cluster offers no more free slots than its room (:mod:`cigri.cluster_caps`). A
     cluster where the campaign's owner has no login (:mod:`cigri.backends.identity`) is not
     one it may use.
+
+
+    With ``metascheduler.init_cap`` set, a campaign's ``succeeded`` are its jobs that ended
+    successfully on each cluster, and where some did its expand-by-doubling ``cap`` is twice the
+    jobs it holds there (DUCC: "twice the number of resources a job currently has").
     """
     conn, config = grid.db.conn, grid.config
     room = cluster_caps.room(conn, now)
@@ -130,6 +139,14 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
                for r in rows}
     penalties = predictor.affinity_penalties(conn, [r[0] for r in rows], now)  # after flood kills
     throughputs = predictor.throughputs(conn, [r[0] for r in rows], now)
+    gang = gangs.sizes(conn, [r[0] for r in rows])
+    init_cap = config.metascheduler.init_cap
+    succeeded: dict[int, dict[int, int]] = defaultdict(dict)
+    if init_cap:
+        for campaign_id, cluster_id, count in conn.execute(
+                "SELECT campaign_id, cluster_id, terminated FROM campaign_stats WHERE campaign_id IN "
+                "(SELECT value FROM json_each(?))", [json.dumps([r[0] for r in rows])]):
+            succeeded[campaign_id][cluster_id] = count
     campaigns = []
     for campaign_id, _, user, state, class_name, priority in rows:
         values = settings[campaign_id]
@@ -155,7 +172,12 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
             affinity={cluster_names[k]: config.users.of(user).affinity.get(cluster_names[k], 0.0)
                       - penalties[(campaign_id, k)] for k in usable if (campaign_id, k) in penalties},
             throughput={cluster_names[k]: throughputs[(campaign_id, k)] for k in usable
-                        if (campaign_id, k) in throughputs}))
+                        if (campaign_id, k) in throughputs},
+            gang=gang[campaign_id],
+            succeeded={cluster_names[k]: n for k, n in succeeded[campaign_id].items() if k in cluster_names}
+            if init_cap else None,
+            cap={cluster_names[k]: max(init_cap, 2 * held_on.get(k, 0)) for k, n in succeeded[campaign_id].items()
+                 if n and k in cluster_names}))
     known = {c.name for c in clusters}
     scenario = fairshare.Scenario(
         clusters=clusters, campaigns=tuple(campaigns),
@@ -163,8 +185,11 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
             name=c.name, priority=c.priority, weight=c.weight, policy=fairshare.Policy(c.policy),
             users=None if c.users is None else frozenset(c.users),
             clusters=None if c.clusters is None else tuple(n for n in c.clusters if n in known),
-            default=c.name == config.default_class()) for c in config.classes),
-        users=tuple(_user(config, name, known) for name in sorted({c.user for c in campaigns})))
+            default=c.name == config.default_class(), pool=c.pool,
+            min_user_limit_percent=c.min_user_limit_percent) for c in config.classes),
+        users=tuple(_user(config, name, known) for name in sorted({c.user for c in campaigns})),
+        pools=tuple(fairshare.PoolSpec(p.name, tuple(n for n in p.clusters if n in known), p.parent)
+                    for p in config.pools))
     return Gathered(scenario, {name: cid for cid, name in cluster_names.items()}, {r[0]: r[1] for r in rows}, room,
                     {campaign_id: why for campaign_id, why in refused.items() if why})
 
@@ -178,7 +203,7 @@ def _within(capacities: Mapping[int, Capacity], room: Mapping[int, int]) -> dict
 def _user(config: Config, name: str, clusters: set[str]) -> fairshare.UserSpec:
     user = config.users.of(name)
     return fairshare.UserSpec(name, allotment_cores=user.allotment, allotment_memory_gb=user.allotment_memory_gb,
-                              affinity={k: v for k, v in user.affinity.items() if k in clusters})
+                              affinity={k: v for k, v in user.affinity.items() if k in clusters}, weight=user.weight)
 
 
 def _memory_offer(capacity: Capacity, running_gb: float, queued_gb: float) -> float | None:
@@ -275,6 +300,8 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
     cluster where this cycle preempts, nobody queues beyond its target: those jobs would be the
     next cycle's kills (a campaign's queued job there started on a freed core and was killed
     again, every cycle). No job is created beyond a capped cluster's room, which this spends.
+    A gang campaign takes whole gangs (its tap lets at least one wait) and never queues ahead:
+    its jobs start together, on cores the allocation found for all of them.
     """
     taps = {(c, k): rate for c, k, rate in conn.execute(
         "SELECT t.campaign_id, t.cluster_id, t.rate FROM campaigns c JOIN taps t ON t.campaign_id = c.id "
@@ -288,8 +315,14 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
     started: dict[tuple[int, str], int] = {}
 
     def take(campaign_id: int, cluster: str, count: int) -> int:
-        key = (campaign_id, gathered.cluster_ids[cluster])
-        count = min(count, taps.get(key, tap_initial) - waiting.get(key, 0), cluster_room.get(key[1], count))
+        key, gang = (campaign_id, gathered.cluster_ids[cluster]), specs[campaign_id].gang
+        tap = taps.get(key, tap_initial)
+        tap = max(tap, gang) if tap else 0  # an open tap lets a whole gang wait; a closed one, nothing
+        allowed = min(count, tap - waiting.get(key, 0), cluster_room.get(key[1], count))
+        if gang > 1:  # whole gangs; only the allocation's own last gang, whole, may be smaller
+            count = allowed if allowed == count < gang else allowed - allowed % gang
+        else:
+            count = allowed
         taken = workqueue.take_tasks(conn, campaign_id, key[1], count) if count > 0 else 0
         waiting[key] = waiting.get(key, 0) + taken
         if key[1] in cluster_room:
@@ -306,7 +339,7 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
         cluster_id = gathered.cluster_ids[cluster.name]
         depth = _queue_depth(ctx, cluster_id)
         budget = depth - sum(n for (_, k), n in waiting.items() if k == cluster_id)
-        targets = _queue_weights(allocation, cluster.name)
+        targets = {c: n for c, n in _queue_weights(allocation, cluster.name).items() if specs[c].gang == 1}
         total = sum(targets.values())
         room: dict[int, int] = {}
         for c in targets:
@@ -314,6 +347,8 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
                 target = share_of[c].target.get(cluster.name, 0)
                 quota = target if cluster.name in contested else target + -(-depth * targets[c] // total)
                 cap = specs[c].max_jobs_per_cluster.get(cluster.name, quota)
+                if (succeeded := specs[c].succeeded) is not None:  # DUCC's caps: none ahead before a success
+                    cap = min(cap, specs[c].cap.get(cluster.name, quota) if succeeded.get(cluster.name) else target)
                 held = specs[c].running.get(cluster.name, 0) + started.get((c, cluster.name), 0)
                 room[c] = min(quota, cap) - held
         ahead = {c: 0 for c, n in room.items() if n > 0}

@@ -19,6 +19,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections import Counter
 from typing import Any
 
 from cigri.backends import Capacity, JobSpec, RemoteJob, RemoteState, identity
@@ -60,14 +61,21 @@ class LocalBackend:
         return self._conn
 
     def submit(self, specs: list[JobSpec]) -> dict[str, str]:
-        """Remote id = key, so a key already in the spool is returned, not started again."""
+        """Remote id = key, so a key already in the spool is returned, not started again. A gang's
+        members are queued together and the pool starts them together (each one slot)."""
         rows = []
+        gangs = Counter(spec.group for spec in specs if spec.gang and spec.group)
         for spec in specs:
             if not _VALID_ID.match(spec.key):
                 raise ValueError(f"job key {spec.key!r} cannot name a spool file")
+            if gangs[spec.group] > self.slots:
+                raise SubmissionRefused(f"{self.name}: a gang of {gangs[spec.group]} needs more than its "
+                                        f"{self.slots} slots")
+            gang = {"gang": spec.group, "gang_size": gangs[spec.group]} if spec.group in gangs else {}
             rows.append((spec.key, json.dumps({
                 "argv": list(spec.argv), "directory": spec.directory, "environment": spec.environment,
-                "walltime_seconds": spec.walltime_seconds, "name": spec.name, "user": self._login(spec.user)})))
+                "walltime_seconds": spec.walltime_seconds, "name": spec.name, "user": self._login(spec.user),
+                **gang})))
         with transaction(self.conn):
             self.conn.executemany("INSERT INTO jobs(key, spec) VALUES (?, ?) ON CONFLICT(key) DO NOTHING", rows)
         self._ensure_pool()

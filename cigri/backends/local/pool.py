@@ -367,23 +367,40 @@ class Pool:
         return busy
 
     def start_queued(self) -> bool:
-        """Claim the oldest queued jobs while slots are free (one transaction) and start them."""
+        """Claim the oldest queued jobs while slots are free (one transaction) and start them. A
+        gang's members (queued together) are claimed together once there are slots for all those
+        still queued, and until then nothing queued behind them starts (first come, first served)."""
         free = self.slots - len(self.jobs) - len(self.starting)
         if free <= 0 or not self.pending or self.stop:
             return False
         claimed: list[tuple[int, str, str]] = []
         with transaction(self.conn):
             while self.pending and len(claimed) < free:
-                seq = self.pending.popleft()
-                row = self.conn.execute("UPDATE jobs SET state = 'starting' WHERE seq = ? AND state = 'queued' "
-                                        "RETURNING key, spec", [seq]).fetchone()
-                if row is not None:  # else cancelled while waiting in our list
-                    claimed.append((seq, row[0], row[1]))
+                members = self._gang_at_head()
+                if len(claimed) + len(members) > free:
+                    break
+                for seq in members or [self.pending[0]]:
+                    self.pending.remove(seq)
+                    row = self.conn.execute("UPDATE jobs SET state = 'starting' WHERE seq = ? AND state = 'queued' "
+                                            "RETURNING key, spec", [seq]).fetchone()
+                    if row is not None:  # else cancelled while waiting in our list
+                        claimed.append((seq, row[0], row[1]))
         for seq, key, spec in claimed:
             future = self.spawner.submit(self.start, seq, key, spec)
             self.starting[future] = (seq, key, str(json.loads(spec).get("user") or ""))
             future.add_done_callback(self._wake_up)
         return bool(claimed)
+
+    def _gang_at_head(self) -> list[int]:
+        """The queued members of the gang of the first pending job ([] when it is not in a gang)."""
+        row = self.conn.execute("SELECT json_extract(spec, '$.gang'), json_extract(spec, '$.gang_size') FROM jobs "
+                                "WHERE seq = ?", [self.pending[0]]).fetchone()
+        if row is None or row[0] is None:
+            return []
+        following = list(self.pending)[:row[1]]
+        return [seq for seq, in self.conn.execute(
+            "SELECT seq FROM jobs WHERE seq IN (SELECT value FROM json_each(?)) AND state = 'queued' "
+            "AND json_extract(spec, '$.gang') = ? ORDER BY seq", [json.dumps(following), row[0]])] or following[:1]
 
     def _wake_up(self, _: object) -> None:
         try:

@@ -17,6 +17,10 @@ OAR itself cannot launch a job in just any directory (its launcher puts the path
 quotes in a Perl script; its REST API pastes it unquoted into shell lines), so OAR launches the
 job in the directory's longest plain ancestor (usually the directory itself), where the script
 and parameter file are also written, and the script enters the real directory.
+
+A gang of N jobs is one OAR job on one host asking N times a task's resources
+(``/host=1/core=4N`` for ``core=4``), its members started in the background by the script: OAR
+grants the job whole or not at all. The gangs of a batch are alike.
 """
 
 from __future__ import annotations
@@ -108,6 +112,9 @@ def build(specs: list[JobSpec], cluster_properties: str = "", cluster_project: s
                 raise SubmissionRefused(f"job {spec.key}: {name!r} is not an environment variable name")
         if any("\0" in word for word in (*spec.argv, *spec.environment.values())):
             raise SubmissionRefused(f"job {spec.key}: a NUL byte cannot be passed to a program")
+    resources = first.resources
+    if first.gang:
+        resources = gang_request(first.batch, resources, grouping.split(specs))
     script_text = script(specs)
     parameters = tuple(f"{_word(directory)} {key}" for key in job_keys(specs))
     digest = hashlib.sha256("\0".join((script_text, *parameters)).encode()).hexdigest()[:12]
@@ -117,8 +124,7 @@ def build(specs: list[JobSpec], cluster_properties: str = "", cluster_project: s
         # a re-sent batch has the same name; another cigri's reusing the number (same user) has not
         name=f"cigri.{first.batch}.{digest}",
         launch_directory=launch_directory(directory),
-        resources=resource_request(first.resources,
-                                   first.group_walltime_seconds if grouped else first.walltime_seconds),
+        resources=resource_request(resources, first.group_walltime_seconds if grouped else first.walltime_seconds),
         properties=" AND ".join(f"({p})" for p in plain) if len(plain) > 1 else "".join(plain),
         project=first.project or cluster_project,
         best_effort=first.best_effort,
@@ -126,6 +132,17 @@ def build(specs: list[JobSpec], cluster_properties: str = "", cluster_project: s
         script=script_text,
         parameters=parameters,
     )
+
+
+def gang_request(batch: str, resources: str, jobs: list[list[JobSpec]]) -> str:
+    """The resources of one gang: one host, its outermost level times the gang's size."""
+    levels = resources.strip().removeprefix("/").split("/")
+    name, _, count = levels[0].partition("=")
+    if not grouping.same_size(jobs) or not count.strip().isdigit() or name.strip() in ("nodes", "host",
+                                                                                      "network_address"):
+        raise SubmissionRefused(f"batch {batch}: an oarsub of gangs needs gangs of one size, each task asking "
+                                f"for cores of one host, not {resources!r}")
+    return "/".join(("/host=1", f"{name.strip()}={int(count) * len(jobs[0])}", *levels[1:]))
 
 
 def launch_directory(directory: str) -> str:

@@ -19,6 +19,10 @@ so that a ``reserve`` class takes nodes of exactly that size; unset: one pool of
 ``MaxSubmitJobs``: a batch that would go beyond is refused whole, as Slurm refuses an array;
 0: no limit). A batch holding a job the cluster could not run even empty (more cores or memory
 than it has) is refused whole, as Slurm refuses a job no node can run.
+
+A gang (``JobSpec.gang``) is one job of the world holding its members' cores and memory from
+the start of them all to the end of the last one, as a Slurm job of N tasks does; each member
+(``<gang job>+<n>``) ends at its own time, and shares the gang's fate when the gang is killed.
 """
 
 from __future__ import annotations
@@ -28,12 +32,14 @@ import random
 import re
 import zlib
 from collections import deque
+from dataclasses import dataclass
 from functools import partial
 from itertools import chain
 from pathlib import Path
 
 from cigri import clock
 from cigri.backends import Capacity, JobSpec, RemoteJob, RemoteState
+from cigri.backends import _grouping as grouping
 from cigri.backends.sim.world import Job, NodeWorld, World, node_count, read_trace
 from cigri.errors import ConfigError, SubmissionRefused, SubmitLimitReached
 
@@ -46,6 +52,14 @@ _STATES = {
     "preempted": RemoteState.PREEMPTED,
 }
 _CORES = re.compile(r"\bcores?=(\d+)")
+
+
+@dataclass(frozen=True)
+class _Member:
+    """When a gang member ends after the gang starts, and how (None: at its walltime)."""
+
+    seconds: float
+    exit_code: int | None
 
 
 def _cores(spec: JobSpec) -> int:
@@ -76,6 +90,7 @@ class SimBackend:
         self.task_seconds = float(options.get("task_seconds", 60))  # type: ignore[arg-type]
         self.submit_limit = int(options.get("submit_limit", 0))  # type: ignore[call-overload]
         self._keys: dict[str, str] = {}
+        self._gangs: dict[str, list[_Member]] = {}  # gang job -> its members' ends
         self._count = 0
 
     def _now(self) -> World:
@@ -87,21 +102,41 @@ class SimBackend:
         new = sum(spec.key not in self._keys for spec in specs)
         if self.submit_limit and new and _held(world) + new > self.submit_limit:
             raise SubmitLimitReached(f"{self.name}: QOSMaxSubmitJobPerUserLimit (submit_limit {self.submit_limit})")
-        for spec in specs:
-            if world.never_fits(_cores(spec), spec.memory_mb / 1024):
-                raise SubmissionRefused(f"{self.name}: {spec.resources} and {spec.memory_mb} MB: more than the "
-                                        f"cluster has ({world.cores} cores), the job would never run")
-        for spec in specs:
-            if spec.key in self._keys:  # a re-sent batch: adopt, never start twice
+        jobs = grouping.split([spec for spec in specs if spec.key not in self._keys])  # re-sent: adopted
+        for members in jobs:
+            width = len(members) if members[0].gang else 1  # a temporal group's specs run one at a time
+            if world.never_fits(_cores(members[0]) * width, members[0].memory_mb * width / 1024):
+                raise SubmissionRefused(f"{self.name}: {members[0].resources} and {members[0].memory_mb} MB"
+                                        f"{f' x {width}' if width > 1 else ''}: more than the cluster has "
+                                        f"({world.cores} cores), the job would never run")
+        for members in jobs:
+            if members[0].gang:
+                self._submit_gang(world, members)
                 continue
-            self._count += 1
-            job_id = f"{self.name}.{self._count}"
-            duration, exit_code = self._behaviour(spec.argv)
-            world.submit(Job(job_id, _cores(spec), spec.memory_mb / 1024,
-                             duration, walltime=float(spec.walltime_seconds), best_effort=spec.best_effort,
-                             key=spec.key, exit_code=exit_code))
-            self._keys[spec.key] = job_id
+            for spec in members:  # a temporal group's specs run alone here
+                self._count += 1
+                job_id = f"{self.name}.{self._count}"
+                duration, exit_code = self._behaviour(spec.argv)
+                world.submit(Job(job_id, _cores(spec), spec.memory_mb / 1024,
+                                 duration, walltime=float(spec.walltime_seconds), best_effort=spec.best_effort,
+                                 key=spec.key, exit_code=exit_code))
+                self._keys[spec.key] = job_id
         return {spec.key: self._keys[spec.key] for spec in specs}
+
+    def _submit_gang(self, world: World, members: list[JobSpec]) -> None:
+        """One world job for the gang, lasting until its last member ends (each at its walltime
+        at the latest); each member remembers its own end."""
+        self._count += 1
+        job_id = f"{self.name}.{self._count}"
+        ends = []
+        for n, spec in enumerate(members):
+            duration, exit_code = self._behaviour(spec.argv)
+            walltime = float(spec.walltime_seconds or math.inf)
+            ends.append(_Member(min(duration, walltime), None if duration > walltime else exit_code))
+            self._keys[spec.key] = grouping.member_id(job_id, n)
+        world.submit(Job(job_id, sum(map(_cores, members)), sum(spec.memory_mb for spec in members) / 1024,
+                         max(end.seconds for end in ends), best_effort=members[0].best_effort, key=members[0].group))
+        self._gangs[job_id] = ends
 
     def _behaviour(self, argv: tuple[str, ...]) -> tuple[float, int]:
         """Run time and exit status from the task's arguments (``NAME SECONDS [EXIT]``)."""
@@ -116,18 +151,32 @@ class SimBackend:
         world = self._now()
         answers = {}
         for remote_id in remote_ids:
-            job = world.jobs.get(remote_id)
-            if job is not None:
+            job = world.jobs.get(grouping.group_of(remote_id))
+            if job is not None and remote_id in world.jobs:
                 answers[remote_id] = RemoteJob(remote_id, _STATES[job.state],
                                                job.exit_code if job.state == "completed" else None,
                                                self.name if job.started_at is not None else None,
                                                job.started_at, job.finished_at)
+            elif job is not None and (match := grouping.MEMBER_ID.match(remote_id)) and job.id in self._gangs:
+                answers[remote_id] = self._member(remote_id, job, self._gangs[job.id][int(match[2])], world.now)
         return answers
+
+    def _member(self, remote_id: str, gang: Job, member: _Member, now: float) -> RemoteJob:
+        """A gang member: running with its gang until its own end, or sharing the gang's fate."""
+        if gang.started_at is None:
+            return RemoteJob(remote_id, _STATES[gang.state], None, None, None, gang.finished_at)
+        end = gang.started_at + member.seconds
+        if end <= min(now, gang.finished_at if gang.finished_at is not None else math.inf):
+            state = RemoteState.COMPLETED if member.exit_code is not None else RemoteState.TIMEOUT
+            return RemoteJob(remote_id, state, member.exit_code, self.name, gang.started_at, end)
+        if gang.state == "running":
+            return RemoteJob(remote_id, RemoteState.RUNNING, None, self.name, gang.started_at)
+        return RemoteJob(remote_id, _STATES[gang.state], None, self.name, gang.started_at, gang.finished_at)
 
     def cancel(self, remote_ids: list[str], user: str = "") -> None:
         world = self._now()
         for remote_id in remote_ids:
-            world.cancel(remote_id)
+            world.cancel(grouping.group_of(remote_id))  # a gang member's: the whole gang
 
     def capacity(self) -> Capacity:
         world = self._now()

@@ -16,7 +16,7 @@ names the login in ``X-SLURM-USER-NAME`` under the SlurmUser token of ``token_fi
 Best-effort jobs go to ``best_effort_partition`` and/or ``best_effort_qos``; without either they
 run as normal jobs. Grouped jobs (temporal grouping) need SSH too: their status files are read
 with one more command per poll while groups run or have just ended; over REST alone every job
-runs alone.
+runs alone, and a gang is refused.
 """
 
 from __future__ import annotations
@@ -160,7 +160,10 @@ class SlurmBackend:
         """One array for the batch, or the one an interrupted earlier call already started."""
         if not specs:
             return {}
-        if self._ssh is None:  # no way to read a group's status files: every job runs alone
+        if self._ssh is None:  # no way to read a group's status files: every job runs alone, but a gang cannot
+            if any(spec.gang for spec in specs):
+                raise SubmissionRefused(f"{self.name}: a gang's members report through files only SSH reads; "
+                                        "give the cluster host and user for SSH")
             specs = [replace(spec, group="", group_walltime_seconds=0) for spec in specs]
         batch = build(specs, self.options)
         self.calls["submit"] += 1

@@ -16,6 +16,10 @@ sharing a file system number their jobs independently), then replaces itself wit
 One array has one set of flags, so the jobs of a batch must share directory, walltime,
 resources, memory, properties, project and best-effort flag (the runner's batches always do).
 Anything Slurm cannot express is a :class:`~cigri.errors.SubmissionRefused` naming the cause.
+
+A gang of N jobs is one array task of N tasks (``--ntasks=N``, each task's cores per task, its
+memory per CPU): its members start in the background as job steps (``srun --exact``), so the
+allocation of them all is granted at once or not at all. The gangs of a batch are alike.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ class Batch:
     constraint: str
     script: str
     memory_mb: int = 0  # --mem (per node); 0: the partition's default
+    memory_per_cpu_mb: int = 0  # --mem-per-cpu, for a gang's tasks sharing nodes
 
 
 def shape(resources: str) -> Shape:
@@ -109,9 +114,10 @@ def _check(spec: JobSpec) -> None:
         raise SubmissionRefused(f"job {spec.key}: invalid environment variable name {bad[0]!r}")
 
 
-def job_script(specs: list[JobSpec]) -> str:
+def job_script(specs: list[JobSpec], step: tuple[str, ...] = ()) -> str:
     """The array's script: one ``case`` branch per array task (a job, or a group of jobs run one
-    after another, see :mod:`cigri.backends._grouping`), every word quoted."""
+    after another, or a gang's members each launched by ``step``, see
+    :mod:`cigri.backends._grouping`), every word quoted."""
     for spec in specs:
         _check(spec)
     jobs = grouping.split(specs)
@@ -125,7 +131,7 @@ def job_script(specs: list[JobSpec]) -> str:
         output = f'"cigri.$SLURM_CLUSTER_NAME.${{SLURM_ARRAY_JOB_ID}}_{index}'
         lines += [f"{index})", f"  cd {shlex.quote(spec.directory)} || exit 1"]
         if spec.group:
-            lines += grouping.branch(members, f'{output}"', shlex.quote)
+            lines += grouping.branch(members, f'{output}"', shlex.quote, step)
         else:
             lines += [*(f"  export {name}={shlex.quote(value)}" for name, value in spec.environment.items()),
                       *grouping.private_outputs(f'{output}.stdout"', f'{output}.stderr"'),
@@ -148,19 +154,29 @@ def build(specs: list[JobSpec], options: dict[str, Any]) -> Batch:
         raise SubmissionRefused(f"batch {first.batch}: one Slurm array cannot mix grouped and lone jobs")
     if any(spec.job_types for spec in specs):  # gridsub refuses them for a cluster that was Slurm then
         raise SubmissionRefused(f"cluster_job_type {list(first.job_types)}: OAR job types, Slurm has none")
-    script = job_script(specs)
+    jobs, task = grouping.split(specs), shape(first.resources)
+    memory, per_cpu, step = first.memory_mb, 0, ()
+    if first.gang:
+        if task.nodes is not None or not grouping.same_size(jobs):
+            raise SubmissionRefused(f"batch {first.batch}: a Slurm array of gangs needs gangs of one size, "
+                                    "each task asking for cores of one node")
+        memory, per_cpu = 0, -(-first.memory_mb // task.cpus_per_task)
+        task = Shape(None, len(jobs[0]), task.cpus_per_task)
+        step = ("srun", "--exact", "--nodes=1", "--ntasks=1", f"--cpus-per-task={task.cpus_per_task}",
+                *((f"--mem-per-cpu={per_cpu}M",) if per_cpu else ()))
+    script = job_script(specs, step)
     walltime = first.group_walltime_seconds if first.group else first.walltime_seconds
     digest = hashlib.sha256("\0".join([*(s.key for s in specs), script]).encode()).hexdigest()[:12]
     partition = str(options.get("partition", ""))
     if first.best_effort:
         partition = str(options.get("best_effort_partition") or partition)
     return Batch(
-        name=f"cigri.{first.batch}.{digest}", size=len(grouping.split(specs)), directory=first.directory,
-        minutes=max(1, -(-walltime // 60)), shape=shape(first.resources),
+        name=f"cigri.{first.batch}.{digest}", size=len(jobs), directory=first.directory,
+        minutes=max(1, -(-walltime // 60)), shape=task,
         partition=partition, qos=str(options.get("best_effort_qos", "")) if first.best_effort else "",
         account=first.project or str(options.get("project", "")),
         constraint=constraint(str(options.get("properties", "")), first.properties), script=script,
-        memory_mb=first.memory_mb)
+        memory_mb=memory, memory_per_cpu_mb=per_cpu)
 
 
 def array_task_ids(specs: list[JobSpec], array_id: str) -> dict[str, str]:

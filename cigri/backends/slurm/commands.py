@@ -128,6 +128,8 @@ def sbatch_flags(batch: Batch) -> list[str]:
         flags.append("--exclusive")
     if batch.memory_mb:
         flags.append(f"--mem={batch.memory_mb}M")
+    if batch.memory_per_cpu_mb:
+        flags.append(f"--mem-per-cpu={batch.memory_per_cpu_mb}M")
     for flag, value in (("partition", batch.partition), ("qos", batch.qos), ("account", batch.account),
                         ("constraint", batch.constraint)):
         if value:

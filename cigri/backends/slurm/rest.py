@@ -52,6 +52,8 @@ def submit_payload(batch: Batch, user: str, home: str) -> dict[str, Any]:
         job["exclusive"] = "true"
     if batch.memory_mb:
         job["memory_per_node"] = batch.memory_mb
+    if batch.memory_per_cpu_mb:
+        job["memory_per_cpu"] = batch.memory_per_cpu_mb
     for key, value in (("partition", batch.partition), ("qos", batch.qos), ("account", batch.account),
                        ("constraints", batch.constraint)):
         if value:

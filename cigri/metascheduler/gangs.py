@@ -1,0 +1,62 @@
+"""Gangs (Armada's gang scheduling): a campaign whose tasks start ``gang`` at a time on one
+cluster, all or none.
+
+The JDL's ``gang: N`` is kept in the campaign's JDL. The allocation hands such a campaign whole
+gangs (:mod:`.fairshare`); the runner gives each gang's jobs one ``run_group`` and sends them as
+one remote job that starts them together (``JobSpec.gang``: one Slurm job of N tasks, one OAR
+job, N local slots at once). Killing one member ends that remote job, so a kill asked for one
+member is a kill of the whole gang (:func:`kill_whole`). A gang that fits on no cluster of its
+campaign is refused at submission, against the cores each cluster was last seen with
+(:func:`cluster_cores`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterable
+
+from cigri.states import JOB_ACTIVE, KillReason, sql_in
+
+
+def sizes(conn: sqlite3.Connection, campaign_ids: Iterable[int]) -> dict[int, int]:
+    """Each campaign's gang size (1: no gang)."""
+    ids = list(campaign_ids)
+    found = dict(conn.execute("SELECT id, json_extract(jdl, '$.gang') FROM campaigns WHERE id IN "
+                              "(SELECT value FROM json_each(?))", [json.dumps(ids)]).fetchall())
+    return {i: int(found.get(i) or 1) for i in ids}
+
+
+def cluster_cores(conn: sqlite3.Connection) -> dict[str, int]:
+    """The cores of each cluster as cigri last saw them: the updator's latest count, else a local
+    pool's ``slots`` (0: one per CPU) or a simulated cluster's ``cores``; a cluster never seen
+    is left out (a gang is then not checked against it)."""
+    result = {}
+    for name, backend, options, seen in conn.execute(
+            "SELECT c.name, c.backend, c.options, (SELECT total_slots FROM counts WHERE cluster_id = c.id "
+            "AND total_slots IS NOT NULL ORDER BY at DESC LIMIT 1) FROM clusters c"):
+        values = json.loads(options)
+        if seen is not None:
+            result[name] = int(seen)
+        elif backend == "local":
+            result[name] = int(values.get("slots") or 0) or os.cpu_count() or 1
+        elif backend == "sim":
+            result[name] = int(values["cores"])
+    return result
+
+
+def kill_whole(conn: sqlite3.Connection) -> int:
+    """Mark the still active members of every gang one of whose members is marked for a kill:
+    nikita's cancel of one member ends the remote job running the gang. A user's kill of one
+    task sends the others back to the head of the bag (a preemption); any other reason is
+    theirs too. Return how many were marked."""
+    marked = conn.execute(
+        f"SELECT DISTINCT campaign_id, run_group, kill_reason FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} "
+        "AND kill_reason IS NOT NULL AND run_group IS NOT NULL AND kind = 'task'").fetchall()
+    gang = sizes(conn, {campaign_id for campaign_id, _, _ in marked})
+    return sum(conn.execute(
+        f"UPDATE jobs SET kill_reason = ? WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)} "
+        "AND run_group = ? AND kill_reason IS NULL",
+        [KillReason.PREEMPT if reason == KillReason.USER else reason, campaign_id, group]).rowcount
+        for campaign_id, group, reason in marked if gang[campaign_id] > 1)
