@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
-from cigri.errors import InputError
+from cigri.errors import InputError, shown
 
 
 @dataclass(frozen=True)
@@ -54,3 +54,5 @@ def local_jdl(text: str, *, base_dir: Path, user: str, source: str = "JDL") -> J
         return JDLText(text, base_dir, source, Lines(path.open("rb"), str(path)))
     except OSError as error:
         raise InputError(f"param_file {path}: {error.strerror}", field="param_file") from None
+    except ValueError:  # a NUL byte: no file has that name
+        raise InputError(f"param_file {shown(str(path))}: not a file name", field="param_file") from None

@@ -125,7 +125,7 @@ def test_a_user_without_a_login_is_refused_at_submission_and_shares_says_why(env
         grid.close()
     grid = grid_of(environment, '[clusters.local]\nbackend = "local"\nlogins_only = true\n')  # the map changed
     try:
-        shares = api.current_shares(grid)
+        shares = api.current_shares(grid, user="root")
         assert shares["clusters_refused"] == [{"campaign": campaign_id, "cluster": "local",
                                                "why": f"{ME} has no login on this cluster (its logins)"}]
         assert shares["campaigns"] == []  # nothing may run anywhere

@@ -46,7 +46,7 @@ def submit(grid: Grid, document: dict[str, Any] | str, base_dir: Path) -> tuple[
 def snapshot(grid: Grid) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every table: what 'the database is unchanged' means."""
     tables = [r[0] for r in grid.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-    return {t: grid.db.execute(f"SELECT * FROM [{t}] ORDER BY rowid").fetchall() for t in tables}
+    return {t: sorted(grid.db.execute(f"SELECT * FROM [{t}]").fetchall(), key=repr) for t in tables}
 
 
 def tasks(grid: Grid, campaign_id: int) -> list[tuple[str, str]]:
