@@ -78,6 +78,10 @@ def _permissions(config: configuration.Config) -> list[Check]:
              (config.log_path / "cigri.log", "log file", False)]
     if config.server.tls_key:
         paths.append((Path(config.server.tls_key), "server.tls_key", False))
+    tokens = config.home / "tokens"  # users' own cluster tokens (gridtoken): every level private
+    if tokens.is_dir():
+        paths += [(tokens, "token store", True)]
+        paths += [(path, f"token store: {path.relative_to(tokens)}", path.is_dir()) for path in sorted(tokens.rglob("*"))]
     for cluster in config.clusters:
         for key in SECRET_KEYS:
             if key in cluster.options:

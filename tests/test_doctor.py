@@ -99,3 +99,18 @@ def test_a_tcp_port_off_loopback_without_tls_is_named(cigri: Cigri) -> None:
     checks = {c["what"]: c for c in json.loads(result.stdout)}
     assert checks["server: listen"] == {"what": "server: listen", "ok": False, "detail": (
         "192.0.2.1:8443 without server.tls_cert: tokens are refused there (they would travel in clear)")}
+
+
+def test_the_users_cluster_tokens_are_checked_private(cigri: Cigri) -> None:
+    """gridtoken's store holds users' own tokens: a file others can read is named, with its chmod."""
+    cigri.run("cigri", "db", "init")
+    store = cigri.home / "tokens" / "dahu"
+    store.mkdir(parents=True, mode=0o700)
+    (cigri.home / "tokens").chmod(0o700)
+    token = store / "alice"
+    token.write_text("eyJ.secret\n")
+    token.chmod(0o644)
+    checks = {c["what"]: c for c in json.loads(cigri.run("cigri", "doctor", "--json", expect=1).stdout)}
+    assert checks["permissions: token store: dahu/alice"] == {
+        "what": "permissions: token store: dahu/alice", "ok": False, "detail": f"{token} is 0644; run chmod 0600 {token}"}
+    assert checks["permissions: token store"]["ok"] and checks["permissions: token store: dahu"]["ok"]

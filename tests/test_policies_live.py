@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import clusters_dir, marker_exec_dir, runs_per_task
+from harness import REAL_CLUSTERS, clusters_dir, marker_exec_dir, runs_per_task
 from test_shares import make_grid  # noqa: F401 (a fixture)
 
 from cigri import api
@@ -30,7 +30,7 @@ from cigri.cycle import run_cycle
 from cigri.errors import InputError
 from cigri.grid import Grid
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, REAL_CLUSTERS]
 
 TARGETS = {  # target: (big cluster of 8 cores, small cluster of 4)
     "local": ("big", "small"),
@@ -47,11 +47,11 @@ def _cluster_tables(target: str) -> dict[str, dict[str, Any]]:
     big, small = TARGETS[target]
     tables = {}
     remote: dict[str, Any] = {}
-    if target != "local":
-        with (clusters_dir() / "cigri.toml").open("rb") as handle:
+    if target != "local":  # one account runs every user's jobs: the policies, not identity, are tested here
+        with (clusters_dir() / "single.toml").open("rb") as handle:
             remote = tomllib.load(handle)["clusters"]
     for name in (big, small):
-        if name in LOCAL:
+        if name in LOCAL:  # the pool runs a job as its owner: make_grid maps the test's users to the acting one
             tables[name] = dict(LOCAL[name])
         else:  # the keys this cigri knows: the clusters' file may be written for a newer one
             known = {"backend", *configuration.CLUSTER_KEYS[remote[name]["backend"]]}
@@ -207,7 +207,7 @@ def test_users_of_weights_3_and_1_split_the_cluster_6_to_2(live: Callable[[str],
     ann, bob = (submit(grid, exec_dir, user, 12, [big], type="normal") for user in ("ann", "bob"))
     cycles_until(grid, lambda: (held(grid, ann, running=True), held(grid, bob, running=True)) == (6, 2),
                  "a 6:2 split")
-    users = {u["name"]: u for u in api.current_shares(grid)["users"]}
+    users = {u["name"]: u for u in api.current_shares(grid, user="root")["users"]}
     assert users["ann"]["weight"] == 3.0 and users["bob"]["weight"] == 1.0
 
 
@@ -220,7 +220,7 @@ def test_a_minimum_user_limit_of_half_serves_the_two_oldest_users(live: Callable
     ann, bob, cy = (submit(grid, exec_dir, user, 12, [big], type="normal") for user in ("ann", "bob", "cy"))
     cycles_until(grid, lambda: [held(grid, c, running=True) for c in (ann, bob, cy)] == [4, 4, 0], "a 4:4:0 split",
                  timeout=180)
-    reasons = {c["id"]: c["reason"] for c in api.current_shares(grid)["campaigns"]}
+    reasons = {c["id"]: c["reason"] for c in api.current_shares(grid, user="root")["campaigns"]}
     assert reasons[cy].endswith("waiting for older users (min_user_limit_percent)"), reasons[cy]
 
 
@@ -252,7 +252,7 @@ def test_squatters_leave_the_subpool_when_its_residents_arrive(live: Callable[[s
     ann = submit(grid, exec_dir, "ann", 20, [big, small])
     cycles_until(grid, lambda: (held(grid, ann, big, True), held(grid, ann, small, True)) == (8, 4),
                  "A to fill P and squat in Q")
-    reason = {c["id"]: c["reason"] for c in api.current_shares(grid)["campaigns"]}[ann]
+    reason = {c["id"]: c["reason"] for c in api.current_shares(grid, user="root")["campaigns"]}[ann]
     assert reason.endswith("squatting in pool Q: residents first"), reason
     bob = submit(grid, exec_dir, "bob", 8, [big, small], **{"class": "B"})
     cycles_until(grid, lambda: (held(grid, ann, big, True), held(grid, ann, small), held(grid, bob, small, True))

@@ -48,7 +48,7 @@ affinity = {b = 2}
 
 # The users of these tests are names, not Unix accounts: on the local clusters their jobs run as
 # the account running the tests (each cluster's user map).
-AS_ME = "logins = {%s}" % ", ".join(f'{name} = "{acting_user()}"' for name in ("alice", "bob", "carol", "dave"))
+AS_ME = "logins = {%s}" % ", ".join(f'{name} = "{acting_user()}"' for name in ("alice", "bob", "carol", "dave", "ann", "cy"))
 
 
 @pytest.fixture

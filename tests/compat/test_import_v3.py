@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Cigri, clusters_dir, marker_exec_dir, runs_per_task, wait_for
+from harness import REAL_CLUSTERS, Cigri, clusters_dir, marker_exec_dir, runs_per_task, wait_for
 from postgres import server
 
 from cigri import config
@@ -25,6 +25,8 @@ DEFAULTS = {"type": "best-effort", "walltime": "00:05:00", "resources": "/resour
             "output_gathering_method": "None", "dimensional_grouping": "false", "temporal_grouping": "false",
             "checkpointing_type": "None", "test_mode": "false", "properties": "", "project": "",
             "cluster_job_type": ""}
+
+pytestmark = REAL_CLUSTERS  # its campaign runs on the real OAR
 
 
 @pytest.fixture(scope="module")
@@ -108,9 +110,10 @@ def dump(cigri: Cigri) -> dict[str, list[Any]]:
 
 
 def test_import_a_cigri_site(cigri: Cigri, dsn: str) -> None:
-    table = tomllib.loads((clusters_dir() / "cigri.toml").read_text())["clusters"][OAR]
+    table = tomllib.loads((clusters_dir() / "single.toml").read_text())["clusters"][OAR]  # one account, as CiGri
     options = {k: v for k, v in table.items() if k in config.CLUSTER_KEYS["oar"]}  # what this cigri knows
-    cigri.config.write_text(cigri.config.read_text() + f"[clusters.{OAR}]\nbackend = \"oar\"\n" +
+    cigri.config.write_text(cigri.config.read_text() + "[metascheduler]\nreplica_delay = 3600\n"  # no replica of t2
+                            + f"[clusters.{OAR}]\nbackend = \"oar\"\n" +
                             "".join(f"{k} = {json.dumps(v)}\n" for k, v in options.items()))
     exec_dir = marker_exec_dir("import", after='[ "$1" = t2 ] && sleep 20\nexit 0\n')
     oar = open_backend(OAR, "oar", options, str(cigri.tmp))
