@@ -19,6 +19,7 @@ from cigri import colombo, nikita, notify, predictor, runner, updator
 from cigri.cycle_context import gather
 from cigri.errors import Busy
 from cigri.grid import Grid
+from cigri.locks import cycle_lock_path
 from cigri.metascheduler import schedule
 
 log = logging.getLogger("cigri.cycle")
@@ -54,14 +55,14 @@ def exclusive(path: Path) -> Iterator[None]:
         yield
 
 
-def lock_path(grid: Grid) -> Path:
-    return grid.config.home / "cycle.lock"
-
-
 def run_cycle(grid: Grid) -> CycleReport:
-    """Run exactly one cycle under the cycle lock."""
-    with exclusive(lock_path(grid)):
-        return _cycle(grid)
+    """Run exactly one cycle under the cycle lock; the lock's modification time says when the
+    last cycle ended (:func:`cigri.api.cycles`), failed or not."""
+    with exclusive(cycle_lock_path(grid)):
+        try:
+            return _cycle(grid)
+        finally:
+            os.utime(cycle_lock_path(grid))
 
 
 def run_logged(grid: Grid) -> CycleReport:

@@ -369,7 +369,7 @@ def cluster_cancel_campaigns(name: str, as_json: bool = typer.Option(False, "--j
 
 @app.command()
 @common.errors_to_exit
-def purge(campaigns: list[int] = typer.Argument(None, metavar="[CAMPAIGN]...", help="Ended campaigns to purge."),
+def purge(campaigns: list[int] = typer.Argument(None, metavar="CAMPAIGN", help="Ended campaigns to purge."),
           ended_days: Optional[float] = typer.Option(None, "--ended-days", metavar="DAYS",
                                                      help="Purge every campaign that ended more than DAYS days ago."),
           as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
@@ -452,4 +452,4 @@ def simulate(scenario: Path = typer.Argument(..., help="Scenario file (JSON; see
 
 
 def main() -> None:
-    app()
+    common.run(app)

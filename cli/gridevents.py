@@ -74,4 +74,4 @@ def _print_event(event: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    app()
+    common.run(app)
