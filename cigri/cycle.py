@@ -35,6 +35,11 @@ class CycleReport:
     finished: list[int]
     seconds: float
 
+    def __str__(self) -> str:
+        """What ``cigri cycle`` prints and ``-v`` logs."""
+        return (f"{self.updated} updated, {self.decided} decided, {self.submitted} submitted, {self.killed} killed, "
+                f"{len(self.finished)} campaign(s) finished in {self.seconds:.3f}s")
+
 
 @contextmanager
 def exclusive(path: Path) -> Iterator[None]:

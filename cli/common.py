@@ -15,9 +15,11 @@ import os
 import re
 import sqlite3
 import sys
+import sysconfig
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
@@ -81,7 +83,7 @@ def run(app: typer.Typer) -> None:
     except TyperException as error:  # Click's usage errors and file errors
         context = getattr(error, "ctx", None)
         path = context.command_path if context is not None else program()
-        message = _one_line(error.format_message()).removesuffix(".")
+        message = " ".join(error.format_message().split()).removesuffix(".")
         print(f"{program()}: {message[:1].lower()}{message[1:]}; see {path} --help", file=sys.stderr)
         status = error.exit_code
     except typer.Abort:  # end of input at a prompt
@@ -97,7 +99,8 @@ def _conventional_help(command: Any) -> None:
     rewrapped, for ``command`` and its sub-commands."""
     if command.help:
         command.help = re.sub(r"(?<!\n)\n(?!\n)", " ", inspect.cleandoc(command.help))
-    for param in command.params:
+    help_option = command.get_help_option(command.context_class(command))  # made once, then reused
+    for param in [*command.params, *([help_option] if help_option is not None else [])]:
         if getattr(param, "is_flag", False) and param.metavar is None:
             param.metavar = ""
         elif param.param_type_name == "argument":
@@ -143,6 +146,21 @@ def _show_completion(ctx: Any, param: Any, value: Any) -> Any:
         print(completion.get_completion_script(prog_name=name, complete_var=f"_{name.upper()}_COMPLETE",
                                                shell=shell))
     raise typer.Exit()
+
+
+def man_page(page: str) -> Path:
+    """Where the manual page ``page`` (``gridsub``, ``cigri-jdl``) is: in the installation's
+    ``share/man`` (the wheel puts them there), else in the source tree (an editable install)."""
+    roots = [*(Path(sysconfig.get_path("data", scheme)) / "share" / "man"
+               for scheme in (sysconfig.get_default_scheme(), sysconfig.get_preferred_scheme("user"))),
+             Path(__file__).resolve().parent.parent / "man"]
+    for root in roots:
+        for section in ("1", "5"):
+            for path in (root / f"man{section}" / f"{page}.{section}", root / f"{page}.{section}"):
+                if path.is_file():
+                    return path
+    raise InputError(f"{page}: no such manual page (gridsub, gridstat, griddel, gridevents, gridnotify, gridclusters, "
+                     "gridtoken, cigri, cigri-jdl, cigri.toml, cigri-scenario)")
 
 
 def complete_campaign(incomplete: str) -> list[tuple[str, str]]:

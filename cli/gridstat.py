@@ -31,6 +31,10 @@ def _field(known: dict[str, _Field], name: str) -> _Field:
     return field
 
 
+def _count(state: str) -> Callable[[dict[str, Any]], int]:
+    return lambda c: int(c["tasks"][state])
+
+
 def _progress(c: dict[str, Any]) -> str:
     return f"{c['tasks']['terminated'] + c['tasks']['failed']}/{c['tasks']['total']} ({c['progress']}%)"
 
@@ -46,7 +50,7 @@ CAMPAIGN_FIELDS = {
     "state": _Field("State", lambda c: c["state"]),
     "progress": _Field("Progress", _progress),
     "percent": _Field("%", lambda c: c["progress"]),
-    **{count: _Field(count.capitalize(), lambda c, count=count: c["tasks"][count])
+    **{count: _Field(count.capitalize(), _count(count))
        for count in ("total", "pending", "waiting", "running", "terminated", "failed", "cancelled")},
     "rate": _Field("Tasks/h", lambda c: _rate(c["throughput_per_hour"])),
     "remaining": _Field("Remaining", lambda c: common.duration(c["remaining_seconds"])),
@@ -150,8 +154,9 @@ def gridstat(
                                  states=tuple(_campaign_state(s) for s in _split(states)), name=name,
                                  since=None if since is None else _moment(since))
     if as_json:
-        return common.print_json(campaigns)
-    layout.print(CAMPAIGN_FIELDS, DEFAULT_CAMPAIGN_FIELDS, campaigns)
+        common.print_json(campaigns)
+    else:
+        layout.print(CAMPAIGN_FIELDS, DEFAULT_CAMPAIGN_FIELDS, campaigns)
     if any(c["state"] == "in_treatment" for c in campaigns):
         live.say_if_no_cycles(client, next(c["id"] for c in campaigns if c["state"] == "in_treatment"))
     return None
@@ -161,15 +166,15 @@ def _refuse_out_of_place(campaign: int | None, job: int | None, *, full: bool, s
                          fields: str | None, wait: bool, why: bool, noheader: bool) -> None:
     """The options that only make sense in one view, refused elsewhere (exit 2) rather than ignored."""
     if campaign is None:
-        for option, given in (("-f", full), ("--wait", wait), ("--why", why)):
-            if given:
+        for option, needs_one in (("-f", full), ("--wait", wait), ("--why", why)):
+            if needs_one:
                 raise InputError(f"{option} needs -c CAMPAIGN")
     if job is not None:
-        for option, given in (("--state", states), ("-o", fields), ("-H", noheader)):
-            if given:
+        for option, lists in (("--state", bool(states)), ("-o", fields is not None), ("-H", noheader)):
+            if lists:
                 raise InputError(f"{option} lists campaigns or tasks; with -j it would be ignored")
     if wait or why:
-        other = [option for option, given in (("-f", full), ("--state", states), ("-o", fields),
+        other = [option for option, given in (("-f", full), ("--state", bool(states)), ("-o", fields is not None),
                                               ("--why", why and wait)) if given]
         if other:
             raise InputError(f"{'--wait' if wait else '--why'} excludes {', '.join(other)}")
@@ -233,10 +238,11 @@ def _one_campaign(client: Client, campaign_id: int, *, full: bool, states: list[
         return _tasks(client, campaign_id, tuple(states), layout)
     detail = client.campaign(campaign_id)
     if layout.json:
-        return common.print_json(detail)
-    if layout.fields is not None:
-        return layout.print(CAMPAIGN_FIELDS, DEFAULT_CAMPAIGN_FIELDS, [detail])
-    _campaign(detail)
+        common.print_json(detail)
+    elif layout.fields is not None:
+        layout.print(CAMPAIGN_FIELDS, DEFAULT_CAMPAIGN_FIELDS, [detail])
+    else:
+        _campaign(detail)
     if detail["state"] == "in_treatment":
         live.say_if_no_cycles(client, campaign_id)
     return None

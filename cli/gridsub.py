@@ -19,7 +19,7 @@ app = typer.Typer(add_completion=True, help="Submit a campaign to the grid.")
 @common.errors_to_exit
 def gridsub(
     jdl: list[Path] = typer.Option([], "-f", "--file", metavar="FILE", help="JDL file (JSON); repeat for several campaigns, submitted all or none; - reads stdin."),
-    campaign: Optional[int] = typer.Option(None, "-c", "--campaign", metavar="N", help="Campaign to add parameters to (with -F), or to follow (with --wait)."),
+    campaign: Optional[int] = typer.Option(None, "-c", "--campaign", metavar="N", help="Campaign to add parameters to (with -F), or to follow (with --wait).", autocompletion=common.complete_campaign),
     param_file: Optional[Path] = typer.Option(None, "-F", "--param-file", metavar="FILE", help="Parameter file to add to campaign -c."),
     wait: bool = typer.Option(False, "--wait", "-w", help="Stay attached with a live progress view until the campaigns end (Ctrl-C leaves them running); an admin's drives the cycles if no daemon runs. -c N --wait follows campaign N."),
     period: float = typer.Option(0.2, "--period", help="Seconds to pause after a cycle that sent no job, when --wait drives the cycles (> 0)."),

@@ -227,9 +227,8 @@ def control_character(text: str) -> str | None:
 
 def _within(path: str, flagged: set[str]) -> bool:
     """Whether a problem at ``path`` is about a value the schema already refused (it, or a
-    value inside it or around it)."""
-    return any(path == other or path.startswith((other + ".", other + "[")) or other.startswith(path + ".")
-               for other in flagged)
+    value inside it)."""
+    return any(path == other or path.startswith((other + ".", other + "[")) for other in flagged)
 
 
 def _semantic_problems(document: dict[str, Any], known_clusters: Mapping[str, str]) -> list[str]:

@@ -144,7 +144,8 @@ def list_campaigns(grid: Grid, *, user: str | None = None, include_finished: boo
     (epoch seconds), ``limit`` of them after skipping ``offset``. Summaries are public, as
     CiGri's ``gridstat -u``: a campaign's outputs, tasks and events are only its owner's
     (:func:`campaign_detail`)."""
-    where, args = [], []
+    where: list[str] = []
+    args: list[Any] = []
     if user:
         where.append("user = ?")
         args.append(user)
