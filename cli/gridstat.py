@@ -136,10 +136,9 @@ def gridstat(
     campaign = campaign if campaign is not None else campaign_arg
     if job is not None and campaign is not None:
         raise InputError("-j JOB excludes a campaign")
-    selectors = [option for option, given in (("-u", user is not None), ("-a", all_campaigns),
-                                              ("--name", name is not None), ("--since", since is not None)) if given]
-    if (job is not None or campaign is not None) and selectors:
-        raise InputError(f"{', '.join(selectors)} select campaigns to list; with -c or -j they would be ignored")
+    selecting = user is not None or all_campaigns or name is not None or since is not None
+    if (job is not None or campaign is not None) and selecting:
+        raise InputError("-u, -a, --name and --since select campaigns to list; with -c or -j they would be ignored")
     _refuse_out_of_place(campaign, job, full=full, states=states, fields=fields, wait=wait, why=why,
                          noheader=noheader)
     layout = _Layout(fields, noheader, as_json)
@@ -265,9 +264,10 @@ def _campaign(detail: dict[str, Any]) -> None:
         common.print_table("Jobs per cluster",
                            ["cluster", *(s.replace("_", " ") for s in states), "duration", "tasks/h", "remaining",
                             "ETA", "tap", "penalty"],
-                           [[c["cluster"], *[c["jobs"].get(s, 0) for s in states], common.duration(c["average_duration"]),
-                             _rate(c["throughput_per_hour"]), common.duration(c["remaining_seconds"]),
-                             common.when(c["eta"]) or "?", "?" if c["tap"] is None else c["tap"],
+                           [[c["cluster"], *[c["jobs"].get(s, 0) for s in states],
+                             common.duration(c["average_duration"]), _rate(c["throughput_per_hour"]),
+                             common.duration(c["remaining_seconds"]), common.when(c["eta"]) or "?",
+                             "?" if c["tap"] is None else c["tap"],
                              f"{c['affinity_penalty']:.2f}"] for c in detail["clusters"]])
 
 

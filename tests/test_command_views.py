@@ -85,13 +85,14 @@ def test_gridstat_filters_and_chosen_columns(cigri: Cigri) -> None:
     assert ids("-a", "--since", "1d") == [alpha, beta]
     assert ids("--since", "2000-01-01", "--name", "*-old") == [old]
     plain = cigri.run("gridstat", "-o", "id,name,S,percent", "-H").stdout.splitlines()
-    assert [line.split() for line in plain] == [[str(alpha), "alpha-1", "R", "0.0"], [str(old), "alpha-old", "R", "0.0"]]
+    assert [line.split() for line in plain] == [[str(alpha), "alpha-1", "R", "0.0"],
+                                                [str(old), "alpha-old", "R", "0.0"]]
     headed = cigri.run("gridstat", "-c", str(alpha), "--format", "state,total").stdout.splitlines()
     assert [line.split() for line in headed] == [["State", "Total"], ["in_treatment", "2"]]
     for args, message in ((["-o", "id,color"], "gridstat: -o: unknown field 'color'; known: id, name, "),
                           (["--state", "done"], "gridstat: state: expected one of in_treatment, paused, "),
                           (["--since", "yesterday"], "gridstat: --since: expected a duration (90m, 12h, 3d) "),
-                          (["-c", str(alpha), "--name", "x"], "gridstat: --name select campaigns to list; "),
+                          (["-c", str(alpha), "--name", "x"], "gridstat: -u, -a, --name and --since select "),
                           (["--json", "-o", "id"], "gridstat: --json prints every field: "),
                           (["-j", "1", "-o", "id"], "gridstat: -o lists campaigns or tasks; ")):
         refused = cigri.run("gridstat", *args, expect=2)

@@ -31,7 +31,8 @@ def test_without_cycles_the_commands_say_so_once(cigri: Cigri) -> None:
                     "--wait`, which runs them")
     assert len(hints(cigri.run("gridstat").stderr)) == 1
     assert len(hints(cigri.run("gridstat", "-c", str(campaign_id)).stderr)) == 1
-    assert hints(cigri.run("gridstat", "-c", str(campaign_id), "--json").stderr) == [hint.replace("gridsub", "gridstat")]
+    assert hints(cigri.run("gridstat", "-c", str(campaign_id), "--json").stderr) == [
+        hint.replace("gridsub", "gridstat")]  # stderr: the JSON stays alone on stdout
 
     cigri.cycle()  # a cycle just ran: cron's, or someone's
     assert hints(cigri.run("gridstat").stderr) == []
@@ -39,7 +40,8 @@ def test_without_cycles_the_commands_say_so_once(cigri: Cigri) -> None:
     an_hour_ago = time.time() - 3600
     os.utime(lock, (an_hour_ago, an_hour_ago))
     [stale] = hints(cigri.run("gridstat").stderr)
-    assert stale.startswith(f"gridstat: no cycle has run since {time.strftime('%Y-%m-%d %H:%M', time.localtime(an_hour_ago))}")
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(an_hour_ago))
+    assert stale.startswith(f"gridstat: no cycle has run since {when}")
 
     daemon = cigri.start_daemon(period=30)  # holds the daemon lock: cycles run, however rare
     wait_for(lambda: hints(cigri.run("gridstat").stderr) == [], 30, "the daemon to be seen")
