@@ -13,19 +13,14 @@ from pathlib import Path
 
 import pytest
 from harness import wait_for
-from service import Site
+from service import Site, serving
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def site() -> Iterator[Site]:
-    built = Site()
-    try:
-        built.start()
-        yield built
-    finally:
-        built.close()
+    yield from serving()
 
 
 def _cycles_child(site: Site) -> int:
