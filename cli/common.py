@@ -124,8 +124,10 @@ def _completion_of_every_command(command: Any) -> None:
     for param in command.params:
         if "--install-completion" in param.opts:
             param.callback = _install_completion
+            param.help = "Install the shell completion of every cigri command for the current shell."
         elif "--show-completion" in param.opts:
             param.callback = _show_completion
+            param.help = "Print the shell completion scripts of every cigri command, to install them yourself."
 
 
 def _install_completion(ctx: Any, param: Any, value: Any) -> Any:

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from cigri.cli import common
 from cigri.client import Client
+from cigri.errors import CigriError
 
 PERIOD = 0.2  # seconds to pause after a cycle that sent no job, when a --wait drives the cycles (gridsub --period)
 VIEW_PERIOD = 0.25  # seconds between two reads of the campaigns' counts while cycles make progress
@@ -24,8 +25,12 @@ ENDED = ("terminated", "failed", "cancelled")
 
 def no_cycle_hint(client: Client, campaign_id: int) -> str | None:
     """One line saying that nothing runs the cycles, so nothing moves, and how to start them;
-    None while something runs them (:meth:`Client.cycles`)."""
-    status = client.cycles()
+    None while something runs them (:meth:`Client.cycles`), or when that cannot be told: a
+    hint never fails the command it follows."""
+    try:
+        status = client.cycles()
+    except (CigriError, OSError):
+        return None
     if status["ok"]:
         return None
     since = f"since {common.when(status['last_ended_at'])}" if status.get("last_ended_at") else "yet"
