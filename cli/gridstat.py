@@ -81,7 +81,6 @@ DEFAULT_TASK_FIELDS = "id,name,state,attempts,jobs"
 LETTERS = {"in_treatment": "R", "paused": "P", "terminated": "T", "failed": "F", "cancelled": "C"}
 
 
-
 @app.command()
 @common.errors_to_exit
 def gridstat(
@@ -171,7 +170,7 @@ def _refuse_out_of_place(campaign: int | None, job: int | None, *, full: bool, s
     if job is not None:
         for option, lists in (("--state", bool(states)), ("-o", fields is not None), ("-H", noheader)):
             if lists:
-                raise InputError(f"{option} lists campaigns or tasks; with -j it would be ignored")
+                raise InputError(f"{option} is for listings of campaigns or tasks; with -j it would be ignored")
     if wait or why:
         other = [option for option, given in (("-f", full), ("--state", bool(states)), ("-o", fields is not None),
                                               ("--why", why and wait)) if given]

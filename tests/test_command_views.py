@@ -94,7 +94,7 @@ def test_gridstat_filters_and_chosen_columns(cigri: Cigri) -> None:
                           (["--since", "yesterday"], "gridstat: --since: expected a duration (90m, 12h, 3d) "),
                           (["-c", str(alpha), "--name", "x"], "gridstat: -u, -a, --name and --since select "),
                           (["--json", "-o", "id"], "gridstat: --json prints every field: "),
-                          (["-j", "1", "-o", "id"], "gridstat: -o lists campaigns or tasks; ")):
+                          (["-j", "1", "-o", "id"], "gridstat: -o is for listings of campaigns or tasks; ")):
         refused = cigri.run("gridstat", *args, expect=2)
         assert refused.stderr.startswith(message) and refused.stderr.count("\n") == 1, refused.stderr
 
