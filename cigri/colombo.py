@@ -159,7 +159,8 @@ def _judge_pair(ctx: CycleContext, conn: Any, campaign_id: int, cluster_id: int,
             and errors / (errors + terminated) >= settings.failure_rate:
         blacklist_pair(conn, campaign_id, cluster_id,
                        f"{errors} exit errors against {terminated} successes (failure_rate {settings.failure_rate})")
-        log.warning("campaign %s: cluster %s blacklisted for it (%s exit errors)", campaign_id, cluster_id, errors)
+        log.warning("campaign %s: cluster %s blacklisted for it (%s exit errors)", campaign_id, ctx.name(cluster_id),
+                    errors)
 
 
 def _autofix_pairs(ctx: CycleContext) -> None:

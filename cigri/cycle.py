@@ -19,6 +19,7 @@ from cigri import colombo, nikita, notify, predictor, runner, updator
 from cigri.cycle_context import gather
 from cigri.errors import Busy
 from cigri.grid import Grid
+from cigri.locks import cycle_lock_path
 from cigri.metascheduler import schedule
 
 log = logging.getLogger("cigri.cycle")
@@ -33,6 +34,11 @@ class CycleReport:
     killed: int
     finished: list[int]
     seconds: float
+
+    def __str__(self) -> str:
+        """What ``cigri cycle`` prints and ``-v`` logs."""
+        return (f"{self.updated} updated, {self.decided} decided, {self.submitted} submitted, {self.killed} killed, "
+                f"{len(self.finished)} campaign(s) finished in {self.seconds:.3f}s")
 
 
 @contextmanager
@@ -54,14 +60,14 @@ def exclusive(path: Path) -> Iterator[None]:
         yield
 
 
-def lock_path(grid: Grid) -> Path:
-    return grid.config.home / "cycle.lock"
-
-
 def run_cycle(grid: Grid) -> CycleReport:
-    """Run exactly one cycle under the cycle lock."""
-    with exclusive(lock_path(grid)):
-        return _cycle(grid)
+    """Run exactly one cycle under the cycle lock; the lock's modification time says when the
+    last cycle ended (:func:`cigri.api.cycles`), failed or not."""
+    with exclusive(cycle_lock_path(grid)):
+        try:
+            return _cycle(grid)
+        finally:
+            os.utime(cycle_lock_path(grid))
 
 
 def run_logged(grid: Grid) -> CycleReport:

@@ -32,8 +32,13 @@ class CycleContext:
     draining: set[int] = field(default_factory=set)  # blacklisted by an admin: no new job, the others followed
     options: dict[int, dict[str, Any]] = field(default_factory=dict)
     backends: dict[int, str] = field(default_factory=dict)  # each cluster's backend name (slurm, oar, local, sim)
+    names: dict[int, str] = field(default_factory=dict)  # each cluster's name, for what the cycle logs
     failed: set[int] = field(default_factory=set)  # clusters with a failed call this cycle
     drains: dict[tuple[int, int], int] = field(default_factory=dict)  # (campaign, cluster): jobs ending within a period
+
+    def name(self, cluster_id: int) -> str:
+        """The cluster's name, as logs and messages call it (its id if it is gone)."""
+        return self.names.get(cluster_id, f"#{cluster_id}")
 
     def cluster_options(self, cluster_id: int) -> dict[str, Any]:
         return self.options.get(cluster_id, {})
@@ -45,7 +50,7 @@ class CycleContext:
     def cluster_failed(self, cluster_id: int, what: str, error: Exception, campaign_id: int | None = None) -> None:
         """A cluster call failed: the cluster is left out of this cycle, an event says why, and
         the first failure of the cycle counts toward blacklisting it."""
-        log.warning("cluster %s: %s failed: %s", cluster_id, what, error)
+        log.warning("cluster %s: %s failed: %s", self.name(cluster_id), what, error)
         self.capacities.pop(cluster_id, None)
         code = error.code if isinstance(error, BackendError) else "CLUSTER_UNREACHABLE"
         first = cluster_id not in self.failed
@@ -58,7 +63,7 @@ class CycleContext:
                                       [cluster_id]).fetchone()[0] >= limit:
                 blacklist_cluster(conn, cluster_id, f"{limit} cycle(s) in a row with a failed call; last: "
                                                     f"{what} ({code})")
-                log.warning("cluster %s blacklisted after %s failing cycle(s)", cluster_id, limit)
+                log.warning("cluster %s blacklisted after %s failing cycle(s)", self.name(cluster_id), limit)
 
     def settle(self) -> None:
         """End of cycle: a cluster used without any failure starts its failure count again."""
@@ -74,9 +79,9 @@ def gather(grid: Grid) -> CycleContext:
     """Ask every usable cluster for its capacity, and re-check automatic blacklists that are due."""
     ctx = CycleContext(grid)
     now = database.now()
-    for cluster_id, backend, options, blacklisted, event_id, checked_at in grid.db.execute(
-            "SELECT id, backend, options, blacklisted, blacklist_event_id, checked_at FROM clusters").fetchall():
-        ctx.options[cluster_id], ctx.backends[cluster_id] = json.loads(options), backend
+    for cluster_id, name, backend, options, blacklisted, event_id, checked_at in grid.db.execute(
+            "SELECT id, name, backend, options, blacklisted, blacklist_event_id, checked_at FROM clusters").fetchall():
+        ctx.options[cluster_id], ctx.backends[cluster_id], ctx.names[cluster_id] = json.loads(options), backend, name
         if blacklisted and event_id is None:  # an admin's blacklist, lifted by an admin only
             ctx.draining.add(cluster_id)
             continue
@@ -97,7 +102,7 @@ def gather(grid: Grid) -> CycleContext:
             with database.write(grid.db) as conn:
                 if blacklisted:
                     close(conn, "id = ?", [event_id])
-                    log.warning("cluster %s answers again: blacklist lifted", cluster_id)
+                    log.warning("cluster %s answers again: blacklist lifted", name)
                 close_cluster_problems(conn, cluster_id)
         ctx.capacities[cluster_id] = capacity
     return ctx

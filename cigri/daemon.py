@@ -16,32 +16,19 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
-from cigri.cycle import lock_path, run_logged
+from cigri.cycle import run_logged
 from cigri.errors import Busy
 from cigri.grid import Grid
+from cigri.locks import cycle_lock_path, daemon_lock_path, held
 
 log = logging.getLogger("cigri.daemon")
 
 
-def daemon_lock_path(grid: Grid) -> Path:
-    return grid.config.home / "daemon.lock"
-
-
 def daemon_running(grid: Grid) -> bool:
     """True if some process holds the daemon lock."""
-    path = daemon_lock_path(grid)
-    if not path.exists():
-        return False
-    with open(path) as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        return False
+    return held(daemon_lock_path(grid))
 
 
 class Stop(Protocol):
@@ -68,7 +55,7 @@ def run_daemon(grid: Grid, max_cycles: int | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     with daemon_lock(grid):
-        log.info("daemon started, period %ss, lock %s", grid.config.settings.cycle_period, lock_path(grid))
+        log.info("daemon started, period %ss, lock %s", grid.config.settings.cycle_period, cycle_lock_path(grid))
         cycles = cycle_loop(grid, stop, max_cycles)
     log.info("daemon stopped after %s cycle(s)", cycles)
     return cycles

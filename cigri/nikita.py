@@ -56,5 +56,6 @@ def kill(ctx: CycleContext) -> int:
                     conn.execute("UPDATE tasks SET state = ? WHERE id = ? AND state IN (?, ?, ?)",
                                  [TaskState.CANCELLED, k.task_id, TaskState.PENDING, TaskState.WAITING,
                                   TaskState.RUNNING])
-        log.info("cluster %s: killed %s", cluster_id, dict(Counter(k.reason.value for k in jobs)))
+        log.info("cluster %s: killed %s", ctx.name(cluster_id),
+                 ", ".join(f"{n} {reason}" for reason, n in Counter(k.reason.value for k in jobs).items()))
     return killed

@@ -527,7 +527,8 @@ def predict(ctx: CycleContext) -> int:
             if victims:
                 _flag(conn, campaign_id, cluster_id, victims, now, runner.penalty_half_life)
                 flagged += len(victims)
-                log.info("campaign %s: %s job(s) flooding cluster %s killed", campaign_id, len(victims), cluster_id)
+                log.info("campaign %s: %s job(s) flooding cluster %s killed", campaign_id, len(victims),
+                         ctx.name(cluster_id))
     return flagged
 
 

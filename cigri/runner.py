@@ -162,12 +162,13 @@ def _learn_limit(ctx: CycleContext, cluster_id: int, error: SubmitLimitReached) 
                                      f"{limit} there for {cluster_caps.LEARNED_SECONDS / 3600:g} h (`max_jobs` "
                                      f"sets it for good); it said: {error}",
                cluster_id=cluster_id, signature=f"{limit} jobs")
-    log.info("cluster %s: submit limit reached at %s job(s): %s", cluster_id, limit, error)
+    log.info("cluster %s: submit limit reached at %s job(s): %s", ctx.name(cluster_id), limit, error)
 
 
 def _refused(ctx: CycleContext, campaign_id: int, cluster_id: int, job_ids: list[int], error: Exception) -> None:
     """The cluster will never run these jobs as described: fail them and their tasks, say why once."""
-    log.warning("campaign %s: cluster %s refused %s job(s): %s", campaign_id, cluster_id, len(job_ids), error)
+    log.warning("campaign %s: cluster %s refused %s job(s): %s", campaign_id, ctx.name(cluster_id), len(job_ids),
+                error)
     now = database.now()
     with database.write(ctx.grid.db) as conn:
         conn.executemany("UPDATE jobs SET state = ?, finished_at = ? WHERE id = ? AND state = ?",

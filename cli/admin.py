@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
 import tomllib
 from pathlib import Path
@@ -16,7 +18,7 @@ from cigri import config as configuration
 from cigri.cycle import run_logged
 from cigri.daemon import run_daemon
 from cigri.doctor import diagnose
-from cigri.errors import InputError
+from cigri.errors import CigriError, InputError
 from cigri.users import require_admin
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, help="Administer the cigri grid.")
@@ -66,8 +68,7 @@ def cycle(as_json: bool = typer.Option(False, "--json", help="Print the cycle re
     if as_json:
         common.print_json(report.__dict__)
     else:
-        print(f"cycle: {report.updated} updated, {report.decided} decided, {report.submitted} submitted, "
-              f"{report.killed} killed, {len(report.finished)} campaign(s) finished in {report.seconds:.3f}s")
+        print(f"cycle: {report}")
 
 
 @app.command()
@@ -369,7 +370,7 @@ def cluster_cancel_campaigns(name: str, as_json: bool = typer.Option(False, "--j
 
 @app.command()
 @common.errors_to_exit
-def purge(campaigns: list[int] = typer.Argument(None, metavar="[CAMPAIGN]...", help="Ended campaigns to purge."),
+def purge(campaigns: list[int] = typer.Argument(None, metavar="CAMPAIGN", help="Ended campaigns to purge."),
           ended_days: Optional[float] = typer.Option(None, "--ended-days", metavar="DAYS",
                                                      help="Purge every campaign that ended more than DAYS days ago."),
           as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
@@ -451,5 +452,19 @@ def simulate(scenario: Path = typer.Argument(..., help="Scenario file (JSON; see
     ])
 
 
+@app.command("man")
+@common.errors_to_exit
+def man_page(page: str = typer.Argument(..., metavar="PAGE",
+                                        help="A command (gridsub, gridstat, griddel, gridevents, gridnotify, "
+                                             "gridclusters, gridtoken, cigri) or a file format (cigri-jdl, "
+                                             "cigri.toml, cigri-scenario).")) -> None:
+    """Show a manual page, wherever cigri is installed (man PAGE finds the same pages when the
+    installation's share/man is on its path)."""
+    path = common.man_page(page)
+    if shutil.which("man") is None:
+        raise CigriError(f"man is not installed here; the page is {path}")
+    os.execvp("man", ["man", "-l", str(path)])
+
+
 def main() -> None:
-    app()
+    common.run(app)

@@ -68,4 +68,4 @@ def _by_user(rows: list[dict[str, Any]], as_json: bool) -> None:
 
 
 def main() -> None:
-    app()
+    common.run(app)

@@ -17,7 +17,8 @@ app = typer.Typer(add_completion=True, help="Cancel, pause or resume campaigns."
 @app.command()
 @common.errors_to_exit
 def griddel(
-    campaigns: list[int] = typer.Argument(None, metavar="[CAMPAIGN]...", help="Campaigns to act on."),
+    campaigns: list[int] = typer.Argument(None, metavar="CAMPAIGN", help="Campaigns to act on.",
+                                 autocompletion=common.complete_campaign),
     pause: bool = typer.Option(False, "-p", "--pause", help="Pause: no new jobs; running ones go on."),
     resume: bool = typer.Option(False, "-r", "--resume", help="Resume paused campaigns."),
     job: Optional[int] = typer.Option(None, "-j", "--job", help="Kill this job only (its task is cancelled)."),
@@ -55,4 +56,4 @@ def _act(action: Callable[[], None], success: str) -> bool:
 
 
 def main() -> None:
-    app()
+    common.run(app)

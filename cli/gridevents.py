@@ -15,7 +15,8 @@ app = typer.Typer(add_completion=True, help="List and fix events.")
 @app.command()
 @common.errors_to_exit
 def gridevents(
-    campaign: Optional[int] = typer.Option(None, "-c", "--campaign", help="Only this campaign's events."),
+    campaign: Optional[int] = typer.Option(None, "-c", "--campaign", help="Only this campaign's events.",
+                                           autocompletion=common.complete_campaign),
     global_only: bool = typer.Option(False, "-g", "--global", help="Only the clusters' own events."),
     event_id: Optional[int] = typer.Option(None, "-e", "--event", help="This event only, in full."),
     all_events: bool = typer.Option(False, "-a", "--all", help="Closed events too."),
@@ -74,4 +75,4 @@ def _print_event(event: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    app()
+    common.run(app)

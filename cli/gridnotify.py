@@ -64,4 +64,4 @@ def list_subscriptions(
 
 
 def main() -> None:
-    app()
+    common.run(app)

@@ -3,28 +3,117 @@
 from __future__ import annotations
 
 import sys
-from typing import Optional
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any, Optional
 
 import typer
 
 from cigri.client import Client
-from cigri.cli import common
+from cigri.cli import common, live
+from cigri.config import parse_duration
 from cigri.errors import InputError
 
 app = typer.Typer(add_completion=True, help="Show campaigns, tasks and jobs.")
 
 
+class _Field:
+    """One column of a listing: its header and how a row's JSON gives its value."""
+
+    def __init__(self, header: str, value: Callable[[dict[str, Any]], Any]) -> None:
+        self.header, self.value = header, value
+
+
+def _field(known: dict[str, _Field], name: str) -> _Field:
+    field = known.get(name.strip().lower())
+    if field is None:
+        raise InputError(f"-o: unknown field {name.strip()!r}; known: {', '.join(known)}")
+    return field
+
+
+def _count(state: str) -> Callable[[dict[str, Any]], int]:
+    return lambda c: int(c["tasks"][state])
+
+
+def _progress(c: dict[str, Any]) -> str:
+    return f"{c['tasks']['terminated'] + c['tasks']['failed']}/{c['tasks']['total']} ({c['progress']}%)"
+
+
+CAMPAIGN_FIELDS = {
+    "id": _Field("Campaign id", lambda c: c["id"]),
+    "name": _Field("Name", lambda c: c["name"]),
+    "user": _Field("User", lambda c: c["user"]),
+    "submitted": _Field("Submission time", lambda c: common.when(c["submitted_at"])),
+    "started": _Field("Started", lambda c: common.when(c["started_at"])),
+    "finished": _Field("Finished", lambda c: common.when(c["finished_at"])),
+    "s": _Field("S", lambda c: _letter(c["state"])),
+    "state": _Field("State", lambda c: c["state"]),
+    "progress": _Field("Progress", _progress),
+    "percent": _Field("%", lambda c: c["progress"]),
+    **{count: _Field(count.capitalize(), _count(count))
+       for count in ("total", "pending", "waiting", "running", "terminated", "failed", "cancelled")},
+    "rate": _Field("Tasks/h", lambda c: _rate(c["throughput_per_hour"])),
+    "remaining": _Field("Remaining", lambda c: common.duration(c["remaining_seconds"])),
+    "eta": _Field("ETA", lambda c: common.when(c["eta"]) or "?"),
+    "events": _Field("Events", lambda c: c["open_events"]),
+}
+DEFAULT_CAMPAIGN_FIELDS = "id,name,user,submitted,s,progress,rate,eta"
+
+
+def _last_job(task: dict[str, Any], key: str) -> Any:
+    return task["jobs"][-1][key] if task["jobs"] else None
+
+
+TASK_FIELDS = {
+    "id": _Field("task", lambda t: t["id"]),
+    "name": _Field("name", lambda t: t["name"]),
+    "state": _Field("state", lambda t: t["state"]),
+    "attempts": _Field("attempts", lambda t: t["attempts"]),
+    "param": _Field("parameters", lambda t: t["param"]),
+    "job": _Field("last job", lambda t: _last_job(t, "id")),
+    "cluster": _Field("cluster", lambda t: _last_job(t, "cluster")),
+    "exit": _Field("exit", lambda t: _last_job(t, "exit_code")),
+    "jobs": _Field("jobs (id:cluster:state:exit)", lambda t: " ".join(
+        f"{j['id']}:{j['cluster']}:{j['state']}:{'' if j['exit_code'] is None else j['exit_code']}"
+        for j in t["jobs"])),
+}
+DEFAULT_TASK_FIELDS = "id,name,state,attempts,jobs"
+LETTERS = {"in_treatment": "R", "paused": "P", "terminated": "T", "failed": "F", "cancelled": "C"}
+
+
 @app.command()
 @common.errors_to_exit
 def gridstat(
-    campaign_arg: Optional[int] = typer.Argument(None, metavar="[CAMPAIGN]", help="Campaign to detail (same as -c)."),
-    campaign: Optional[int] = typer.Option(None, "-c", "--campaign", help="Campaign to detail."),
+    campaign_arg: Optional[int] = typer.Argument(None, metavar="CAMPAIGN", help="Campaign to detail (same as -c).",
+                                                 autocompletion=common.complete_campaign),
+    campaign: Optional[int] = typer.Option(None, "-c", "--campaign", help="Campaign to detail.",
+                                           autocompletion=common.complete_campaign),
     full: bool = typer.Option(False, "-f", "--full", help="With -c: every task and its jobs."),
     job: Optional[int] = typer.Option(None, "-j", "--job", help="One job."),
     stdout: bool = typer.Option(False, "-O", "--stdout", help="With -j: print the job's stdout."),
-    stderr: bool = typer.Option(False, "-E", "--stderr", help="With -j: print the job's stderr."),
+    stderr: bool = typer.Option(False, "-E", "--stderr", help="With -j: print the job's stderr (with -O too: "
+                                                              "each under a ==> job N stdout <== line)."),
     user: Optional[str] = typer.Option(None, "-u", "--user", help="Only this user's campaigns."),
     all_campaigns: bool = typer.Option(False, "-a", "--all", help="Finished campaigns too."),
+    states: list[str] = typer.Option([], "--state", metavar="STATE",
+                                     help="Only campaigns in this state (a name or its S letter; repeat or separate "
+                                          "with commas); with -c N, only its tasks in this state (pending, waiting, "
+                                          "running, terminated, failed, cancelled), as -f does."),
+    name: Optional[str] = typer.Option(None, "--name", metavar="PATTERN",
+                                       help="Only campaigns whose name matches this shell pattern ('povray*')."),
+    since: Optional[str] = typer.Option(None, "--since", metavar="WHEN",
+                                        help="Only campaigns submitted since WHEN: a duration ago (90m, 12h, 3d) "
+                                             "or a date (2026-11-25, 2026-11-25T14:00)."),
+    fields: Optional[str] = typer.Option(None, "-o", "--format", metavar="FIELDS",
+                                         help="The columns to print, by name, separated by commas (as squeue -o): "
+                                              f"for campaigns {', '.join(CAMPAIGN_FIELDS)}; for tasks (-f, "
+                                              f"--state) {', '.join(TASK_FIELDS)}."),
+    noheader: bool = typer.Option(False, "-H", "--noheader", "--headerless", help="No column names."),
+    wait: bool = typer.Option(False, "-w", "--wait", help="With -c: the live view of gridsub --wait until the "
+                                                           "campaign ends (Ctrl-C leaves it running); exit 0 if every "
+                                                           "task succeeded, else 1."),
+    why: bool = typer.Option(False, "--why", help="With -c: why the campaign gets what it gets from the fair share "
+                                                  "(its line of cigri shares)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON value (with -O/-E: {job, stdout, stderr}). "
                                                       "progress: percent of the tasks that ran to an end (terminated "
                                                       "or failed: a cancelled task did not); throughput_per_hour: over "
@@ -32,31 +121,100 @@ def gridstat(
                                                       "remaining_seconds and eta), over its own life once over."),
     version: bool = common.VersionOption,
 ) -> None:
-    """Without arguments: your unfinished campaigns."""
+    """Without arguments: your unfinished campaigns, one line each.
+
+    S is the campaign's state: R in treatment, P paused, T terminated (every task succeeded), F
+    failed (every task ended and some failed), C cancelled.
+
+    With -c N: the campaign's tasks per state, and per cluster its jobs by state, where "ended
+    otherwise" counts the jobs that ended there in any way but success (failed, killed at their
+    walltime, preempted, lost, cancelled or resubmitted), with their duration, throughput and
+    ETA. Its events (what failed, and why) are gridevents -c N."""
     if campaign is not None and campaign_arg is not None:
         raise InputError("give the campaign once: CAMPAIGN or -c CAMPAIGN")
     campaign = campaign if campaign is not None else campaign_arg
     if job is not None and campaign is not None:
         raise InputError("-j JOB excludes a campaign")
-    if (job is not None or campaign is not None) and (user is not None or all_campaigns):
-        raise InputError("-u and -a select campaigns to list; with -c or -j they would be ignored")
+    selecting = user is not None or all_campaigns or name is not None or since is not None
+    if (job is not None or campaign is not None) and selecting:
+        raise InputError("-u, -a, --name and --since select campaigns to list; with -c or -j they would be ignored")
+    _refuse_out_of_place(campaign, job, full=full, states=states, fields=fields, wait=wait, why=why,
+                         noheader=noheader)
+    layout = _Layout(fields, noheader, as_json)
     client = common.client()
     if job is not None:
         return _job(client, job, stdout, stderr, as_json)
     if stdout or stderr:
         raise InputError("-O and -E need -j JOB")
     if campaign is not None:
-        return _tasks(client, campaign, as_json) if full else _campaign(client, campaign, as_json)
-    if full:
-        raise InputError("-f needs -c CAMPAIGN")
-    campaigns = client.campaigns(user=user, mine=user is None and not all_campaigns, include_finished=all_campaigns)
+        return _one_campaign(client, campaign, full=full, states=_split(states), layout=layout, wait=wait, why=why)
+    campaigns = client.campaigns(user=user, mine=user is None and not all_campaigns, include_finished=all_campaigns,
+                                 states=tuple(_campaign_state(s) for s in _split(states)), name=name,
+                                 since=None if since is None else _moment(since))
     if as_json:
-        return common.print_json(campaigns)
-    common.print_table(None, ["Campaign id", "Name", "User", "Submission time", "S", "Progress", "Tasks/h", "ETA"],
-                       [[c["id"], c["name"], c["user"], common.when(c["submitted_at"]), _letter(c["state"]),
-                         f"{c['tasks']['terminated'] + c['tasks']['failed']}/"
-                         f"{c['tasks']['total']} ({c['progress']}%)", _rate(c["throughput_per_hour"]),
-                         common.when(c["eta"]) or "?"] for c in campaigns])
+        common.print_json(campaigns)
+    else:
+        layout.print(CAMPAIGN_FIELDS, DEFAULT_CAMPAIGN_FIELDS, campaigns)
+    if any(c["state"] == "in_treatment" for c in campaigns):
+        live.say_if_no_cycles(client, next(c["id"] for c in campaigns if c["state"] == "in_treatment"))
+    return None
+
+
+def _refuse_out_of_place(campaign: int | None, job: int | None, *, full: bool, states: list[str],
+                         fields: str | None, wait: bool, why: bool, noheader: bool) -> None:
+    """The options that only make sense in one view, refused elsewhere (exit 2) rather than ignored."""
+    if campaign is None:
+        for option, needs_one in (("-f", full), ("--wait", wait), ("--why", why)):
+            if needs_one:
+                raise InputError(f"{option} needs -c CAMPAIGN")
+    if job is not None:
+        for option, lists in (("--state", bool(states)), ("-o", fields is not None), ("-H", noheader)):
+            if lists:
+                raise InputError(f"{option} is for listings of campaigns or tasks; with -j it would be ignored")
+    if wait or why:
+        other = [option for option, given in (("-f", full), ("--state", bool(states)), ("-o", fields is not None),
+                                              ("--why", why and wait)) if given]
+        if other:
+            raise InputError(f"{'--wait' if wait else '--why'} excludes {', '.join(other)}")
+
+
+class _Layout:
+    """How a listing is printed: the fields chosen (``-o``), with or without their header
+    (``-H``), or one JSON value (``--json``, which has every field)."""
+
+    def __init__(self, fields: str | None, noheader: bool, as_json: bool) -> None:
+        if as_json and (fields is not None or noheader):
+            raise InputError("--json prints every field: -o and -H are for the columns")
+        self.fields, self.header, self.json = fields, not noheader, as_json
+
+    def print(self, known: dict[str, _Field], default: str, rows: Iterable[dict[str, Any]]) -> None:
+        chosen = [_field(known, name) for name in (self.fields or default).split(",")]
+        common.print_table(None, [field.header for field in chosen], [[field.value(row) for field in chosen]
+                                                                      for row in rows], header=self.header)
+
+
+def _split(values: list[str]) -> list[str]:
+    """``--state a,b --state c``: a, b, c."""
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def _campaign_state(text: str) -> str:
+    """A campaign state by name or by its S letter (``R``), as squeue's ``-t``."""
+    by_letter = {letter: state for state, letter in LETTERS.items()}
+    return by_letter.get(text.upper(), text) if len(text) == 1 else text
+
+
+def _moment(text: str) -> float:
+    """``--since``: a duration ago (``12h``) or a date (``2026-11-25``, ``2026-11-25T14:00``)."""
+    try:
+        return datetime.now().timestamp() - parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise InputError(f"--since: expected a duration (90m, 12h, 3d) or a date (2026-11-25, "
+                         f"2026-11-25T14:00), got {text!r}") from None
 
 
 def _rate(per_hour: float | None) -> str:
@@ -65,41 +223,90 @@ def _rate(per_hour: float | None) -> str:
 
 def _letter(state: str) -> str:
     """CiGri's one-letter state column."""
-    return {"in_treatment": "R", "paused": "P", "terminated": "T", "failed": "F", "cancelled": "C"}.get(state, "?")
+    return LETTERS.get(state, "?")
 
 
-def _campaign(client: Client, campaign_id: int, as_json: bool) -> None:
+def _one_campaign(client: Client, campaign_id: int, *, full: bool, states: list[str], layout: _Layout, wait: bool,
+                  why: bool) -> None:
+    if wait:
+        raise typer.Exit(live.reattach(client, campaign_id, live.PERIOD, layout.json))
+    if why:
+        return _why(client.campaign_share(campaign_id), layout.json)
+    if full or states:
+        return _tasks(client, campaign_id, tuple(states), layout)
     detail = client.campaign(campaign_id)
-    if as_json:
-        return common.print_json(detail)
+    if layout.json:
+        common.print_json(detail)
+    elif layout.fields is not None:
+        layout.print(CAMPAIGN_FIELDS, DEFAULT_CAMPAIGN_FIELDS, [detail])
+    else:
+        _campaign(detail)
+    if detail["state"] == "in_treatment":
+        live.say_if_no_cycles(client, campaign_id)
+    return None
+
+
+def _campaign(detail: dict[str, Any]) -> None:
     t = detail["tasks"]
     print(f"Campaign {detail['id']}: {common.printable(detail['name'])} ({detail['user']}), {detail['state']}, "
           f"submitted {common.when(detail['submitted_at'])}")
     common.print_table("Tasks", list(t), [list(t.values())])
-    print(f"Progress: {detail['progress']}%   duration: {common.duration(detail['average_duration'])} "
-          f"± {common.duration(detail['duration_stddev'])}   throughput: {_rate(detail['throughput_per_hour'])} tasks/h "
+    print(f"Progress: {detail['progress']}%   throughput: {_rate(detail['throughput_per_hour'])} tasks/h "
           f"({'its life' if detail['finished_at'] else 'last hour'})   "
-          f"remaining: {common.duration(detail['remaining_seconds'])}   "
-          f"ETA: {common.when(detail['eta']) or '?'}   open events: {detail['open_events']}   "
-          f"replicas: {detail['replicas']}")
+          f"remaining: {common.duration(detail['remaining_seconds'])}   ETA: {common.when(detail['eta']) or '?'}")
+    print(f"Duration: {common.duration(detail['average_duration'])} ± {common.duration(detail['duration_stddev'])}   "
+          f"open events: {detail['open_events']}   replicas: {detail['replicas']}")
+    if t["failed"] or detail["open_events"]:
+        print(f"What failed and why: gridevents -c {detail['id']}")
     if detail["clusters"]:
         states = sorted({s for c in detail["clusters"] for s in c["jobs"]})
         common.print_table("Jobs per cluster",
-                           ["cluster", *states, "duration", "tasks/h", "remaining", "ETA", "tap", "penalty"],
-                           [[c["cluster"], *[c["jobs"].get(s, 0) for s in states], common.duration(c["average_duration"]),
-                             _rate(c["throughput_per_hour"]), common.duration(c["remaining_seconds"]),
-                             common.when(c["eta"]) or "?", "?" if c["tap"] is None else c["tap"],
+                           ["cluster", *(s.replace("_", " ") for s in states), "duration", "tasks/h", "remaining",
+                            "ETA", "tap", "penalty"],
+                           [[c["cluster"], *[c["jobs"].get(s, 0) for s in states],
+                             common.duration(c["average_duration"]), _rate(c["throughput_per_hour"]),
+                             common.duration(c["remaining_seconds"]), common.when(c["eta"]) or "?",
+                             "?" if c["tap"] is None else c["tap"],
                              f"{c['affinity_penalty']:.2f}"] for c in detail["clusters"]])
 
 
-def _tasks(client: Client, campaign_id: int, as_json: bool) -> None:
-    tasks = client.tasks(campaign_id)
-    if as_json:
+def _tasks(client: Client, campaign_id: int, states: tuple[str, ...], layout: _Layout) -> None:
+    tasks = client.tasks(campaign_id, states=states)
+    if layout.json:
         return common.print_json(list(tasks))
-    common.print_table(None, ["task", "name", "state", "attempts", "jobs (id:cluster:state:exit)"],
-                       [[t["id"], t["name"], t["state"], t["attempts"],
-                         " ".join(f"{j['id']}:{j['cluster']}:{j['state']}:{'' if j['exit_code'] is None else j['exit_code']}"
-                                  for j in t["jobs"])] for t in tasks])
+    return layout.print(TASK_FIELDS, DEFAULT_TASK_FIELDS, tasks)
+
+
+def _why(share: dict[str, Any], as_json: bool) -> None:
+    """The campaign's line of ``cigri shares``, in sentences."""
+    if as_json:
+        return common.print_json(share)
+    print(f"Campaign {share['id']}: {common.printable(share['name'] or '')} ({share['user']}), {share['state']}")
+    if not share["scheduled"]:
+        print(f"why: {share['reason']}")
+        return _obstacles(share)
+    print(f"class {share['class']} ({share['policy']}), demand {share['demand']} task(s)"
+          + (", test mode" if share["test_mode"] else ""))
+    common.print_table(None, ["cluster", "running", "target", "start", "preempt"],
+                       [[cluster, share["running"].get(cluster, 0), share["target"].get(cluster, 0),
+                         share["start"].get(cluster, 0), share["preempt"].get(cluster, 0)]
+                        for cluster in share["clusters"]])
+    print(f"fair share: {share['fair_share']['jobs']} job(s), {100 * share['fair_share']['dominant']:.1f}% of the grid")
+    print(f"why: {share['reason']}")
+    return _obstacles(share)
+
+
+def _obstacles(share: dict[str, Any]) -> None:
+    """What keeps the campaign off some clusters."""
+    if "clusters_refused" not in share:  # ended: not scheduled any more
+        return None
+    for event in share["blocked_by"]:
+        print(f"{event['code']} on {event['cluster']}: {common.printable(event['message'])}")
+    for refusal in share["clusters_refused"]:
+        print(f"never runs on {refusal['cluster']}: {refusal['why']}")
+    for cluster in share["clusters_left_out"]:
+        print(f"left out of the next cycle: {cluster['name']} ({common.printable(cluster['error'])})")
+    return None
 
 
 def _job(client: Client, job_id: int, want_stdout: bool, want_stderr: bool, as_json: bool) -> None:
@@ -108,15 +315,25 @@ def _job(client: Client, job_id: int, want_stdout: bool, want_stderr: bool, as_j
         tails = {stream: client.job_output(job_id, stream) for stream in streams}
         if as_json:
             return common.print_json({"job": job_id, **tails})
-        for text in tails.values():
-            sys.stdout.write(text)
+        _print_streams(job_id, tails)
         return None
     info = client.job(job_id)
     if as_json:
         return common.print_json(info)
     common.print_table(f"Job {job_id}", ["field", "value"],
                        [[k, common.when(v) if k.endswith("_at") else v] for k, v in info.items()])
+    return None
+
+
+def _print_streams(job_id: int, texts: dict[str, str]) -> None:
+    """One stream as it is (for a pipe); both, each under a label, as ``tail`` labels files."""
+    for index, (stream, text) in enumerate(texts.items()):
+        if len(texts) > 1:
+            sys.stdout.write(f"{'' if index == 0 else chr(10)}==> job {job_id} {stream} <==\n")
+        sys.stdout.write(text)
+        if len(texts) > 1 and text and not text.endswith("\n"):
+            sys.stdout.write("\n")
 
 
 def main() -> None:
-    app()
+    common.run(app)

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from cigri import api
-from cigri.cli import common
+from cigri.cli import common, live
 from cigri.errors import InputError
-from cigri.client import Client
 
 app = typer.Typer(add_completion=True, help="Submit a campaign to the grid.")
 
@@ -26,9 +19,9 @@ app = typer.Typer(add_completion=True, help="Submit a campaign to the grid.")
 @common.errors_to_exit
 def gridsub(
     jdl: list[Path] = typer.Option([], "-f", "--file", metavar="FILE", help="JDL file (JSON); repeat for several campaigns, submitted all or none; - reads stdin."),
-    campaign: Optional[int] = typer.Option(None, "-c", "--campaign", metavar="N", help="Campaign to add parameters to (with -F)."),
+    campaign: Optional[int] = typer.Option(None, "-c", "--campaign", metavar="N", help="Campaign to add parameters to (with -F), or to follow (with --wait).", autocompletion=common.complete_campaign),
     param_file: Optional[Path] = typer.Option(None, "-F", "--param-file", metavar="FILE", help="Parameter file to add to campaign -c."),
-    wait: bool = typer.Option(False, "--wait", "-w", help="Stay attached with a live progress view until the campaigns end; an admin's drives the cycles if no daemon runs."),
+    wait: bool = typer.Option(False, "--wait", "-w", help="Stay attached with a live progress view until the campaigns end (Ctrl-C leaves them running); an admin's drives the cycles if no daemon runs. -c N --wait follows campaign N."),
     period: float = typer.Option(0.2, "--period", help="Seconds to pause after a cycle that sent no job, when --wait drives the cycles (> 0)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON value."),
     strict: bool = typer.Option(False, "--strict", help="Refuse CiGri 3.2's forms (a warning each by default) as invalid input."),
@@ -37,9 +30,11 @@ def gridsub(
     """Submit JDL campaigns; print their numbers. Exit 2 on invalid input, with nothing written."""
     common.positive("--period", period)  # before anything is submitted
     client = common.client()
+    if campaign is not None and param_file is None and not jdl and wait:
+        raise typer.Exit(live.reattach(client, campaign, period, as_json))
     if campaign is not None or param_file is not None:
         if campaign is None or param_file is None or jdl:
-            raise InputError("-c and -F go together, without -f")
+            raise InputError("-c and -F go together, without -f (or -c N --wait follows campaign N)")
         added = client.extend(campaign, api.Lines(_open(param_file), str(param_file)), strict=strict)
         _warn(added.warnings)
         common.print_json({"campaign_id": campaign, "tasks": added.tasks}) if as_json else \
@@ -58,7 +53,8 @@ def gridsub(
                 print(f"Campaign number: {entry['campaign_id']}")
         ids = [e["campaign_id"] for e in submitted]
     if wait:
-        raise typer.Exit(_wait(client, ids, period, quiet=as_json))
+        raise typer.Exit(live.follow(client, ids, period, quiet=as_json)[0])
+    live.say_if_no_cycles(client, ids[0])
 
 
 def _warn(lines: list[str] | tuple[str, ...]) -> None:
@@ -96,94 +92,5 @@ def _read(path: Path) -> str:
         raise InputError(f"{path}: not valid UTF-8") from None
 
 
-VIEW_PERIOD = 0.25  # seconds between two reads of the campaigns' counts while cycles make progress
-ENDED = ("terminated", "failed", "cancelled")
-
-
-def _wait(client: Client, ids: list[int], period: float, quiet: bool) -> int:
-    """Follow the campaigns to their end; 0 if every task succeeded, 1 otherwise.
-
-    In direct mode, the owner of the grid (an admin) drives the cycles when no daemon runs,
-    logging them as ``cigri cycle`` does; through a server, or as anyone else, it only watches:
-    the server runs the cycles, and a cycle runs the local cluster's jobs as whoever runs it
-    and reads the clusters' key files, which only cigri's account may read.
-
-    Cycles run back to back while they send jobs (a sleep would only idle the clusters) and
-    ``period`` apart while they only watch jobs run and end, so no cluster's status command
-    runs in a loop; the counts are read a few times a second, not per cycle.
-    Ctrl-C lets the running cycle finish and then leaves (KeyboardInterrupt, exit 130): raised
-    anywhere inside a cycle it could land in a finalizer, where Python only prints it.
-    """
-    if not quiet and client.direct and not client.admin:
-        print("gridsub: waiting for the grid's cycles (cigri daemon or cron): only an admin's gridsub runs them",
-              file=sys.stderr)
-
-    columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.fields[detail]}"), TimeRemainingColumn()]
-    with Progress(*columns, console=common.stderr, disable=quiet or not common.fancy()) as progress, \
-            _sigint_as_flag() as interrupted:
-        view = _View(progress, ids, quiet)
-        last_view = 0.0
-        ended: set[int] = set()
-        while True:
-            if interrupted.is_set():
-                raise KeyboardInterrupt
-            report = client.drive_cycle()
-            if report is not None:
-                ended.update(report.finished)
-            now = time.monotonic()
-            if report is None or ended.issuperset(ids) or now - last_view >= VIEW_PERIOD:
-                last_view = now
-                summaries = [client.campaign(i) for i in ids]
-                if all(s["state"] in ENDED for s in summaries):
-                    break
-                view.show(summaries, now)
-            if report is None or not report.submitted:
-                interrupted.wait(period)
-    ok = all(s["state"] == "terminated" and s["tasks"]["terminated"] == s["tasks"]["total"] for s in summaries)
-    if not quiet:
-        for s in summaries:
-            t = s["tasks"]
-            print(f"campaign {s['id']}: {s['state']}, {t['terminated']} succeeded, {t['failed']} failed, "
-                  f"{t['cancelled']} cancelled", file=sys.stderr)
-    return 0 if ok else 1
-
-
-@contextmanager
-def _sigint_as_flag() -> Iterator[threading.Event]:
-    """SIGINT sets the event instead of raising where it lands; the old handler comes back after."""
-    interrupted = threading.Event()
-    previous = signal.signal(signal.SIGINT, lambda *_: interrupted.set())
-    try:
-        yield interrupted
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-class _View:
-    """The campaigns' progress: rich bars on a terminal, else a line per campaign every 2 s."""
-
-    def __init__(self, progress: Progress, ids: list[int], quiet: bool) -> None:
-        self.progress, self.quiet = progress, quiet
-        self.bars = {i: progress.add_task(f"campaign {i}", total=None, detail="") for i in ids}
-        self.started = time.monotonic()
-        self.done_before: dict[int, int] = {}
-        self.last_line = 0.0
-
-    def show(self, summaries: list[dict], now: float) -> None:
-        show_line = not self.quiet and not common.fancy() and now - self.last_line > 2
-        for s in summaries:
-            t = s["tasks"]
-            done = t["terminated"] + t["failed"] + t["cancelled"]
-            rate = (done - self.done_before.setdefault(s["id"], done)) / max(now - self.started, 1e-9)
-            detail = (f"done {t['terminated']} running {t['running']} waiting {t['waiting']} "
-                      f"pending {t['pending']} failed {t['failed']}" + (f" {rate:.1f}/s" if rate else ""))
-            self.progress.update(self.bars[s["id"]], total=t["total"], completed=done, detail=detail)
-            if show_line:
-                print(f"campaign {s['id']}: {s['state']} {detail}", file=sys.stderr)
-        if show_line:
-            self.last_line = now
-
-
 def main() -> None:
-    app()
+    common.run(app)

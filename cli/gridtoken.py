@@ -73,4 +73,4 @@ def remove(cluster: str = typer.Argument(..., help="The cluster.")) -> None:
 
 
 def main() -> None:
-    app()
+    common.run(app)

@@ -105,12 +105,14 @@ def parse_jdl(text: str, *, known_clusters: Mapping[str, str], user: str, base_d
     document = _load(text, source, warnings)
     if not strict:
         compat.normalize(document, known_clusters, schema(), warnings)
-    problems = [f"{source}: {_path(e)}: {_message(e)}" for e in sorted(_validator().iter_errors(document), key=_order)]
-    if problems:
-        raise InputError("\n".join(map(_one_line, problems)))
-    problems = _semantic_problems(document, known_clusters)
-    class_name = document.get("class", default_class)
-    problems += _class_problems(class_name, user, {"default": None} if classes is None else classes)
+    errors = sorted(_validator().iter_errors(document), key=_order)
+    problems = [f"{_path(e)}: {_message(e)}" for e in errors]
+    if isinstance(document, dict):  # and every problem the shapes let the other checks see, in one go
+        flagged = {_path(e) for e in errors if e.validator not in ("required", "additionalProperties")}
+        class_name = document.get("class", default_class)
+        semantic = _semantic_problems(document, known_clusters) + (_class_problems(
+            class_name, user, {"default": None} if classes is None else classes) if isinstance(class_name, str) else [])
+        problems += [p for p in dict.fromkeys(semantic) if not _within(p.partition(": ")[0], flagged)]
     if problems:
         raise InputError("\n".join(_one_line(f"{source}: {p}") for p in problems))
     home = home_of(user)  # the parameter file is read here
@@ -223,9 +225,18 @@ def control_character(text: str) -> str | None:
     return next((c for c in text if unicodedata.category(c) in ("Cc", "Zl", "Zp")), None)
 
 
+def _within(path: str, flagged: set[str]) -> bool:
+    """Whether a problem at ``path`` is about a value the schema already refused (it, or a
+    value inside it)."""
+    return any(path == other or path.startswith((other + ".", other + "[")) for other in flagged)
+
+
 def _semantic_problems(document: dict[str, Any], known_clusters: Mapping[str, str]) -> list[str]:
+    """What the schema cannot check; each check reads only values of the shape it expects, so
+    that a document the schema refused still gets every other problem reported."""
     problems = []
-    control = control_character(document["name"])
+    name = document.get("name")
+    control = control_character(name) if isinstance(name, str) else None
     if control is not None:  # a line break or an escape sequence would break gridstat's table
         problems.append(f"$.name: contains the control character U+{ord(control):04X}; a name is one line of text")
     sources = [k for k in ("param_file", "nb_jobs", "params") if k in document]
@@ -234,23 +245,29 @@ def _semantic_problems(document: dict[str, Any], known_clusters: Mapping[str, st
     elif len(sources) != 1:
         problems.append("exactly one of param_file, nb_jobs, params is required"
                         + (f" (got {', '.join(sources)})" if sources else ""))
-    for name, settings in document["clusters"].items():
+    clusters = document.get("clusters")
+    for name, settings in (clusters.items() if isinstance(clusters, dict) else ()):
         if name not in known_clusters:
             problems.append(f"$.clusters.{name}: unknown cluster (known: {', '.join(known_clusters) or 'none'})")
+        if not isinstance(settings, dict):
+            continue
         if "exec_file" not in settings and "exec_file" not in document:
             problems.append(f"$.clusters.{name}: missing mandatory key 'exec_file' (here or global)")
         for key, parse in (*((k, parse_walltime) for k in WALLTIME_KEYS), ("memory", parse_memory)):
-            value = settings.get(key, document.get(key))
-            if value is not None:
+            value, where = (settings[key], f"$.clusters.{name}.{key}") if key in settings else (document.get(key),
+                                                                                                 f"$.{key}")
+            if isinstance(value, (str, int)) and not isinstance(value, bool):
                 try:
                     parse(value)
                 except ValueError as error:
-                    problems.append(f"$.clusters.{name}.{key}: {error}")
-        if _boolean(settings.get("dimensional_grouping", document.get("dimensional_grouping", False))):
+                    problems.append(f"{where}: {error}")
+        dimensional = settings.get("dimensional_grouping", document.get("dimensional_grouping", False))
+        if isinstance(dimensional, (bool, str)) and _boolean(dimensional):
             problems.append(f"$.clusters.{name}.dimensional_grouping: not supported by cigri")
-        problems += _job_type_problems(name, known_clusters.get(name),
-                                       settings.get("cluster_job_type", document.get("cluster_job_type", "")))
-        if (resources := settings.get("resources", document.get("resources"))) is not None:
+        job_types = settings.get("cluster_job_type", document.get("cluster_job_type", ""))
+        if isinstance(job_types, str) or isinstance(job_types, list) and all(isinstance(t, str) for t in job_types):
+            problems += _job_type_problems(name, known_clusters.get(name), job_types)
+        if isinstance(resources := settings.get("resources", document.get("resources")), str):
             problems += _resources_problems(name, known_clusters.get(name), resources)
     return problems
 

@@ -19,13 +19,13 @@ declare -A summary=(
 )
 for cmd in "${!summary[@]}"; do
   include=$(mktemp)
-  cat sections.h2m > "$include"
+  cat sections.h2m "examples/$cmd.h2m" > "$include"
   if [ "$cmd" = cigri ]; then
     {
       echo "[SUBCOMMANDS]"
       for sub in "cycle" "daemon" "server" "doctor" "shares" "classes" "users" "simulate" "db init" "db upgrade" "db path" "cluster list" "cluster add" \
                  "cluster test" "cluster remove" "cluster blacklist" "cluster unblacklist" "cluster cancel-campaigns" \
-                 "purge" "import-v3" "token create" "token list" "token revoke"; do
+                 "purge" "import-v3" "token create" "token list" "token revoke" "man"; do
         echo ".SS \"cigri $sub\""
         echo ".nf"
         # shellcheck disable=SC2086

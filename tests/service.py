@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,16 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def serving(config: str = "") -> Iterator[Site]:
+    """A started site for a module's tests (``yield from serving()`` in a fixture), closed after."""
+    site = Site(config)
+    try:
+        site.start()
+        yield site
+    finally:
+        site.close()
 
 
 class Site:

@@ -310,10 +310,10 @@ def test_bad_names_duplicate_keys_and_ignored_arguments_are_one_line_errors(cigr
         (["griddel", "-r", "-j", "1"], "griddel: -p and -r pause and resume campaigns; a job (-j) can only be killed"),
         (["gridstat", "-c", "1", "5"], "gridstat: give the campaign once: CAMPAIGN or -c CAMPAIGN"),
         (["gridstat", "-j", "1", "1"], "gridstat: -j JOB excludes a campaign"),
-        (["gridstat", "-c", "1", "-a"], "gridstat: -u and -a select campaigns to list; with -c or -j they would be "
-                                        "ignored"),
-        (["gridstat", "-j", "1", "-u", "bob"], "gridstat: -u and -a select campaigns to list; with -c or -j they "
-                                               "would be ignored"),
+        (["gridstat", "-c", "1", "-a"], "gridstat: -u, -a, --name and --since select campaigns to list; with -c or "
+                                        "-j they would be ignored"),
+        (["gridstat", "-j", "1", "-u", "bob"], "gridstat: -u, -a, --name and --since select campaigns to list; with "
+                                               "-c or -j they would be ignored"),
     ]
     for argv, line in cases:
         result = cigri.run(*argv, expect=2)
@@ -331,4 +331,5 @@ def test_a_jobs_output_with_json_is_one_json_value(cigri: Cigri) -> None:
     job = str(task["jobs"][0]["id"])
     assert cigri.json("gridstat", "-j", job, "-O", "-E") == {"job": int(job), "stdout": "out a\n", "stderr": "err a\n"}
     assert cigri.json("gridstat", "-j", job, "-E") == {"job": int(job), "stderr": "err a\n"}
-    assert cigri.run("gridstat", "-j", job, "-O", "-E").stdout == "out a\nerr a\n"
+    assert cigri.run("gridstat", "-j", job, "-O", "-E").stdout == (f"==> job {job} stdout <==\nout a\n\n"
+                                                                   f"==> job {job} stderr <==\nerr a\n")

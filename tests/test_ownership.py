@@ -228,5 +228,5 @@ def test_only_an_admins_gridsub_wait_drives_the_cycles(grid: Grid, tmp_path: Pat
     cycling.join()
     assert jobs_before_cycles == [0]
     assert result[0].exit_code == 0, result[0].output
-    assert "only an admin's gridsub runs them" in result[0].output
+    assert "the grid's admin starts them (`cigri daemon`); only an admin's --wait runs them" in result[0].output
     assert grid.db.execute("SELECT user, state FROM campaigns").fetchall() == [("bob", "terminated")]

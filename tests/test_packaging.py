@@ -34,7 +34,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     tmp = tmp_path_factory.mktemp("wheel")
     source, dist = tmp / "src", tmp / "dist"
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "dist")
-    for name in SOURCES:
+    for name in (*SOURCES, "man"):
         shutil.copytree(REPO / name, source / name, ignore=ignore)
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         if (REPO / name).exists():
@@ -62,8 +62,12 @@ def test_every_subpackage_and_data_file_is_in_the_wheel(wheel: zipfile.ZipFile) 
 
 
 def test_wheel_installs_nothing_outside_cigri(wheel: zipfile.ZipFile) -> None:
+    """The package, its metadata, and its manual pages where man(1) looks beside bin/."""
     tops = {name.split("/", 1)[0] for name in wheel.namelist()}
-    assert {top for top in tops if not top.endswith(".dist-info")} == {"cigri"}
+    assert {top for top in tops if not top.endswith((".dist-info", ".data"))} == {"cigri"}
+    data = {name.split("/", 2)[2] for name in wheel.namelist() if name.split("/", 1)[0].endswith(".data")}
+    assert data == {f"share/man/man{page.suffix[1:]}/{page.name}" for page in (REPO / "man").glob("*.[15]")}
+    assert {"share/man/man1/gridsub.1", "share/man/man5/cigri-jdl.5"} <= data
 
 
 def test_the_installed_package_type_checks(wheel: zipfile.ZipFile, tmp_path: Path) -> None:

@@ -14,10 +14,12 @@ from cigri.api.campaigns import (CAMPAIGN_STATES, TASK_COUNT_KEYS, campaign_deta
 from cigri.api.cluster_tokens import add_cluster_token, list_cluster_tokens, remove_cluster_token
 from cigri.api.clusters import (add_cluster, cluster_table, grid_usage, list_clusters, remove_cluster, set_blacklist,
                                 test_cluster, usage)
+from cigri.api.cycles import cycles
 from cigri.api.events import event, fix_events, list_events
 from cigri.api.jobs import STREAMS, campaign_jobs, cancel_job, job_info, job_output
 from cigri.api.notifications import NOTIFY_KINDS, list_subscriptions, shown_target, subscribe, unsubscribe
-from cigri.api.shares import current_shares, explain, list_classes, list_users, read_scenario, shares_of_scenario
+from cigri.api.shares import (campaign_share, current_shares, explain, list_classes, list_users, read_scenario,
+                              shares_of_scenario)
 from cigri.api.staging import INSERT_CHUNK
 from cigri.api.submission import extend, submit, submit_all
 from cigri.api.tokens import create_token, list_tokens, revoke_token, token_user
@@ -27,8 +29,9 @@ from cigri.users import acting_user
 
 __all__ = ["CAMPAIGN_STATES", "INSERT_CHUNK", "NOTIFY_KINDS", "STREAMS", "TASK_COUNT_KEYS", "JDLText", "Lines",
            "Submitted", "add_cluster", "add_cluster_token", "campaign_detail", "campaign_jdl", "campaign_jobs",
-           "campaign_summary", "campaign_tasks", "cancel", "cancel_cluster_campaigns", "cancel_job", "cluster_table",
-           "core_hours", "create_token", "current_shares", "current_user", "event", "explain", "extend", "fix_events",
+           "campaign_share", "campaign_summary", "campaign_tasks", "cancel", "cancel_cluster_campaigns", "cancel_job",
+           "cluster_table", "core_hours", "create_token", "current_shares", "current_user", "cycles", "event",
+           "explain", "extend", "fix_events",
            "grid_usage", "import_v3", "job_info", "job_output", "list_campaigns", "list_classes",
            "list_cluster_tokens", "list_clusters", "list_events", "list_subscriptions", "list_tokens", "list_users",
            "local_jdl", "mark_job_event", "pause", "purge", "purge_ended", "read_scenario", "remove_cluster",

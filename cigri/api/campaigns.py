@@ -136,15 +136,25 @@ CAMPAIGN_STATES = tuple(state.value for state in CampaignState)
 
 
 def list_campaigns(grid: Grid, *, user: str | None = None, include_finished: bool = False,
-                   states: Sequence[str] = (), limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+                   states: Sequence[str] = (), name: str | None = None, since: float | None = None,
+                   limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
     """The summaries of the campaigns chosen, oldest first: ``user``'s (None: everyone's), the
-    unfinished ones unless ``include_finished`` or ``states`` says which, ``limit`` of them
-    after skipping ``offset``. Summaries are public, as CiGri's ``gridstat -u``: a campaign's
-    outputs, tasks and events are only its owner's (:func:`campaign_detail`)."""
-    where, args = [], []
+    unfinished ones unless ``include_finished`` or ``states`` says which, those whose name
+    matches the shell pattern ``name`` (``povray*``) and those submitted at or after ``since``
+    (epoch seconds), ``limit`` of them after skipping ``offset``. Summaries are public, as
+    CiGri's ``gridstat -u``: a campaign's outputs, tasks and events are only its owner's
+    (:func:`campaign_detail`)."""
+    where: list[str] = []
+    args: list[Any] = []
     if user:
         where.append("user = ?")
         args.append(user)
+    if name is not None:
+        where.append("name GLOB ?")
+        args.append(name)
+    if since is not None:
+        where.append("submitted_at >= ?")
+        args.append(since)
     for state in states:
         if state not in CAMPAIGN_STATES:
             raise InputError(f"state: expected one of {', '.join(CAMPAIGN_STATES)}, got {shown(state)}",
@@ -171,18 +181,26 @@ def _check_page(limit: int | None, offset: int) -> None:
 TASK_PAGE = 10_000  # tasks read at a time, with their jobs, by campaign_tasks
 
 
-def campaign_tasks(grid: Grid, campaign_id: int, *, user: str, limit: int | None = None,
+TASK_STATES = tuple(state.value for state in TaskState)
+
+
+def campaign_tasks(grid: Grid, campaign_id: int, *, user: str, states: Sequence[str] = (), limit: int | None = None,
                    offset: int = 0) -> Iterator[dict[str, Any]]:
     """The tasks of one of ``user``'s campaigns in id order, each with its jobs (``gridstat
-    -f``): ``limit`` of them after ``offset``, all by default. Streamed a page at a time, so a
-    million tasks are never held together."""
+    -f``), only those in ``states`` if given (``gridstat -c N --state failed``): ``limit`` of
+    them after ``offset``, all by default. Streamed a page at a time, so a million tasks are
+    never held together."""
     campaign_row(grid, campaign_id, user)
     _check_page(limit, offset)
+    for state in states:
+        if state not in TASK_STATES:
+            raise InputError(f"state: expected one of {', '.join(TASK_STATES)}, got {shown(state)}", field="state")
+    chosen = f"AND state IN {sql_in(tuple(TaskState(state) for state in states))} " if states else ""
     low, high = bag.span(grid.db, campaign_id)
     left = -1 if limit is None else limit
     while left != 0:
         page = list(grid.db.query(
-            "SELECT id, name, param, state, attempts FROM tasks WHERE id BETWEEN ? AND ? AND campaign_id = ? "
+            f"SELECT id, name, param, state, attempts FROM tasks WHERE id BETWEEN ? AND ? AND campaign_id = ? {chosen}"
             "ORDER BY id LIMIT ? OFFSET ?", [low, high, campaign_id, TASK_PAGE if left < 0 else min(left, TASK_PAGE),
                                             offset]))
         if not page:
@@ -191,8 +209,8 @@ def campaign_tasks(grid: Grid, campaign_id: int, *, user: str, limit: int | None
         for job in grid.db.query(
                 "SELECT j.id, j.task_id, c.name AS cluster, j.state, j.remote_id, j.exit_code, j.node, "
                 "j.started_at, j.finished_at FROM jobs j JOIN clusters c ON c.id = j.cluster_id "
-                "WHERE j.task_id BETWEEN ? AND ? AND j.campaign_id = ? ORDER BY j.id",
-                [page[0]["id"], page[-1]["id"], campaign_id]):
+                "WHERE j.task_id IN (SELECT value FROM json_each(?)) ORDER BY j.id",  # the page's own tasks
+                [json.dumps([task["id"] for task in page])]):
             jobs[job.pop("task_id")].append(job)
         for task in page:
             task["jobs"] = jobs.get(task["id"], [])

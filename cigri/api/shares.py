@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 from cigri import bag
 from cigri import db as database
 from cigri.config import ClassConfig, Config, UserConfig
+from cigri.api.access import campaign_row
 from cigri.errors import InputError
 from cigri.grid import Grid
 from cigri.users import require_admin
-from cigri.states import CAMPAIGN_ACTIVE, JOB_ACTIVE, JobState, TaskState, sql_in
+from cigri.states import CAMPAIGN_ACTIVE, JOB_ACTIVE, CampaignState, JobState, TaskState, sql_in
 
 if TYPE_CHECKING:
     from cigri.metascheduler.fairshare import Allocation, Scenario
@@ -26,6 +27,48 @@ def current_shares(grid: Grid, *, user: str) -> dict[str, Any]:
     campaign and cluster, asking each cluster its capacity now; nothing is written. An admin's
     view: it names every user's campaigns."""
     require_admin(grid.config, user, "cigri shares")
+    return _live(grid)
+
+
+def campaign_share(grid: Grid, campaign_id: int, *, user: str) -> dict[str, Any]:
+    """Why one campaign gets what it gets (``gridstat -c N --why``): its line of ``cigri
+    shares`` — class, demand, and per cluster its running jobs, target, starts and preemptions,
+    its fair share and the reason — with the clusters it never runs on and those left out of
+    the next cycle. Its owner's or an admin's: it shows nothing of anyone else's campaigns. An
+    ended campaign is not scheduled: its state is the reason."""
+    row = campaign_row(grid, campaign_id, user)
+    base = {"id": row["id"], "name": row["name"], "user": row["user"], "state": row["state"]}
+    if row["state"] not in CAMPAIGN_ACTIVE:
+        return {**base, "scheduled": False, "reason": f"{row['state']}: the campaign has ended"}
+    result = _live(grid)
+    around = {"clusters_refused": [{"cluster": r["cluster"], "why": r["why"]} for r in result["clusters_refused"]
+                                   if r["campaign"] == campaign_id],
+              "clusters_left_out": result["clusters_left_out"], "blocked_by": _blocking_events(grid, campaign_id)}
+    entry = next((c for c in result["campaigns"] if c["id"] == campaign_id), None)
+    if entry is None:  # the allocation leaves out a campaign with nothing to hold and nowhere to start
+        return {**base, "scheduled": False, "reason": _left_out(grid, campaign_id, row["state"]), **around}
+    return {**entry, **base, "scheduled": True, **around}
+
+
+def _blocking_events(grid: Grid, campaign_id: int) -> list[dict[str, Any]]:
+    """The campaign's open events that keep it off a cluster (a blacklist, a failed prologue)."""
+    return [{"code": code, "cluster": cluster, "message": message} for code, cluster, message in grid.db.execute(
+        "SELECT e.code, c.name, e.message FROM events e LEFT JOIN clusters c ON c.id = e.cluster_id "
+        "WHERE e.campaign_id = ? AND e.state = 'open' AND e.code IN ('BLACKLISTED', 'PROLOGUE_FAILED') ORDER BY e.id",
+        [campaign_id])]
+
+
+def _left_out(grid: Grid, campaign_id: int, state: str) -> str:
+    if state == CampaignState.PAUSED:
+        return f"paused: starts no job until it is resumed (griddel -r {campaign_id})"
+    if not bag.count(grid.db, campaign_id, (TaskState.PENDING,), limit=1):
+        return "nothing to start: no task waits in its bag"
+    return (f"no cluster takes its jobs now (blacklisted for it, unreachable, its prologue failed, or its type "
+            f"waits for the night): see gridevents -c {campaign_id}")
+
+
+def _live(grid: Grid) -> dict[str, Any]:
+    """The allocation the next cycle would make, with the clusters' capacities asked now."""
     from cigri.metascheduler import allocate, gather
 
     capacities, unreachable = {}, []

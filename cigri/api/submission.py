@@ -44,7 +44,7 @@ def submit_all(grid: Grid, jdls: Sequence[JDLText], *, user: str, strict: bool =
     """Create several campaigns in one transaction, all or none: every JDL is parsed and
     admitted, and every parameter line read and checked, before the campaigns are written
     together. ``strict`` refuses CiGri's forms instead of warning about them."""
-    specs = [_parse(grid, jdl, user, strict) for jdl in jdls]
+    specs = _parse_all(grid, jdls, user, strict)
     refused = grid.refusals(user)
     for spec, jdl in zip(specs, jdls):  # a cluster that would never run the user's jobs (docs/identity.md)
         for cluster in spec.clusters:
@@ -125,6 +125,21 @@ def _extensible(grid: Grid, conn: sqlite3.Connection, campaign_id: int, user: st
     if campaign["state"] == CampaignState.CANCELLED:
         raise Refused(f"campaign {campaign_id} is cancelled")
     return campaign
+
+
+def _parse_all(grid: Grid, jdls: Sequence[JDLText], user: str, strict: bool) -> list[CampaignSpec]:
+    """Every JDL parsed; the problems of all of them in one error, so that one try shows them all."""
+    specs, problems = [], []
+    for jdl in jdls:
+        try:
+            specs.append(_parse(grid, jdl, user, strict))
+        except InputError as error:
+            problems.append(error)
+    if len(problems) > 1:
+        raise InputError("\n".join(str(problem) for problem in problems))
+    if problems:
+        raise problems[0]
+    return specs
 
 
 def _parse(grid: Grid, jdl: JDLText, user: str, strict: bool) -> CampaignSpec:

@@ -44,15 +44,19 @@ class DirectClient:
         return api.extend(self.grid, campaign_id, lines, user=self.user, strict=strict)
 
     def campaigns(self, *, user: str | None = None, mine: bool = False, include_finished: bool = False,
-                  states: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+                  states: tuple[str, ...] = (), name: str | None = None,
+                  since: float | None = None) -> list[dict[str, Any]]:
         return api.list_campaigns(self.grid, user=self.user if mine else user, include_finished=include_finished,
-                                  states=states)
+                                  states=states, name=name, since=since)
 
     def campaign(self, campaign_id: int) -> dict[str, Any]:
         return api.campaign_detail(self.grid, campaign_id, user=self.user)
 
-    def tasks(self, campaign_id: int) -> Iterator[dict[str, Any]]:
-        return api.campaign_tasks(self.grid, campaign_id, user=self.user)
+    def campaign_share(self, campaign_id: int) -> dict[str, Any]:
+        return api.campaign_share(self.grid, campaign_id, user=self.user)
+
+    def tasks(self, campaign_id: int, *, states: tuple[str, ...] = ()) -> Iterator[dict[str, Any]]:
+        return api.campaign_tasks(self.grid, campaign_id, user=self.user, states=states)
 
     def pause(self, campaign_id: int) -> None:
         api.pause(self.grid, campaign_id, user=self.user)
@@ -144,6 +148,9 @@ class DirectClient:
 
     def remove_cluster_token(self, cluster: str) -> None:
         api.remove_cluster_token(self.grid, cluster, user=self.user)
+
+    def cycles(self) -> dict[str, Any]:
+        return api.cycles(self.grid)
 
     def drive_cycle(self) -> CycleReport | None:
         """The grid's owner (an admin) runs a cycle when no daemon does, logging it as ``cigri

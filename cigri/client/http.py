@@ -83,19 +83,25 @@ class HTTPClient:
                                      content=_chunks(lines), headers={"Content-Type": "text/plain"}))
 
     def campaigns(self, *, user: str | None = None, mine: bool = False, include_finished: bool = False,
-                  states: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+                  states: tuple[str, ...] = (), name: str | None = None,
+                  since: float | None = None) -> list[dict[str, Any]]:
         params: dict[str, Any] = {"mine": mine, "all": include_finished, "state": list(states)}
-        if user is not None:
-            params["user"] = user
+        for key, value in (("user", user), ("name", name), ("since", since)):
+            if value is not None:
+                params[key] = value
         return self._json("GET", "/campaigns", params=params)  # type: ignore[no-any-return]
 
     def campaign(self, campaign_id: int) -> dict[str, Any]:
         return self._json("GET", f"/campaigns/{campaign_id}")  # type: ignore[no-any-return]
 
-    def tasks(self, campaign_id: int) -> Iterator[dict[str, Any]]:
+    def campaign_share(self, campaign_id: int) -> dict[str, Any]:
+        return self._json("GET", f"/campaigns/{campaign_id}/share")  # type: ignore[no-any-return]
+
+    def tasks(self, campaign_id: int, *, states: tuple[str, ...] = ()) -> Iterator[dict[str, Any]]:
         offset = 0
         while True:
-            page = self._json("GET", f"/campaigns/{campaign_id}/tasks", params={"limit": PAGE, "offset": offset})
+            page = self._json("GET", f"/campaigns/{campaign_id}/tasks",
+                              params={"limit": PAGE, "offset": offset, "state": list(states)})
             yield from page
             if len(page) < PAGE:
                 return
@@ -206,6 +212,16 @@ class HTTPClient:
 
     def remove_cluster_token(self, cluster: str) -> None:
         self._request("DELETE", f"/cluster-tokens/{cluster}")
+
+    def cycles(self) -> dict[str, Any]:
+        """The server's own cycles, as its ``/healthz`` (at the root, outside the API) tells
+        them; a 503 is its answer that they do not run."""
+        url = self.http.base_url.copy_with(path="/healthz")
+        try:
+            answer = self.http.get(url)
+            return answer.json()["cycles"]  # type: ignore[no-any-return]
+        except (httpx.HTTPError, OSError, ValueError, KeyError, TypeError) as error:
+            raise Unavailable(f"cigri server {self.address}: /healthz: {' '.join(str(error).split())}") from None
 
     def drive_cycle(self) -> None:
         """The server runs the cycles."""

@@ -26,10 +26,14 @@ def list_campaigns(session: Session = Depends(session), user: str | None = None,
                    mine: bool = Query(False, description="Only the caller's campaigns."),
                    state: list[str] = Query([], description="Only campaigns in these states."),
                    include_finished: bool = Query(False, alias="all", description="Ended campaigns too."),
+                   name: str | None = Query(None, description="Only campaigns whose name matches this shell "
+                                                              "pattern (povray*)."),
+                   since: float | None = Query(None, description="Only campaigns submitted at or after this "
+                                                                 "time (epoch seconds)."),
                    limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
     """Campaign summaries, oldest first, as ``gridstat [-a] [-u USER] --json`` (public, as CiGri's)."""
     return api.list_campaigns(session.grid, user=session.user if mine else user, include_finished=include_finished,
-                              states=state, limit=limit, offset=offset)
+                              states=state, name=name, since=since, limit=limit, offset=offset)
 
 
 @router.post("/campaigns", status_code=201, summary="Submit campaigns")
@@ -128,9 +132,18 @@ async def extend(campaign_id: int, request: Request, caller: Caller = Depends(au
 
 @router.get("/campaigns/{campaign_id}/tasks", summary="A campaign's tasks with their jobs")
 def tasks(campaign_id: int, session: Session = Depends(session), limit: int | None = 10_000,
-          offset: int = 0) -> list[dict[str, Any]]:
+          offset: int = 0, state: list[str] = Query([], description="Only tasks in these states.")
+          ) -> list[dict[str, Any]]:
     """As ``gridstat -c N -f --json``, a page at a time (``limit`` tasks after ``offset``)."""
-    return list(api.campaign_tasks(session.grid, campaign_id, user=session.user, limit=limit, offset=offset))
+    return list(api.campaign_tasks(session.grid, campaign_id, user=session.user, states=state, limit=limit,
+                                   offset=offset))
+
+
+@router.get("/campaigns/{campaign_id}/share", summary="Why a campaign gets what it gets (its owner)")
+def share(campaign_id: int, session: Session = Depends(session)) -> dict[str, Any]:
+    """As ``gridstat -c N --why --json``: the campaign's line of ``cigri shares``, readable by
+    its owner; the clusters are asked their capacity now."""
+    return api.campaign_share(session.grid, campaign_id, user=session.user)
 
 
 @router.get("/campaigns/{campaign_id}/jobs", summary="A campaign's jobs")
