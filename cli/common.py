@@ -142,18 +142,19 @@ def printable(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
 
 
-def print_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+def print_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]], header: bool = True) -> None:
     cells = [["" if v is None else printable(str(v)) for v in row] for row in rows]
     if fancy():
-        table = Table(title=title, header_style="bold")
+        table = Table(title=title, header_style="bold", show_header=header)
         for column in columns:
             table.add_column(column)
         for row in cells:
             table.add_row(*row)
         stdout.print(table)
         return
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
+    widths = [max([len(c) if header else 0] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    if header:
+        print("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
     for row in cells:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
 

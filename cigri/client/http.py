@@ -92,14 +92,29 @@ class HTTPClient:
     def campaign(self, campaign_id: int) -> dict[str, Any]:
         return self._json("GET", f"/campaigns/{campaign_id}")  # type: ignore[no-any-return]
 
-    def tasks(self, campaign_id: int) -> Iterator[dict[str, Any]]:
-        offset = 0
-        while True:
-            page = self._json("GET", f"/campaigns/{campaign_id}/tasks", params={"limit": PAGE, "offset": offset})
+    def tasks(self, campaign_id: int, *, offset: int = 0, limit: int | None = None) -> Iterator[dict[str, Any]]:
+        left = limit
+        while left is None or left > 0:
+            size = PAGE if left is None else min(left, PAGE)
+            page = self._json("GET", f"/campaigns/{campaign_id}/tasks", params={"limit": size, "offset": offset})
             yield from page
-            if len(page) < PAGE:
+            if len(page) < size:
                 return
             offset += len(page)
+            left = None if left is None else left - len(page)
+
+    def campaign_jdl(self, campaign_id: int) -> dict[str, Any]:
+        return self._json("GET", f"/campaigns/{campaign_id}/jdl")  # type: ignore[no-any-return]
+
+    def campaign_clusters(self, campaign_id: int) -> list[dict[str, Any]]:
+        return self._json("GET", f"/campaigns/{campaign_id}/clusters")  # type: ignore[no-any-return]
+
+    def campaign_throughput(self, campaign_id: int, points: int) -> dict[str, Any]:
+        return self._json("GET", f"/campaigns/{campaign_id}/throughput",  # type: ignore[no-any-return]
+                          params={"points": points})
+
+    def purge(self, campaign_id: int) -> None:
+        self._request("POST", f"/campaigns/{campaign_id}/purge")
 
     def pause(self, campaign_id: int) -> None:
         self._request("POST", f"/campaigns/{campaign_id}/pause")
@@ -122,6 +137,12 @@ class HTTPClient:
 
     def cancel_job(self, job_id: int) -> None:
         self._request("POST", f"/jobs/{job_id}/cancel")
+
+    def job_on_cluster(self, job_id: int) -> dict[str, Any]:
+        return self._json("GET", f"/jobs/{job_id}/remote")  # type: ignore[no-any-return]
+
+    def mark_job_event(self, job_id: int, message: str) -> int:
+        return int(self._json("POST", f"/jobs/{job_id}/events", json={"message": message})["id"])
 
     # --- events and notifications ------------------------------------------------------------
 
