@@ -9,7 +9,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from cigri.errors import NotFound
+
+if TYPE_CHECKING:
+    from cigri.client import Client
 
 SEPARATOR = "-" * 78
 
@@ -25,6 +30,22 @@ def dump(document: Any, pretty: bool = False) -> str:
 def date(epoch: float | None) -> str | None:
     """A time as CiGri's database gave it to its API: local, ISO 8601 with the offset."""
     return None if epoch is None else datetime.fromtimestamp(epoch).astimezone().isoformat(timespec="seconds")
+
+
+def cluster_name(client: Client, given: str) -> str:
+    """A cluster named as CiGri's options named it, by its number (``gridclusters`` shows it),
+    or by its name."""
+    if not given.isdigit():
+        return given
+    for cluster in client.cluster_table():
+        if cluster["id"] == int(given):
+            return str(cluster["name"])
+    raise NotFound(f"cluster #{given}: no such cluster")
+
+
+def to_s(value: Any) -> str:
+    """A value as Ruby's ``to_s`` wrote it in CiGri's listings (``true``, not ``True``)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _link(rel: str, href: str, title: str | None = None) -> dict[str, str]:

@@ -117,7 +117,7 @@ def cluster_table(grid: Grid) -> list[dict[str, Any]]:
     """Every cluster as the database holds it, with its backend options (``cigri cluster
     list``): names of hosts, accounts and files, never a secret's content."""
     rows = list(grid.db.query(
-        "SELECT name, backend, options, source, blacklisted, blacklist_reason FROM clusters ORDER BY name"))
+        "SELECT name, backend, options, source, blacklisted, blacklist_reason, id FROM clusters ORDER BY name"))
     for row in rows:
         row["options"] = json.loads(row["options"])
         row["blacklisted"] = bool(row["blacklisted"])

@@ -50,6 +50,6 @@ class Mark(BaseModel):
 
 
 @router.post("/jobs/{job_id}/events", status_code=201, summary="Open a MANUAL_EVENT on a job (admins)")
-def mark(job_id: int, body: Mark, session: Session = Depends(session)) -> dict[str, Any]:
+def mark(job_id: int, body: Mark | None = None, session: Session = Depends(session)) -> dict[str, Any]:
     """As ``gridevents --mark-job-event J``: the event stays open until fixed."""
-    return {"id": api.mark_job_event(session.grid, job_id, body.message, user=session.user)}
+    return {"id": api.mark_job_event(session.grid, job_id, body.message if body else "", user=session.user)}
