@@ -85,7 +85,7 @@ def jobs(campaign_id: int, total: int, tasks: Iterable[dict[str, Any]], offset: 
         for job in task["jobs"] or [None]:
             items.append({"id": task["id"], "name": task["name"], "parameters": task["param"],
                           "cluster": job and job["cluster"], "cigri_job_id": job and job["id"],
-                          "remote_id": job and remote_id(job["remote_id"]),
+                          "remote_id": job and integer(job["remote_id"]),
                           "state": job["state"] if job else task["state"],
                           "href": f"/campaigns/{campaign_id}/jobs/{task['id']}"})
     links = [_link("self", f"/campaigns/{campaign_id}/jobs"), _link("parent", f"/campaigns/{campaign_id}")]
@@ -94,8 +94,8 @@ def jobs(campaign_id: int, total: int, tasks: Iterable[dict[str, Any]], offset: 
     return {"items": items, "total": total, "offset": offset, "limit": limit, "links": links}
 
 
-def remote_id(value: str | None) -> int | str | None:
-    """A remote id as CiGri's integer column held it (a grouped job's ``N+K`` stays text)."""
+def integer(value: str | None) -> int | str | None:
+    """A remote or batch id as CiGri's integer columns held it (a grouped job's ``N+K`` stays text)."""
     return int(value) if value is not None and value.isdigit() else value
 
 
@@ -129,11 +129,11 @@ def event_lines(items: list[dict[str, Any]]) -> list[str]:
 def job(info: dict[str, Any]) -> dict[str, Any]:
     """``GET /jobs/<id>``: CiGri's job columns from cigri's job."""
     return {"id": info["id"], "param": info["param"], "grid_user": info["user"], "campaign_id": info["campaign_id"],
-            "param_id": info["task_id"], "batch_id": info["batch"], "cluster_id": info["cluster_id"],
+            "param_id": info["task_id"], "batch_id": integer(info["batch"]), "cluster_id": info["cluster_id"],
             "collect_id": None, "state": info["state"], "return_code": info["exit_code"],
             "submission_time": date(info["submitted_at"]), "start_time": date(info["started_at"]),
             "stop_time": date(info["finished_at"]), "node_name": info["node"], "resources_used": None,
-            "remote_id": remote_id(info["remote_id"]), "tag": None if info["kind"] == "task" else info["kind"],
+            "remote_id": integer(info["remote_id"]), "tag": None if info["kind"] == "task" else info["kind"],
             "runner_options": None,
             "links": [_link("self", f"/jobs/{info['id']}"), _link("parent", "/jobs")], "cluster_name": info["cluster"]}
 
