@@ -179,10 +179,15 @@ def _plot(client: Client, campaign_id: int, as_json: bool) -> None:
     rates = [n * 3600 / series["step"] for n in series["terminated"]]
     top = max(rates)
     print(f"Campaign {campaign_id}: tasks terminated per hour, {common.when(series['from'])} to "
-          f"{common.when(series['to'])} ({common.duration(series['step'])} per bar)")
+          f"{common.when(series['to'])} ({_step(series['step'])} per bar)")
     print("".join(SPARKS[0] if not rate else SPARKS[1 + round(rate / top * (len(SPARKS) - 2))] for rate in rates))
     print(f"peak {_rate(top)}/h, mean {_rate(sum(rates) / len(rates))}/h")
     return None
+
+
+def _step(seconds: float) -> str:
+    """A bar's length: as a duration, or in seconds below one (a campaign of a few seconds)."""
+    return f"{seconds:.2g}s" if seconds < 1 else common.duration(seconds)
 
 
 def _job(client: Client, job_id: int, want_stdout: bool, want_stderr: bool, cinfos: bool, as_json: bool,

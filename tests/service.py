@@ -20,6 +20,8 @@ import signal
 import socket
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -203,3 +205,14 @@ class Site:
         path.chmod(0o755)
         return path
 
+
+
+@contextmanager
+def started(config: str = "") -> Iterator[Site]:
+    """A site with its server running, closed after (a module's fixture)."""
+    site = Site(config)
+    try:
+        site.start()
+        yield site
+    finally:
+        site.close()

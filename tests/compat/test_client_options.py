@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 from harness import BIN, Cigri, wait_for
+from service import Site, started
+from unix_users import SERVICE
 
 ME = getpass.getuser()
 SEPARATOR = "-" * 78
@@ -446,19 +448,13 @@ def test_gridtoken_l_i_t_r(cigri: Cigri) -> None:
 # --- through a real cigri server -----------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def site() -> Iterator[Any]:
-    from service import Site
-
-    built = Site()
-    try:
-        built.start()
+def site() -> Iterator[Site]:
+    with started() as built:
         yield built
-    finally:
-        built.close()
 
 
 @pytest.mark.slow
-def test_through_the_server_gridsub_and_gridstat_print_cigris_bytes(site: Any) -> None:
+def test_through_the_server_gridsub_and_gridstat_print_cigris_bytes(site: Site) -> None:
     """CAMPAIGN_ID=, gridstat -d/-f -d/-J/-C/--plot as a user of a site's server."""
     u1, u2 = site.users
     program = site.script("options.sh", PROGRAM)
@@ -480,10 +476,8 @@ def test_through_the_server_gridsub_and_gridstat_print_cigris_bytes(site: Any) -
 
 
 @pytest.mark.slow
-def test_through_the_server_purge_and_mark_are_the_owners_and_the_admins(site: Any) -> None:
+def test_through_the_server_purge_and_mark_are_the_owners_and_the_admins(site: Site) -> None:
     """griddel --purge: the owner's; gridevents --mark-job-event: an admin's (root's in CiGri)."""
-    from unix_users import SERVICE
-
     u1, u2 = site.users
     campaign_id = site.submit(u1, site.jdl(u1, "purged", exec_file="/bin/true", nb_jobs=1))
     site.drain(u1, campaign_id)
