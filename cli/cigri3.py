@@ -108,7 +108,8 @@ def message(event: dict[str, Any]) -> str:
 def events(items: list[dict[str, Any]]) -> dict[str, Any]:
     """``GET /campaigns/<id>/events``."""
     return {"items": [{"id": e["id"], "class": e["class"], "code": e["code"], "job_id": e["job_id"],
-                       "cluster_id": e["cluster_id"], "cluster_name": e["cluster"], "date_open": date(e["created_at"]), "message": message(e),
+                       "cluster_id": e["cluster_id"], "cluster_name": e["cluster"],
+                       "date_open": date(e["created_at"]), "message": message(e),
                        "parent": None, "state": e["state"]} for e in items],
             "total": sum(e["state"] == "open" for e in items), "offset": 0}
 

@@ -4,7 +4,6 @@ with ``--by-user`` the core-hours cigri's jobs used per user, cluster and day.""
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any, Optional
 from urllib.parse import urlsplit
@@ -25,10 +24,12 @@ def gridclusters(
                                                             "[, BLACKLISTED][, UNDER_STRESS])."),
     more_infos: bool = typer.Option(False, "-I", "--more_infos", "--more-infos",
                                     help="CiGri's listing with every known field of each cluster, one per line."),
-    usage_now: bool = typer.Option(False, "-u", "--usage", help="With -i: each cluster's slots now: max_resources, "
-                                                                "used_resources, used_by_cigri, unavailable_resources."),
-    bars: bool = typer.Option(False, "-b", "--bars", help="With -i: each cluster's use now as CiGri's 80-column bar "
-                                                          "(red unavailable, yellow others, white cigri, green free)."),
+    usage_now: bool = typer.Option(False, "-u", "--usage",
+                                   help="With -i: each cluster's slots now: max_resources, used_resources, "
+                                        "used_by_cigri, unavailable_resources."),
+    bars: bool = typer.Option(False, "-b", "--bars",
+                              help="With -i: each cluster's use now as CiGri's 80-column bar (red unavailable, yellow "
+                                   "others, white cigri, green free; letters when piped)."),
     history: Optional[float] = typer.Option(
         None, "--history", metavar="HOURS",
         help="Each cluster's use over the last HOURS instead: samples, mean total and free slots, "
@@ -76,8 +77,9 @@ def _cigri_listing(clusters: list[dict[str, Any]], options: dict[str, dict[str, 
                    bars: bool) -> str:
     """CiGri's ``gridclusters -i/-I/-u/-b``, line for line, from cigri's clusters: the use is
     asked now, the cluster's usable slots are its max (so nothing is unavailable), and
-    cigri's use is its running jobs."""
-    colour = not os.environ.get("NO_COLOR")
+    cigri's use is its running jobs. The bars are CiGri's colours on a terminal, letters when
+    piped or with ``NO_COLOR``, as every output of the commands."""
+    colour = common.fancy()
     text = ""
     for c in sorted(clusters, key=lambda c: c["id"]):
         text += f"{c['id']}: {common.printable(c['name'])}"

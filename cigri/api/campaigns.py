@@ -244,7 +244,7 @@ def campaign_throughput(grid: Grid, campaign_id: int, *, user: str, points: int 
     counts = [0] * points
     for bucket, n in grid.db.execute(
             "SELECT min(CAST((finished_at - ?) / ? AS INTEGER), ?), count(*) FROM jobs INDEXED BY jobs_terminated "
-            "WHERE campaign_id = ? AND state = 'terminated' AND kind = 'task' AND finished_at >= ? AND finished_at <= ? "
-            "GROUP BY 1", [start, step, points - 1, campaign_id, start, end]):
+            "WHERE campaign_id = ? AND state = 'terminated' AND kind = 'task' AND finished_at >= ? "
+            "AND finished_at <= ? GROUP BY 1", [start, step, points - 1, campaign_id, start, end]):
         counts[bucket] = n
     return {"id": campaign_id, "from": start, "to": end, "step": step, "terminated": counts}

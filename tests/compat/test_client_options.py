@@ -78,7 +78,7 @@ def test_dash_h_is_help(cigri: Cigri, command: str) -> None:
 
 def test_gridsub_f_prints_cigris_lines_that_scripts_read(cigri: Cigri) -> None:
     """gridsub -f: 'Campaign successfully submitted' then CAMPAIGN_ID=<id>, per campaign."""
-    first, second = cigri.jdl("one", exec_file="/bin/true", nb_jobs=1), cigri.jdl("two", exec_file="/bin/true", nb_jobs=1)
+    first, second = (cigri.jdl(name, exec_file="/bin/true", nb_jobs=1) for name in ("one", "two"))
     out = cigri.run("gridsub", "-f", str(first), "-f", str(second)).stdout
     assert out == "Campaign successfully submitted\nCAMPAIGN_ID=1\nCampaign successfully submitted\nCAMPAIGN_ID=2\n"
     script = cigri.script("submit.sh", f'ID=$({BIN}/gridsub -f "$1" | grep ^CAMPAIGN_ID= | cut -d= -f2)\n'
@@ -345,7 +345,9 @@ def test_gridevents_mark_job_event(ended: dict[str, Any]) -> None:
     cigri = ended["cigri"]
     job = ended["jobs"]["a"]
     out = cigri.run("gridevents", "--mark-job-event", str(job)).stdout
-    event_id = int(re.fullmatch(rf"Event (\d+): MANUAL_EVENT on job {job}\n", out)[1])  # type: ignore[index]
+    marked = re.fullmatch(rf"Event (\d+): MANUAL_EVENT on job {job}\n", out)
+    assert marked is not None, out
+    event_id = int(marked[1])
     event = cigri.json("gridevents", "-e", str(event_id))
     assert (event["code"], event["state"], event["job_id"]) == ("MANUAL_EVENT", "open", job)
     assert event["message"] == "The job has been marked in the event state by the administrator."
@@ -404,20 +406,22 @@ def test_gridclusters_i_I_u(cigri: Cigri) -> None:
 
 
 def test_gridclusters_b_draws_cigris_bars(cigri: Cigri) -> None:
-    """gridclusters -b: CiGri's 80-column bar and legend, byte for byte (NO_COLOR: letters)."""
+    """gridclusters -b: CiGri's 80-column bar and legend, byte for byte on a terminal (here
+    FORCE_COLOR); letters when piped or with NO_COLOR."""
     program = cigri.script("sleepy.sh", "sleep 60\n")
     campaign_id = cigri.submit(cigri.jdl("half", exec_file=str(program), nb_jobs=2))
     cigri.cycle()
     wait_for(lambda: cigri.cycle() or cigri.json("gridclusters")[0]["used_by_cigri"] == 2, 30, "two jobs running")
     legend = f"{RED}=unavailable {YELLOW}=used {WHITE}=used_by_cigri {GREEN}=free\n"
-    assert cigri.run("gridclusters", "-b").stdout == (f"1: local , localhost (stress:0.0/1.0) (4 resources)\n"
-                                                      f"{WHITE * 40}{GREEN * 40}\n\n{legend}")
-    cigri.env["NO_COLOR"] = "1"
+    cigri.env["FORCE_COLOR"] = "1"
     try:
-        plain = cigri.run("gridclusters", "-b")
+        coloured = cigri.run("gridclusters", "-b").stdout
     finally:
-        del cigri.env["NO_COLOR"]
-    assert plain.stdout.splitlines()[1] == "#" * 40 + "." * 40
+        del cigri.env["FORCE_COLOR"]
+    assert coloured == f"1: local , localhost (stress:0.0/1.0) (4 resources)\n{WHITE * 40}{GREEN * 40}\n\n{legend}"
+    assert cigri.run("gridclusters", "-b").stdout == ("1: local , localhost (stress:0.0/1.0) (4 resources)\n"
+                                                      f"{'#' * 40}{'.' * 40}\n\n"
+                                                      "x=unavailable o=used #=used_by_cigri .=free\n")
     cigri.run("griddel", str(campaign_id))
     cigri.cycle()
 
@@ -459,7 +463,9 @@ def test_through_the_server_gridsub_and_gridstat_print_cigris_bytes(site: Site) 
     u1, u2 = site.users
     program = site.script("options.sh", PROGRAM)
     out = site.run(u1, "gridsub", "-f", str(site.jdl(u1, "served", exec_file=str(program), params=["a", "b"]))).stdout
-    campaign_id = int(re.fullmatch(r"Campaign successfully submitted\nCAMPAIGN_ID=(\d+)\n", out)[1])  # type: ignore[index]
+    submitted = re.fullmatch(r"Campaign successfully submitted\nCAMPAIGN_ID=(\d+)\n", out)
+    assert submitted is not None, out
+    campaign_id = int(submitted[1])
     summary = site.drain(u1, campaign_id)
     clusters = (',"clusters":{"1":{"cluster_name":"local","active_jobs":0,"queued_jobs":0,"prologue_ok":true,'
                 '"epilogue_ok":true}}')
