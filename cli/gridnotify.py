@@ -39,6 +39,9 @@ def options(
             raise InputError(f"-l, -m, -j, -u and -s are CiGri's forms of the sub-commands: not with "
                              f"{ctx.invoked_subcommand}")
         return None
+    if not given:  # -v alone: the help, as CiGri's gridnotify without -l, -m or -j
+        print(ctx.get_help())
+        return None
     if jabber is not None:
         raise InputError("-j: Jabber is not supported; subscribe a mail address (-m ADDRESS) or a webhook "
                          "(gridnotify subscribe --webhook URL) instead")

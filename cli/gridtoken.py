@@ -42,6 +42,9 @@ def options(
             raise InputError(f"-l, -i, -t and -r are CiGri's forms of the sub-commands: not with "
                              f"{ctx.invoked_subcommand}")
         return None
+    if not given:  # -v alone: the help, as CiGri's gridtoken
+        print(ctx.get_help())
+        return None
     if list_them:
         if cluster is not None or token is not None or remove_it:
             raise InputError("-l goes alone")

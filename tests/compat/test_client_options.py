@@ -389,6 +389,7 @@ def test_gridnotify_j_jabber_is_refused_naming_mail_and_webhooks(cigri: Cigri) -
     assert refused.stderr == ("gridnotify: -j: Jabber is not supported; subscribe a mail address (-m ADDRESS) or a "
                               "webhook (gridnotify subscribe --webhook URL) instead\n")
     assert cigri.json("gridnotify", "list") == []
+    assert cigri.run("gridnotify", "-v").stdout == cigri.run("gridnotify", "--help").stdout  # as CiGri: the help
 
 
 # --- gridclusters ------------------------------------------------------------------------------------
