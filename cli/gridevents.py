@@ -6,15 +6,20 @@ from typing import Any, Optional
 
 import typer
 
-from cigri.cli import common
+from cigri.cli import cigri3, common
 from cigri.errors import InputError
 
-app = typer.Typer(add_completion=True, help="List and fix events.")
+app = typer.Typer(add_completion=True, context_settings={"help_option_names": ["-h", "--help"]},
+                  help="List and fix events.")
+MANUAL_EVENT = "The job has been marked in the event state by the administrator."  # CiGri's words
+DISABLED = "Cluster {} disabled by the administrator of the grid. Please, be patient."
 
 
 @app.command()
 @common.errors_to_exit
 def gridevents(
+    campaign_arg: Optional[int] = typer.Argument(None, metavar="CAMPAIGN", help="Campaign (same as -c).",
+                                                 autocompletion=common.complete_campaign),
     campaign: Optional[int] = typer.Option(None, "-c", "--campaign", help="Only this campaign's events.",
                                            autocompletion=common.complete_campaign),
     global_only: bool = typer.Option(False, "-g", "--global", help="Only the clusters' own events."),
@@ -24,17 +29,39 @@ def gridevents(
                                                         "the blacklists they hold)."),
     resubmit: bool = typer.Option(False, "-r", "--resubmit", help="With --fix: put their failed tasks back "
                                                                   "in the bag."),
+    blacklist: Optional[str] = typer.Option(None, "--blacklist-cluster", metavar="CLUSTER",
+                                            help="Blacklist a cluster, by number or name (admins)."),
+    mark: Optional[int] = typer.Option(None, "--mark-job-event", metavar="JOB",
+                                       help="Open a MANUAL_EVENT on a job, open until fixed (admins)."),
+    verbose: bool = typer.Option(False, "-v", "--verbose", help="Accepted for CiGri's scripts: --fix always says "
+                                                                 "what it closed."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON value."),
     version: bool = common.VersionOption,
 ) -> None:
     """List events (open ones of your campaigns and of the clusters, oldest first), or fix them."""
+    if campaign is not None and campaign_arg is not None:
+        raise InputError("give the campaign once: CAMPAIGN or -c CAMPAIGN")
+    campaign = campaign if campaign is not None else campaign_arg
     if resubmit and not fix:
         raise InputError("--resubmit needs --fix")
     if event_id is not None and (campaign is not None or global_only):
         raise InputError("-e excludes -c and -g")
     if campaign is not None and global_only:
         raise InputError("-c and -g exclude each other")
+    admin_actions = (blacklist is not None) + (mark is not None)
+    if admin_actions and (admin_actions > 1 or fix or all_events or global_only or campaign is not None
+                          or event_id is not None):
+        raise InputError("--blacklist-cluster and --mark-job-event go alone")
     client = common.client()
+    if blacklist is not None:
+        name = cigri3.cluster_name(client, blacklist)
+        client.blacklist(name, DISABLED.format(blacklist))
+        return common.print_json({"cluster": name, "blacklisted": True}) if as_json else \
+            print(f"Cluster {name}: blacklisted")
+    if mark is not None:
+        marked = client.mark_job_event(mark, MANUAL_EVENT)
+        return common.print_json({"id": marked, "job_id": mark}) if as_json else \
+            print(f"Event {marked}: MANUAL_EVENT on job {mark}")
     if fix:
         result = client.fix_events(event_id=event_id, campaign_id=campaign, global_only=global_only, resubmit=resubmit)
         if as_json:

@@ -9,12 +9,16 @@ from typing import Any, Optional
 
 import typer
 
+from cigri.cli import cigri3, common, live
 from cigri.client import Client
-from cigri.cli import common, live
 from cigri.config import parse_duration
 from cigri.errors import InputError
 
-app = typer.Typer(add_completion=True, help="Show campaigns, tasks and jobs.")
+app = typer.Typer(add_completion=True, context_settings={"help_option_names": ["-h", "--help"]},
+                  help="Show campaigns, tasks and jobs.")
+PLOT_POINTS = 60  # bars of gridstat --plot
+SPARKS = "▁▂▃▄▅▆▇█"
+CIGRI_PAGE = 100  # tasks of gridstat -f -d, as CiGri's API paged them
 
 
 class _Field:
@@ -46,7 +50,7 @@ CAMPAIGN_FIELDS = {
     "submitted": _Field("Submission time", lambda c: common.when(c["submitted_at"])),
     "started": _Field("Started", lambda c: common.when(c["started_at"])),
     "finished": _Field("Finished", lambda c: common.when(c["finished_at"])),
-    "s": _Field("S", lambda c: _letter(c["state"])),
+    "s": _Field("S", lambda c: _letter(c)),
     "state": _Field("State", lambda c: c["state"]),
     "progress": _Field("Progress", _progress),
     "percent": _Field("%", lambda c: c["progress"]),
@@ -89,11 +93,19 @@ def gridstat(
     campaign: Optional[int] = typer.Option(None, "-c", "--campaign", help="Campaign to detail.",
                                            autocompletion=common.complete_campaign),
     full: bool = typer.Option(False, "-f", "--full", help="With -c: every task and its jobs."),
+    offset: Optional[int] = typer.Option(None, "--offset", metavar="N", help="With -f: from the N-th task on (0 is the "
+                                                                             "first); CiGri's -o N is this one."),
+    events: bool = typer.Option(False, "-e", "--events", help="With -c: the campaign's open events, as CiGri listed them."),
+    jdl: bool = typer.Option(False, "-J", "--jdl", help="With -c: the JDL the campaign was submitted with (JSON)."),
+    plot: bool = typer.Option(False, "--plot", help="With -c: a sparkline of the tasks terminated per hour over the "
+                                                    "campaign's life."),
     job: Optional[int] = typer.Option(None, "-j", "--job", help="One job."),
     stdout: bool = typer.Option(False, "-O", "--stdout", help="With -j: print the job's stdout."),
     stderr: bool = typer.Option(False, "-E", "--stderr", help="With -j: print the job's stderr (with -O too: "
                                                               "each under a ==> job N stdout <== line)."),
-    user: Optional[str] = typer.Option(None, "-u", "--user", help="Only this user's campaigns."),
+    cinfos: bool = typer.Option(False, "-C", "--cinfos", help="With -j: the job as its cluster sees it now (JSON): "
+                                                              "state, exit code, node, times."),
+    user: Optional[str] = typer.Option(None, "-u", "--user", "--username", help="Only this user's campaigns."),
     all_campaigns: bool = typer.Option(False, "-a", "--all", help="Finished campaigns too."),
     states: list[str] = typer.Option([], "--state", metavar="STATE",
                                      help="Only campaigns in this state (a name or its S letter; repeat or separate "
@@ -107,13 +119,16 @@ def gridstat(
     fields: Optional[str] = typer.Option(None, "-o", "--format", metavar="FIELDS",
                                          help="The columns to print, by name, separated by commas (as squeue -o): "
                                               f"for campaigns {', '.join(CAMPAIGN_FIELDS)}; for tasks (-f, "
-                                              f"--state) {', '.join(TASK_FIELDS)}."),
+                                              f"--state) {', '.join(TASK_FIELDS)}. A number is CiGri's -o: --offset."),
     noheader: bool = typer.Option(False, "-H", "--noheader", "--headerless", help="No column names."),
     wait: bool = typer.Option(False, "-w", "--wait", help="With -c: the live view of gridsub --wait until the "
                                                            "campaign ends (Ctrl-C leaves it running); exit 0 if every "
                                                            "task succeeded, else 1."),
     why: bool = typer.Option(False, "--why", help="With -c: why the campaign gets what it gets from the fair share "
                                                   "(its line of cigri shares)."),
+    dump: bool = typer.Option(False, "-d", "--dump", help="Print what CiGri's API answered for the same view, as its "
+                                                          "gridstat -d did (compact JSON)."),
+    pretty: bool = typer.Option(False, "-p", "--pretty", help="With -d: indented JSON."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON value (with -O/-E: {job, stdout, stderr}). "
                                                       "progress: percent of the tasks that ran to an end (terminated "
                                                       "or failed: a cancelled task did not); throughput_per_hour: over "
@@ -124,7 +139,7 @@ def gridstat(
     """Without arguments: your unfinished campaigns, one line each.
 
     S is the campaign's state: R in treatment, P paused, T terminated (every task succeeded), F
-    failed (every task ended and some failed), C cancelled.
+    failed (every task ended and some failed), C cancelled; an e after it, open events (CiGri's).
 
     With -c N: the campaign's tasks per state, and per cluster its jobs by state, where "ended
     otherwise" counts the jobs that ended there in any way but success (failed, killed at their
@@ -133,6 +148,10 @@ def gridstat(
     if campaign is not None and campaign_arg is not None:
         raise InputError("give the campaign once: CAMPAIGN or -c CAMPAIGN")
     campaign = campaign if campaign is not None else campaign_arg
+    if fields is not None and fields.strip().isdigit():  # CiGri's -o N: the offset of -f
+        if offset is not None:
+            raise InputError("give the offset once: -o N or --offset N")
+        fields, offset = None, int(fields)
     if job is not None and campaign is not None:
         raise InputError("-j JOB excludes a campaign")
     selecting = user is not None or all_campaigns or name is not None or since is not None
@@ -140,17 +159,32 @@ def gridstat(
         raise InputError("-u, -a, --name and --since select campaigns to list; with -c or -j they would be ignored")
     _refuse_out_of_place(campaign, job, full=full, states=states, fields=fields, wait=wait, why=why,
                          noheader=noheader)
+    _refuse_cigri_out_of_place(campaign, job, full=full, offset=offset, events=events, jdl=jdl, plot=plot,
+                               dump=dump, pretty=pretty, as_json=as_json)
     layout = _Layout(fields, noheader, as_json)
     client = common.client()
     if job is not None:
-        return _job(client, job, stdout, stderr, as_json)
-    if stdout or stderr:
-        raise InputError("-O and -E need -j JOB")
+        if cinfos and (stdout or stderr):
+            raise InputError("-C excludes -O and -E")
+        return _job(client, job, stdout, stderr, cinfos, as_json, dump, pretty)
+    if stdout or stderr or cinfos:
+        raise InputError("-O, -E and -C need -j JOB")
     if campaign is not None:
-        return _one_campaign(client, campaign, full=full, states=_split(states), layout=layout, wait=wait, why=why)
+        if events:
+            return _events(client, campaign, as_json, dump, pretty)
+        if jdl:
+            return _jdl(client, campaign, as_json)
+        if plot:
+            return _plot(client, campaign, as_json)
+        if dump:
+            return _dump_campaign(client, campaign, full, offset or 0, pretty)
+        return _one_campaign(client, campaign, full=full, states=_split(states), layout=layout, wait=wait, why=why,
+                             offset=offset or 0)
     campaigns = client.campaigns(user=user, mine=user is None and not all_campaigns, include_finished=all_campaigns,
                                  states=tuple(_campaign_state(s) for s in _split(states)), name=name,
                                  since=None if since is None else _moment(since))
+    if dump:
+        return _dump(cigri3.campaigns(campaigns), pretty)
     if as_json:
         common.print_json(campaigns)
     else:
@@ -176,6 +210,25 @@ def _refuse_out_of_place(campaign: int | None, job: int | None, *, full: bool, s
                                               ("--why", why and wait)) if given]
         if other:
             raise InputError(f"{'--wait' if wait else '--why'} excludes {', '.join(other)}")
+
+
+def _refuse_cigri_out_of_place(campaign: int | None, job: int | None, *, full: bool, offset: int | None,
+                               events: bool, jdl: bool, plot: bool, dump: bool, pretty: bool, as_json: bool) -> None:
+    """CiGri's options, refused where they would be ignored (exit 2)."""
+    if pretty and not dump:
+        raise InputError("-p goes with -d")
+    if dump and as_json:
+        raise InputError("-d prints CiGri's document, --json cigri's: give one")
+    if sum([full, events, jdl, plot]) > 1:
+        raise InputError("-f, -e, -J and --plot are views of a campaign: give one")
+    if offset is not None and (not full or offset < 0):
+        raise InputError("--offset N (CiGri's -o N) goes with -f, N >= 0")
+    if campaign is None and (events or jdl or plot):
+        raise InputError("-e, -J and --plot need -c CAMPAIGN")
+    if plot and dump:
+        raise InputError("--plot has no CiGri document: without -d")
+    if job is not None and (full or events or jdl or plot):
+        raise InputError("-f, -e, -J and --plot are views of a campaign, not of a job")
 
 
 class _Layout:
@@ -221,19 +274,72 @@ def _rate(per_hour: float | None) -> str:
     return "?" if per_hour is None else f"{per_hour:.0f}" if per_hour >= 10 else f"{per_hour:.2g}"
 
 
-def _letter(state: str) -> str:
-    """CiGri's one-letter state column."""
-    return LETTERS.get(state, "?")
+def _letter(campaign: dict[str, Any]) -> str:
+    """CiGri's one-letter state column, with its ``e`` for a campaign with open events."""
+    return LETTERS.get(campaign["state"], "?") + ("e" if campaign.get("open_events") else "")
+
+
+def _dump(document: Any, pretty: bool) -> None:
+    """-d: CiGri's API document."""
+    sys.stdout.write(cigri3.dump(document, pretty))
+
+
+def _dump_campaign(client: Client, campaign_id: int, full: bool, offset: int, pretty: bool) -> None:
+    """-c N -d, and -c N -f -d: the campaign, or a page of its tasks, as CiGri's API answered."""
+    if full:
+        total = client.campaign(campaign_id)["tasks"]["total"]
+        page = client.tasks(campaign_id, offset=offset, limit=CIGRI_PAGE)
+        return _dump(cigri3.jobs(campaign_id, total, page, offset, CIGRI_PAGE), pretty)
+    return _dump(cigri3.campaign(client.campaign(campaign_id), client.campaign_clusters(campaign_id)), pretty)
+
+
+def _events(client: Client, campaign_id: int, as_json: bool, dump: bool, pretty: bool) -> None:
+    """-e: the campaign's open events, in CiGri's listing (``gridevents -c N`` is cigri's table)."""
+    events = client.events(campaign_id=campaign_id)
+    if dump:
+        return _dump(cigri3.events(events), pretty)
+    if as_json:
+        return common.print_json(events)
+    for line in cigri3.event_lines(events):
+        print(common.printable(line))
+    return None
+
+
+def _jdl(client: Client, campaign_id: int, as_json: bool) -> None:
+    """-J: the JDL as stored, indented, as CiGri printed it (with or without -d)."""
+    document = client.campaign_jdl(campaign_id)
+    if as_json:
+        return common.print_json(document)
+    return _dump(document, pretty=True)
+
+
+def _plot(client: Client, campaign_id: int, as_json: bool) -> None:
+    """--plot: the tasks terminated per hour over the campaign's life, one bar per bucket."""
+    series = client.campaign_throughput(campaign_id, PLOT_POINTS)
+    if as_json:
+        return common.print_json(series)
+    rates = [n * 3600 / series["step"] for n in series["terminated"]]
+    top = max(rates)
+    print(f"Campaign {campaign_id}: tasks terminated per hour, {common.when(series['from'])} to "
+          f"{common.when(series['to'])} ({_step(series['step'])} per bar)")
+    print("".join(SPARKS[0] if not rate else SPARKS[1 + round(rate / top * (len(SPARKS) - 2))] for rate in rates))
+    print(f"peak {_rate(top)}/h, mean {_rate(sum(rates) / len(rates))}/h")
+    return None
+
+
+def _step(seconds: float) -> str:
+    """A bar's length: as a duration, or in seconds below one (a campaign of a few seconds)."""
+    return f"{seconds:.2g}s" if seconds < 1 else common.duration(seconds)
 
 
 def _one_campaign(client: Client, campaign_id: int, *, full: bool, states: list[str], layout: _Layout, wait: bool,
-                  why: bool) -> None:
+                  why: bool, offset: int) -> None:
     if wait:
         raise typer.Exit(live.reattach(client, campaign_id, live.PERIOD, layout.json))
     if why:
         return _why(client.campaign_share(campaign_id), layout.json)
     if full or states:
-        return _tasks(client, campaign_id, tuple(states), layout)
+        return _tasks(client, campaign_id, tuple(states), layout, offset)
     detail = client.campaign(campaign_id)
     if layout.json:
         common.print_json(detail)
@@ -270,8 +376,8 @@ def _campaign(detail: dict[str, Any]) -> None:
                              f"{c['affinity_penalty']:.2f}"] for c in detail["clusters"]])
 
 
-def _tasks(client: Client, campaign_id: int, states: tuple[str, ...], layout: _Layout) -> None:
-    tasks = client.tasks(campaign_id, states=states)
+def _tasks(client: Client, campaign_id: int, states: tuple[str, ...], layout: _Layout, offset: int) -> None:
+    tasks = client.tasks(campaign_id, states=states, offset=offset)
     if layout.json:
         return common.print_json(list(tasks))
     return layout.print(TASK_FIELDS, DEFAULT_TASK_FIELDS, tasks)
@@ -309,15 +415,25 @@ def _obstacles(share: dict[str, Any]) -> None:
     return None
 
 
-def _job(client: Client, job_id: int, want_stdout: bool, want_stderr: bool, as_json: bool) -> None:
+def _job(client: Client, job_id: int, want_stdout: bool, want_stderr: bool, cinfos: bool, as_json: bool,
+         dump: bool, pretty: bool) -> None:
+    if cinfos:
+        remote = client.job_on_cluster(job_id)
+        return common.print_json(remote) if as_json else _dump(remote, pretty=True)
     if want_stdout or want_stderr:
         streams = [stream for stream, wanted in (("stdout", want_stdout), ("stderr", want_stderr)) if wanted]
         tails = {stream: client.job_output(job_id, stream) for stream in streams}
         if as_json:
             return common.print_json({"job": job_id, **tails})
+        if dump:
+            for text in tails.values():
+                sys.stdout.write(cigri3.dump({"output": text}, pretty))
+            return None
         _print_streams(job_id, tails)
         return None
     info = client.job(job_id)
+    if dump:
+        return _dump(cigri3.job(info), pretty)
     if as_json:
         return common.print_json(info)
     common.print_table(f"Job {job_id}", ["field", "value"],

@@ -10,7 +10,7 @@ export TYPER_USE_RICH=0 NO_COLOR=1 COLUMNS=100 TERMINAL_WIDTH=100 SOURCE_DATE_EP
 declare -A summary=(
   [gridsub]="submit campaigns to the cigri grid"
   [gridstat]="show cigri campaigns, tasks and jobs"
-  [griddel]="cancel, pause or resume cigri campaigns"
+  [griddel]="cancel, pause, resume or purge cigri campaigns"
   [gridevents]="list what went wrong in cigri campaigns"
   [gridnotify]="subscribe to notifications of cigri campaigns"
   [gridclusters]="show the clusters of the cigri grid"

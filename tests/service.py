@@ -21,6 +21,7 @@ import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,16 +51,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-def serving(config: str = "") -> Iterator[Site]:
-    """A started site for a module's tests (``yield from serving()`` in a fixture), closed after."""
-    site = Site(config)
-    try:
-        site.start()
-        yield site
-    finally:
-        site.close()
 
 
 class Site:
@@ -214,3 +205,13 @@ class Site:
         path.chmod(0o755)
         return path
 
+
+@contextmanager
+def started(config: str = "") -> Iterator[Site]:
+    """A site with its server running, closed after (a module's fixture)."""
+    site = Site(config)
+    try:
+        site.start()
+        yield site
+    finally:
+        site.close()

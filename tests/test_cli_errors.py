@@ -109,7 +109,7 @@ def test_ctrl_c_exits_130_without_a_traceback(cigri: Cigri) -> None:
     with open(cigri.tmp / "wait.err", "w+") as err:
         proc = subprocess.Popen([str(BIN / "gridsub"), "-f", str(jdl), "--wait", "--period", "0.05"],
                                 env=cigri.env, cwd=cigri.tmp, stdout=subprocess.PIPE, stderr=err, text=True)
-        assert proc.stdout is not None and proc.stdout.readline().startswith("Campaign number: ")
+        assert proc.stdout is not None and proc.stdout.readline() == "Campaign successfully submitted\n"
         wait_for((cigri.work / "started").exists, 60, "the task to start")  # gridsub is in its wait loop
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 130
@@ -200,7 +200,8 @@ def test_several_jdls_are_all_submitted_or_none(cigri: Cigri) -> None:
     cigri.run("gridsub", "-f", str(ok), "-f", str(empty), expect=2)
     assert cigri.db_counts() == counts
     result = cigri.run("gridsub", "-f", str(ok), "-f", "-", stdin=ok.read_text())
-    assert result.stdout.splitlines() == ["Campaign number: 1", "Campaign number: 2"]
+    assert result.stdout.splitlines() == ["Campaign successfully submitted", "CAMPAIGN_ID=1",
+                                          "Campaign successfully submitted", "CAMPAIGN_ID=2"]
 
 
 def test_griddel_acts_on_every_id_and_reports_each(cigri: Cigri) -> None:
@@ -306,8 +307,8 @@ def test_bad_names_duplicate_keys_and_ignored_arguments_are_one_line_errors(cigr
          f"gridsub: {cigri.tmp / 'long.json'}: $.name: {repr(long_name)[:60]}… (100002 characters) is too long"),
         (["gridsub", "-f", str(duplicate), "--strict"],  # without --strict, the last one with a warning, as CiGri
          f"gridsub: {duplicate}: duplicate key 'name' (JSON would keep only the last)"),
-        (["griddel", "-p", "-j", "1"], "griddel: -p and -r pause and resume campaigns; a job (-j) can only be killed"),
-        (["griddel", "-r", "-j", "1"], "griddel: -p and -r pause and resume campaigns; a job (-j) can only be killed"),
+        (["griddel", "-p", "-j", "1"], "griddel: -p, -r and --purge act on campaigns; a job (-j) can only be killed"),
+        (["griddel", "-r", "-j", "1"], "griddel: -p, -r and --purge act on campaigns; a job (-j) can only be killed"),
         (["gridstat", "-c", "1", "5"], "gridstat: give the campaign once: CAMPAIGN or -c CAMPAIGN"),
         (["gridstat", "-j", "1", "1"], "gridstat: -j JOB excludes a campaign"),
         (["gridstat", "-c", "1", "-a"], "gridstat: -u, -a, --name and --since select campaigns to list; with -c or "

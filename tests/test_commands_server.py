@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 from harness import wait_for
-from service import Site, serving
+from service import Site, started
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def site() -> Iterator[Site]:
-    yield from serving()
+    with started() as site:
+        yield site
 
 
 def _cycles_child(site: Site) -> int:

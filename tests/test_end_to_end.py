@@ -361,7 +361,7 @@ def test_plain_output_without_a_terminal_has_no_escape_codes(cigri: Cigri) -> No
     program = cigri.script("noisy.sh", 'echo "out $1"; echo "err $1" >&2; exit 1\n')
     submitted = cigri.run("gridsub", "-f", str(cigri.jdl("plain", exec_file=str(program), params=["a", "b"])),
                           "--wait", "--period", "0.05", expect=1)
-    campaign_id = submitted.stdout.split(":")[-1].strip()
+    campaign_id = submitted.stdout.split("CAMPAIGN_ID=")[1].strip()
     outputs = [submitted,
                cigri.run("gridstat", "-a"), cigri.run("gridstat", "-c", campaign_id),
                cigri.run("gridstat", "-c", campaign_id, "-f"), cigri.run("gridevents", "-c", campaign_id),

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from service import Site
+from service import Site, started
 from unix_users import SERVICE, run_as
 
 pytestmark = pytest.mark.slow
@@ -27,12 +27,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def site() -> Iterator[Site]:
-    built = Site()
-    try:
-        built.start()
+    with started() as built:
         yield built
-    finally:
-        built.close()
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from cigri import db as database
 from cigri.api.access import owned_campaign
 from cigri.api.campaigns import cancel
+from cigri.api.jobs import job_info
 from cigri.errors import NotFound, Refused
 from cigri.events import record
 from cigri.grid import Grid
@@ -20,7 +21,7 @@ from cigri.users import require_admin
 ENDED = (CampaignState.TERMINATED, CampaignState.FAILED, CampaignState.CANCELLED)
 # Every table holding a campaign's rows, children before parents (foreign keys are enforced).
 _CAMPAIGN_TABLES = ("campaign_cluster_health", "affinity_penalties", "campaign_stats", "taps", "campaign_properties",
-                    "task_blocks")
+                    "task_blocks", "throughput_minutes")
 
 
 def purge(grid: Grid, campaign_ids: Sequence[int], *, user: str) -> list[int]:
@@ -63,6 +64,7 @@ def _delete(conn: sqlite3.Connection, campaign_id: int) -> None:
 def mark_job_event(grid: Grid, job_id: int, message: str, *, user: str) -> int:
     """Open a ``MANUAL_EVENT`` on a job (CiGri's ``gridevents --mark-job-event``); admins only.
     Return the event's id; it stays open until fixed."""
+    job_info(grid, job_id, user=user)  # another's job is answered as one that does not exist, as everywhere
     require_admin(grid.config, user, "marking a job with an event")
     with database.write(grid.db) as conn:
         row = conn.execute("SELECT campaign_id, cluster_id, task_id FROM jobs WHERE id = ?", [job_id]).fetchone()

@@ -13,7 +13,7 @@ from cigri.api.access import campaign_row, owned_campaign
 from cigri.errors import InputError, Refused, shown
 from cigri.events import record
 from cigri.grid import Grid
-from cigri.states import CAMPAIGN_ACTIVE, JOB_ACTIVE, TASK_OPEN, CampaignState, KillReason, TaskState, sql_in
+from cigri.states import CAMPAIGN_ACTIVE, JOB_ACTIVE, TASK_OPEN, CampaignState, JobState, KillReason, TaskState, sql_in
 
 
 def cancel(grid: Grid, campaign_id: int, *, user: str) -> None:
@@ -223,3 +223,46 @@ def campaign_jdl(grid: Grid, campaign_id: int, *, user: str) -> dict[str, Any]:
     """The JDL one of ``user``'s campaigns was submitted with, as stored (inline ``params``
     left out: they are its tasks)."""
     return json.loads(campaign_row(grid, campaign_id, user)["jdl"])
+
+
+def campaign_clusters(grid: Grid, campaign_id: int, *, user: str) -> list[dict[str, Any]]:
+    """Every cluster one of ``user``'s campaigns may use, in its JDL's order, with its jobs
+    there (``active_jobs``: waiting or running; ``queued_jobs``: being sent) and whether its
+    prologue and epilogue there are done (true where it has none): what CiGri's campaign
+    document held per cluster."""
+    campaign_row(grid, campaign_id, user)
+    names = {cluster_id: name for name, cluster_id in grid.cluster_ids().items()}
+    jobs: dict[tuple[int, str], int] = defaultdict(int)
+    for cluster_id, state, n in grid.db.execute(
+            f"SELECT cluster_id, state, count(*) FROM jobs WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)} "
+            "AND kind = 'task' GROUP BY cluster_id, state", [campaign_id]):
+        jobs[(cluster_id, state)] = n
+    scripts_done = {(cluster_id, kind) for cluster_id, kind in grid.db.execute(
+        "SELECT DISTINCT cluster_id, kind FROM jobs WHERE campaign_id = ? AND kind != 'task' AND state = 'terminated'",
+        [campaign_id])}
+    return [{"cluster_id": cluster_id, "cluster": names[cluster_id],
+             "active_jobs": jobs[(cluster_id, JobState.WAITING)] + jobs[(cluster_id, JobState.RUNNING)],
+             "queued_jobs": jobs[(cluster_id, JobState.SUBMITTING)],
+             **{f"{kind}_ok": not settings.get(kind) or (cluster_id, kind) in scripts_done
+                for kind in ("prologue", "epilogue")}}
+            for cluster_id, settings in grid.campaign_properties([campaign_id])[campaign_id].items()]
+
+
+def campaign_throughput(grid: Grid, campaign_id: int, *, user: str, points: int = 60,
+                        now: float | None = None) -> dict[str, Any]:
+    """One of ``user``'s campaigns' tasks terminated over its life (from its start, or its
+    submission, to its end or now) in ``points`` buckets of ``step`` seconds each: what
+    ``gridstat -c N --plot`` draws. Read from the terminated jobs' index."""
+    row = campaign_row(grid, campaign_id, user)
+    if not 1 <= points <= 10_000:
+        raise InputError("points: expected 1 to 10000", field="points")
+    start = row["started_at"] or row["submitted_at"]
+    end = max(row["finished_at"] or (database.now() if now is None else now), start + 1)
+    step = (end - start) / points
+    counts = [0] * points
+    for bucket, n in grid.db.execute(
+            "SELECT min(CAST((finished_at - ?) / ? AS INTEGER), ?), count(*) FROM jobs INDEXED BY jobs_terminated "
+            "WHERE campaign_id = ? AND state = 'terminated' AND kind = 'task' AND finished_at >= ? "
+            "AND finished_at <= ? GROUP BY 1", [start, step, points - 1, campaign_id, start, end]):
+        counts[bucket] = n
+    return {"id": campaign_id, "from": start, "to": end, "step": step, "terminated": counts}

@@ -11,6 +11,7 @@ from cigri import db as database
 from cigri.errors import InputError, NotFound, Refused
 from cigri.events import close
 from cigri.grid import Grid
+from cigri.predictor import stress
 from cigri.states import JOB_ACTIVE, JobState, sql_in
 from cigri.users import require_admin
 
@@ -18,25 +19,34 @@ from cigri.users import require_admin
 def list_clusters(grid: Grid) -> list[dict[str, Any]]:
     """Every cluster with its capacity (asked live), cigri's own use of it (``used_by_cigri``:
     its jobs running there; ``queued_by_cigri``: those it sent, or is sending, that wait in its
-    queue: they use no slot yet) and the most jobs it takes from cigri (``max_jobs``, or the
-    submit limit learned; None: no cap)."""
+    queue: they use no slot yet), the most jobs it takes from cigri (``max_jobs``, or the
+    submit limit learned; None: no cap) and its stress (its users' waiting jobs per free slot,
+    as the predictor measures it), its ``stress_factor`` and whether it is ``under_stress``."""
     result = []
-    jobs = {cluster_id: (running, queued) for cluster_id, running, queued in grid.db.execute(
-        "SELECT cluster_id, count(*) FILTER (WHERE state = ?), count(*) FILTER (WHERE state != ?) "
-        f"FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} GROUP BY cluster_id", [JobState.RUNNING, JobState.RUNNING])}
+    jobs = {cluster_id: (running, queued, waiting) for cluster_id, running, queued, waiting in grid.db.execute(
+        "SELECT cluster_id, count(*) FILTER (WHERE state = ?), count(*) FILTER (WHERE state != ?), "
+        f"count(*) FILTER (WHERE state = ?) FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} GROUP BY cluster_id",
+        [JobState.RUNNING, JobState.RUNNING, JobState.WAITING])}
+    stressed = {r[0] for r in grid.db.execute("SELECT cluster_id FROM events WHERE code = 'CLUSTER_STRESSED' "
+                                              "AND state = 'open'")}
     caps = cluster_caps.caps(grid.db.conn, database.now())
     for row in grid.db.query("SELECT * FROM clusters ORDER BY name"):
-        entry: dict[str, Any] = {"name": row["name"], "backend": row["backend"], "source": row["source"],
-                                 "blacklisted": bool(row["blacklisted"]),
-                                 "blacklist_reason": row["blacklist_reason"],
-                                 "used_by_cigri": jobs.get(row["id"], (0, 0))[0],
-                                 "queued_by_cigri": jobs.get(row["id"], (0, 0))[1], "max_jobs": caps.get(row["id"])}
+        running, queued, waiting = jobs.get(row["id"], (0, 0, 0))
+        entry: dict[str, Any] = {"id": row["id"], "name": row["name"], "backend": row["backend"],
+                                 "source": row["source"], "blacklisted": bool(row["blacklisted"]),
+                                 "blacklist_reason": row["blacklist_reason"], "used_by_cigri": running,
+                                 "queued_by_cigri": queued, "max_jobs": caps.get(row["id"]),
+                                 "stress_factor": json.loads(row["options"]).get("stress_factor",
+                                                                                 grid.config.runner.stress_factor),
+                                 "under_stress": row["id"] in stressed}
         try:
             capacity = grid.backend(row["id"]).capacity()
             entry.update(total_slots=capacity.total_slots, free_slots=capacity.free_slots,
-                         free_memory_mb=capacity.free_memory_mb, queued_jobs=capacity.queued_jobs, error=None)
+                         free_memory_mb=capacity.free_memory_mb, queued_jobs=capacity.queued_jobs, error=None,
+                         stress=round(stress(max(0, capacity.queued_jobs - waiting), capacity.free_slots), 3))
         except Exception as error:  # a broken cluster is reported, not fatal for the listing
-            entry.update(total_slots=None, free_slots=None, free_memory_mb=None, queued_jobs=None, error=str(error))
+            entry.update(total_slots=None, free_slots=None, free_memory_mb=None, queued_jobs=None, error=str(error),
+                         stress=None)
         result.append(entry)
     return result
 
@@ -107,7 +117,7 @@ def cluster_table(grid: Grid) -> list[dict[str, Any]]:
     """Every cluster as the database holds it, with its backend options (``cigri cluster
     list``): names of hosts, accounts and files, never a secret's content."""
     rows = list(grid.db.query(
-        "SELECT name, backend, options, source, blacklisted, blacklist_reason FROM clusters ORDER BY name"))
+        "SELECT name, backend, options, source, blacklisted, blacklist_reason, id FROM clusters ORDER BY name"))
     for row in rows:
         row["options"] = json.loads(row["options"])
         row["blacklisted"] = bool(row["blacklisted"])

@@ -16,7 +16,8 @@ from cigri.states import CAMPAIGN_ACTIVE, TaskState, sql_in
 from cigri.users import is_admin, require_admin
 
 _EVENT_COLUMNS = ("e.id, e.class, e.code, e.severity, e.state, e.campaign_id, c.name AS cluster, e.job_id, e.task_id, "
-                  "e.count, e.examples, e.message, e.stderr_tail, e.created_at, e.updated_at, e.closed_at")
+                  "e.count, e.examples, e.message, e.stderr_tail, e.created_at, e.updated_at, e.closed_at, "
+                  "e.cluster_id")
 
 
 def _event_rows(grid: Grid, where: str, args: list[Any], limit: int | None = None,

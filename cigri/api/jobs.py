@@ -61,3 +61,17 @@ def cancel_job(grid: Grid, job_id: int, *, user: str) -> None:
             raise Refused(f"job {job_id} is already {row[1]}")
         conn.execute("UPDATE jobs SET kill_reason = ? WHERE id = ?", [KillReason.USER, job_id])
         record(conn, "USER_CANCEL", f"job cancelled by {user}", campaign_id=row[0], job_id=job_id, kind="job")
+
+
+def job_on_cluster(grid: Grid, job_id: int, *, user: str) -> dict[str, Any]:
+    """One of ``user``'s jobs as its cluster sees it now (CiGri's ``gridstat -j J -C``): its
+    state in cigri's words, exit code, node and times, asked of the cluster in one poll."""
+    job = job_info(grid, job_id, user=user)
+    if not job["remote_id"]:
+        raise Refused(f"job {job_id} has not reached its cluster yet")
+    remote = grid.backend(job["cluster_id"]).poll([job["remote_id"]]).get(job["remote_id"])
+    if remote is None:
+        raise Refused(f"job {job_id}: cluster {job['cluster']} did not answer for remote job {job['remote_id']}")
+    return {"id": job_id, "cluster": job["cluster"], "remote_id": remote.remote_id, "state": str(remote.state),
+            "exit_code": remote.exit_code, "node": remote.node, "started_at": remote.started_at,
+            "finished_at": remote.finished_at}

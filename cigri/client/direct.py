@@ -55,8 +55,21 @@ class DirectClient:
     def campaign_share(self, campaign_id: int) -> dict[str, Any]:
         return api.campaign_share(self.grid, campaign_id, user=self.user)
 
-    def tasks(self, campaign_id: int, *, states: tuple[str, ...] = ()) -> Iterator[dict[str, Any]]:
-        return api.campaign_tasks(self.grid, campaign_id, user=self.user, states=states)
+    def tasks(self, campaign_id: int, *, states: tuple[str, ...] = (), offset: int = 0,
+              limit: int | None = None) -> Iterator[dict[str, Any]]:
+        return api.campaign_tasks(self.grid, campaign_id, user=self.user, states=states, offset=offset, limit=limit)
+
+    def campaign_jdl(self, campaign_id: int) -> dict[str, Any]:
+        return api.campaign_jdl(self.grid, campaign_id, user=self.user)
+
+    def campaign_clusters(self, campaign_id: int) -> list[dict[str, Any]]:
+        return api.campaign_clusters(self.grid, campaign_id, user=self.user)
+
+    def campaign_throughput(self, campaign_id: int, points: int) -> dict[str, Any]:
+        return api.campaign_throughput(self.grid, campaign_id, user=self.user, points=points)
+
+    def purge(self, campaign_id: int) -> None:
+        api.purge(self.grid, [campaign_id], user=self.user)
 
     def pause(self, campaign_id: int) -> None:
         api.pause(self.grid, campaign_id, user=self.user)
@@ -75,6 +88,12 @@ class DirectClient:
 
     def cancel_job(self, job_id: int) -> None:
         api.cancel_job(self.grid, job_id, user=self.user)
+
+    def job_on_cluster(self, job_id: int) -> dict[str, Any]:
+        return api.job_on_cluster(self.grid, job_id, user=self.user)
+
+    def mark_job_event(self, job_id: int, message: str) -> int:
+        return api.mark_job_event(self.grid, job_id, message, user=self.user)
 
     def events(self, *, campaign_id: int | None = None, global_only: bool = False,
                include_closed: bool = False) -> list[dict[str, Any]]:

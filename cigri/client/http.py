@@ -97,15 +97,31 @@ class HTTPClient:
     def campaign_share(self, campaign_id: int) -> dict[str, Any]:
         return self._json("GET", f"/campaigns/{campaign_id}/share")  # type: ignore[no-any-return]
 
-    def tasks(self, campaign_id: int, *, states: tuple[str, ...] = ()) -> Iterator[dict[str, Any]]:
-        offset = 0
-        while True:
+    def tasks(self, campaign_id: int, *, states: tuple[str, ...] = (), offset: int = 0,
+              limit: int | None = None) -> Iterator[dict[str, Any]]:
+        left = limit
+        while left is None or left > 0:
+            size = PAGE if left is None else min(left, PAGE)
             page = self._json("GET", f"/campaigns/{campaign_id}/tasks",
-                              params={"limit": PAGE, "offset": offset, "state": list(states)})
+                              params={"limit": size, "offset": offset, "state": list(states)})
             yield from page
-            if len(page) < PAGE:
+            if len(page) < size:
                 return
             offset += len(page)
+            left = None if left is None else left - len(page)
+
+    def campaign_jdl(self, campaign_id: int) -> dict[str, Any]:
+        return self._json("GET", f"/campaigns/{campaign_id}/jdl")  # type: ignore[no-any-return]
+
+    def campaign_clusters(self, campaign_id: int) -> list[dict[str, Any]]:
+        return self._json("GET", f"/campaigns/{campaign_id}/clusters")  # type: ignore[no-any-return]
+
+    def campaign_throughput(self, campaign_id: int, points: int) -> dict[str, Any]:
+        return self._json("GET", f"/campaigns/{campaign_id}/throughput",  # type: ignore[no-any-return]
+                          params={"points": points})
+
+    def purge(self, campaign_id: int) -> None:
+        self._request("POST", f"/campaigns/{campaign_id}/purge")
 
     def pause(self, campaign_id: int) -> None:
         self._request("POST", f"/campaigns/{campaign_id}/pause")
@@ -128,6 +144,12 @@ class HTTPClient:
 
     def cancel_job(self, job_id: int) -> None:
         self._request("POST", f"/jobs/{job_id}/cancel")
+
+    def job_on_cluster(self, job_id: int) -> dict[str, Any]:
+        return self._json("GET", f"/jobs/{job_id}/remote")  # type: ignore[no-any-return]
+
+    def mark_job_event(self, job_id: int, message: str) -> int:
+        return int(self._json("POST", f"/jobs/{job_id}/events", json={"message": message})["id"])
 
     # --- events and notifications ------------------------------------------------------------
 

@@ -169,7 +169,7 @@ def extend_with_cigri_json_array(site: Site, campaign_id: int, directory: Path) 
     refused = site.gridsub("-c", str(campaign_id), "-F", str(array), "--strict", expect=2)
     assert "read as CiGri's JSON array of parameters" in refused.stderr
     added = site.gridsub("-c", str(campaign_id), "-F", str(array))
-    assert added.stdout == f"Campaign {campaign_id}: 2 task(s) added\n"
+    assert added.stdout == f"Jobs successfully added to campaign {campaign_id} (2 tasks)\n"
     assert added.stderr == f"gridsub: warning: {array}: read as CiGri's JSON array of parameters (cigri's form: " \
                            "one parameter per line)\n"
     assert site.drain(campaign_id)["tasks"]["terminated"] == 4

@@ -163,3 +163,22 @@ def events(campaign_id: int, session: Session = Depends(session), include_closed
 @router.get("/campaigns/{campaign_id}/jdl", summary="The JDL a campaign was submitted with")
 def jdl(campaign_id: int, session: Session = Depends(session)) -> dict[str, Any]:
     return api.campaign_jdl(session.grid, campaign_id, user=session.user)
+
+
+@router.get("/campaigns/{campaign_id}/clusters", summary="A campaign's clusters: its jobs there, prologue and epilogue")
+def clusters(campaign_id: int, session: Session = Depends(session)) -> list[dict[str, Any]]:
+    return api.campaign_clusters(session.grid, campaign_id, user=session.user)
+
+
+@router.get("/campaigns/{campaign_id}/throughput", summary="A campaign's tasks terminated over its life")
+def throughput(campaign_id: int, session: Session = Depends(session),
+               points: int = Query(60, ge=1, le=10_000, description="Buckets of equal length.")) -> dict[str, Any]:
+    """As ``gridstat -c N --plot --json``."""
+    return api.campaign_throughput(session.grid, campaign_id, user=session.user, points=points)
+
+
+@router.post("/campaigns/{campaign_id}/purge", summary="Delete an ended campaign with its tasks, jobs and events")
+def purge(campaign_id: int, session: Session = Depends(session)) -> dict[str, Any]:
+    """As ``griddel --purge N``: its owner's or an admin's; a campaign still running is refused."""
+    api.purge(session.grid, [campaign_id], user=session.user)
+    return {"id": campaign_id, "purged": True}

@@ -1,4 +1,4 @@
-"""``/jobs/{id}``: one job, its output's tail, and killing it."""
+"""``/jobs/{id}``: one job, as its cluster sees it too, its output's tail, killing it, and marking it."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import PlainTextResponse
+from pydantic import BaseModel, ConfigDict
 
 from cigri import api
 from cigri.server.app import Session, session
@@ -34,3 +35,21 @@ def stderr(job_id: int, session: Session = Depends(session), lines: int = Query(
 def cancel(job_id: int, session: Session = Depends(session)) -> dict[str, Any]:
     api.cancel_job(session.grid, job_id, user=session.user)
     return {"id": job_id, "kill_requested": True}
+
+
+@router.get("/jobs/{job_id}/remote", summary="One job as its cluster sees it now")
+def remote(job_id: int, session: Session = Depends(session)) -> dict[str, Any]:
+    """As ``gridstat -j J -C``: state, exit code, node and times, asked of the cluster."""
+    return api.job_on_cluster(session.grid, job_id, user=session.user)
+
+
+class Mark(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    message: str = ""
+
+
+@router.post("/jobs/{job_id}/events", status_code=201, summary="Open a MANUAL_EVENT on a job (admins)")
+def mark(job_id: int, body: Mark | None = None, session: Session = Depends(session)) -> dict[str, Any]:
+    """As ``gridevents --mark-job-event J``: the event stays open until fixed."""
+    return {"id": api.mark_job_event(session.grid, job_id, body.message if body else "", user=session.user)}
