@@ -15,6 +15,7 @@ from cigri.api.cluster_tokens import add_cluster_token, list_cluster_tokens, rem
 from cigri.api.clusters import (add_cluster, cluster_table, grid_usage, list_clusters, remove_cluster, set_blacklist,
                                 test_cluster, usage)
 from cigri.api.events import event, fix_events, list_events
+from cigri.api.history import campaign_history
 from cigri.api.jobs import STREAMS, campaign_jobs, cancel_job, job_info, job_output
 from cigri.api.notifications import NOTIFY_KINDS, list_subscriptions, shown_target, subscribe, unsubscribe
 from cigri.api.shares import current_shares, explain, list_classes, list_users, read_scenario, shares_of_scenario
@@ -26,7 +27,8 @@ from cigri.uploads import JDLText, Lines, Submitted, local_jdl
 from cigri.users import acting_user
 
 __all__ = ["CAMPAIGN_STATES", "INSERT_CHUNK", "NOTIFY_KINDS", "STREAMS", "TASK_COUNT_KEYS", "JDLText", "Lines",
-           "Submitted", "add_cluster", "add_cluster_token", "campaign_detail", "campaign_jdl", "campaign_jobs",
+           "Submitted", "add_cluster", "add_cluster_token", "campaign_detail", "campaign_history", "campaign_jdl",
+           "campaign_jobs",
            "campaign_summary", "campaign_tasks", "cancel", "cancel_cluster_campaigns", "cancel_job", "cluster_table",
            "core_hours", "create_token", "current_shares", "current_user", "event", "explain", "extend", "fix_events",
            "grid_usage", "import_v3", "job_info", "job_output", "list_campaigns", "list_classes",

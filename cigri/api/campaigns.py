@@ -136,10 +136,11 @@ CAMPAIGN_STATES = tuple(state.value for state in CampaignState)
 
 
 def list_campaigns(grid: Grid, *, user: str | None = None, include_finished: bool = False,
-                   states: Sequence[str] = (), limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
-    """The summaries of the campaigns chosen, oldest first: ``user``'s (None: everyone's), the
-    unfinished ones unless ``include_finished`` or ``states`` says which, ``limit`` of them
-    after skipping ``offset``. Summaries are public, as CiGri's ``gridstat -u``: a campaign's
+                   states: Sequence[str] = (), limit: int | None = None, offset: int = 0,
+                   newest_first: bool = False) -> list[dict[str, Any]]:
+    """The summaries of the campaigns chosen, oldest first (``newest_first``: newest): ``user``'s
+    (None: everyone's), the unfinished ones unless ``include_finished`` or ``states`` says
+    which, ``limit`` of them after skipping ``offset``. Summaries are public, as CiGri's ``gridstat -u``: a campaign's
     outputs, tasks and events are only its owner's (:func:`campaign_detail`)."""
     where, args = [], []
     if user:
@@ -156,9 +157,10 @@ def list_campaigns(grid: Grid, *, user: str | None = None, include_finished: boo
     _check_page(limit, offset)
     clause = ("WHERE " + " AND ".join(where)) if where else ""
     now = database.now()
+    order = "DESC" if newest_first else "ASC"
     return [_summary(grid, row, now)[0] for row in grid.db.query(
-        f"SELECT * FROM campaigns {clause} ORDER BY id LIMIT ? OFFSET ?", [*args, -1 if limit is None else limit,
-                                                                         offset])]
+        f"SELECT * FROM campaigns {clause} ORDER BY id {order} LIMIT ? OFFSET ?",
+        [*args, -1 if limit is None else limit, offset])]
 
 
 def _check_page(limit: int | None, offset: int) -> None:
@@ -172,19 +174,25 @@ TASK_PAGE = 10_000  # tasks read at a time, with their jobs, by campaign_tasks
 
 
 def campaign_tasks(grid: Grid, campaign_id: int, *, user: str, limit: int | None = None,
-                   offset: int = 0) -> Iterator[dict[str, Any]]:
+                   offset: int = 0, state: str | None = None) -> Iterator[dict[str, Any]]:
     """The tasks of one of ``user``'s campaigns in id order, each with its jobs (``gridstat
-    -f``): ``limit`` of them after ``offset``, all by default. Streamed a page at a time, so a
-    million tasks are never held together."""
+    -f``): ``limit`` of them after ``offset``, all by default; with ``state``, only those in
+    it (an ended or requeued state is read through the bag's index: the failed tasks of a
+    million-task campaign are found without reading the others). Streamed a page at a time, so
+    a million tasks are never held together."""
     campaign_row(grid, campaign_id, user)
     _check_page(limit, offset)
+    if state is not None and state not in tuple(TaskState):
+        raise InputError(f"state: expected one of {', '.join(TaskState)}, got {shown(state)}", field="state")
+    in_state = "" if state is None else f"AND state = '{TaskState(state)}'" + (
+        "" if state == TaskState.PENDING else f" AND {bag.INDEXED}")  # fresh tasks are pending, outside the index
     low, high = bag.span(grid.db, campaign_id)
     left = -1 if limit is None else limit
     while left != 0:
         page = list(grid.db.query(
-            "SELECT id, name, param, state, attempts FROM tasks WHERE id BETWEEN ? AND ? AND campaign_id = ? "
-            "ORDER BY id LIMIT ? OFFSET ?", [low, high, campaign_id, TASK_PAGE if left < 0 else min(left, TASK_PAGE),
-                                            offset]))
+            f"SELECT id, name, param, state, attempts FROM tasks WHERE id BETWEEN ? AND ? AND campaign_id = ? "
+            f"{in_state} ORDER BY id LIMIT ? OFFSET ?",
+            [low, high, campaign_id, TASK_PAGE if left < 0 else min(left, TASK_PAGE), offset]))
         if not page:
             return
         jobs: dict[int, list[dict[str, Any]]] = defaultdict(list)

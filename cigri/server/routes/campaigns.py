@@ -128,9 +128,21 @@ async def extend(campaign_id: int, request: Request, caller: Caller = Depends(au
 
 @router.get("/campaigns/{campaign_id}/tasks", summary="A campaign's tasks with their jobs")
 def tasks(campaign_id: int, session: Session = Depends(session), limit: int | None = 10_000,
-          offset: int = 0) -> list[dict[str, Any]]:
+          offset: int = 0, state: str | None = Query(None, description="Only the tasks in this state.")
+          ) -> list[dict[str, Any]]:
     """As ``gridstat -c N -f --json``, a page at a time (``limit`` tasks after ``offset``)."""
-    return list(api.campaign_tasks(session.grid, campaign_id, user=session.user, limit=limit, offset=offset))
+    return list(api.campaign_tasks(session.grid, campaign_id, user=session.user, limit=limit, offset=offset,
+                                   state=state))
+
+
+@router.get("/campaigns/{campaign_id}/history", summary="A campaign's tasks terminated over time")
+def history(campaign_id: int, session: Session = Depends(session),
+            since: float | None = Query(None, alias="from", description="Epoch seconds (default: its start)."),
+            until: float | None = Query(None, alias="to", description="Epoch seconds (default: its end, or now)."),
+            points: int = Query(200, ge=1, le=10_000, description="Most buckets.")) -> dict[str, Any]:
+    """Per cluster its throughput, and the campaign's progress, bucket by bucket (the dashboard's plots)."""
+    return api.campaign_history(session.grid, campaign_id, user=session.user, since=since, until=until,
+                                points=points)
 
 
 @router.get("/campaigns/{campaign_id}/jobs", summary="A campaign's jobs")
