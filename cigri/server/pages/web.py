@@ -27,6 +27,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
 from cigri import __version__
+from cigri import db as database
 from cigri.errors import CigriError, Forbidden, Unauthenticated
 from cigri.grid import Grid
 from cigri.server.app import ServerState, authenticated, pool
@@ -143,7 +144,7 @@ templates.filters.update(when=when, duration=duration, number=number, quote=lamb
 def render(template: str, session: PageSession | None, *, status: int = 200, **context: Any) -> HTMLResponse:
     page = templates.get_template(template).render(viewer=session.caller if session else None,
                                                    csrf=session.csrf if session else "", csrf_field=CSRF_FIELD,
-                                                   version=__version__, **context)
+                                                   version=__version__, now=database.now(), **context)
     return HTMLResponse(page, status_code=status, headers=HEADERS)
 
 
