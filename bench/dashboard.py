@@ -49,7 +49,7 @@ def seed(path: Path, *, clusters: Sequence[str], users: Sequence[str], campaigns
     last ``days`` (85 % terminated, 10 % failed with a failed task and an open EXIT_ERROR event
     with its stderr tail, 5 % cancelled), ``jobs`` ended task jobs among them (``big_share``
     of them in the first campaign), each task with one job on one of its campaign's clusters;
-    then ``paused`` paused campaigns of 100 pending tasks each; an open cluster event on the
+    then ``paused`` paused campaigns of 100 pending tasks each; an open SUBMISSION_ERROR on the
     first cluster; and a usage sample every ``period`` seconds for every cluster (``cores``
     slots each, missing clusters added with the ``sim`` backend). Return the ids written."""
     from cigri import db as database
@@ -71,7 +71,7 @@ def seed(path: Path, *, clusters: Sequence[str], users: Sequence[str], campaigns
         sizes = [big] + _spread(jobs - big, campaigns - 1) if big else _spread(jobs, campaigns)
         written: dict[str, list[int]] = {"ended": [], "failed": [], "paused": []}
         for index, size in enumerate(sizes):
-            state = "failed" if index % 10 == 3 else "cancelled" if index % 20 == 7 else "terminated"
+            state = "failed" if index % 20 in (3, 8) else "cancelled" if index % 40 in (7, 12) else "terminated"
             user = users[index % len(users)]
             submitted = start + (now - start - 7200) * index / max(1, len(sizes))
             mine = rng.sample(cluster_ids, k=min(len(cluster_ids), 1 + index % 3))
@@ -91,7 +91,7 @@ def seed(path: Path, *, clusters: Sequence[str], users: Sequence[str], campaigns
             task_id += 100
             written["paused"].append(campaign_id)
         conn.execute("INSERT INTO events(class, code, severity, cluster_id, message, created_at, updated_at) "
-                     "VALUES ('cluster', 'CLUSTER_UNREACHABLE', 'high', ?, 'ssh: connection refused', ?, ?)",
+                     "VALUES ('cluster', 'SUBMISSION_ERROR', 'medium', ?, 'sbatch: error: invalid partition', ?, ?)",
                      [cluster_ids[0], now - 600, now - 600])
         samples = []
         for k in range(int(days * 86400 / period)):
@@ -134,7 +134,7 @@ def _ended_campaign(conn: Any, rng: random.Random, name: str, user: str, state: 
     longer); with its campaign_stats and, when failed, its failed task and open event."""
     started = submitted + 30
     life = max(600.0, size * 0.5)
-    finished = started + life + 60
+    finished = started + life + 150  # after the last job's end (at most 120 s after its start)
     campaign_id = _insert_campaign(conn, name, user, state, submitted, started, finished, size, cluster_ids)
     cut = size if state != "cancelled" else size // 2
     failed = 1 if state == "failed" and size else 0

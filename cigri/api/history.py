@@ -32,7 +32,8 @@ _BEFORE = ("SELECT count(*) FROM jobs INDEXED BY jobs_terminated WHERE campaign_
 def campaign_history(grid: Grid, campaign_id: int, *, user: str, since: float | None = None,
                      until: float | None = None, points: int = 200) -> dict[str, Any]:
     """One of ``user``'s campaigns over time, between ``since`` and ``until`` (epoch seconds;
-    default its whole life: from its first start, or its submission, to its end or now), in at
+    default its whole life: from its first start, or its submission, to its end (or its last
+    job's, which a cancel's kill may end later) or now), in at
     most ``points`` buckets of equal length (at least :data:`MIN_STEP`):
 
     - ``clusters``: per cluster, the tasks terminated in each bucket and that as tasks per hour
@@ -42,7 +43,10 @@ def campaign_history(grid: Grid, campaign_id: int, *, user: str, since: float | 
     """
     row = campaign_row(grid, campaign_id, user)
     now = database.now()
-    until = (row["finished_at"] or now) if until is None else until
+    if until is None:
+        last_end = grid.db.execute("SELECT max(last_end) FROM campaign_stats WHERE campaign_id = ?",
+                                   [campaign_id]).fetchone()[0]
+        until = now if row["finished_at"] is None else max(row["finished_at"], last_end or 0) + 1
     if since is None:  # its start, and at least one bucket before the end
         since = min(row["started_at"] or row["submitted_at"], until - MIN_STEP)
     if not (math.isfinite(since) and math.isfinite(until) and since < until):
