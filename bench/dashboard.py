@@ -272,7 +272,7 @@ def run(home: Path, port: int, env: dict[str, str], written: dict[str, list[int]
             httpx.Client(base_url=f"{base}/api/v1", timeout=120,
                          headers={"Authorization": f"Bearer {token['token']}"}) as api:
         login = pages.post("/login", data={"token": token["token"], "next": "/"})
-        if login.status_code != 200 or "cigri_session" not in pages.cookies:
+        if login.status_code != 303 or "cigri_session" not in pages.cookies:
             sys.exit(f"login failed: {login.status_code}")
         count = len(written["ended"])
 

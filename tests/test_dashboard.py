@@ -132,8 +132,8 @@ def follow(browser: Any, selector: str) -> None:
 
 def shot(browser: Any, name: str) -> None:
     """The whole page as a PNG under tests/artifacts/."""
-    height = browser.execute_script("return document.body.scrollHeight")
-    browser.set_window_size(1280, min(max(height + 40, 600), 4000))
+    height = browser.execute_script("return document.documentElement.scrollHeight")
+    browser.set_window_size(1280, min(max(height + 120, 600), 4000))
     browser.save_screenshot(str(ARTIFACTS / f"dashboard-{name}.png"))
     browser.set_window_size(1280, 1000)
 

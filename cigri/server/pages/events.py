@@ -36,15 +36,19 @@ def events(session: PageSession = Depends(page_session), closed: int = 0, resubm
 async def fix(request: Request, session: PageSession = Depends(page_session)) -> Response:
     """``gridevents --fix [--resubmit]`` of one event (``event``) or of a campaign's (``campaign``)."""
     form = await check_csrf(request, session)
-    target: dict[str, int] = {}
-    for key in ("event", "campaign"):
-        if form.get(key):
-            if not form[key].isdigit():
-                raise InputError(f"{key}: expected an id", field=key)
-            target[f"{key}_id"] = int(form[key])
-    if len(target) != 1:
+    event_id, campaign_id = (_id(form, key) for key in ("event", "campaign"))
+    if (event_id is None) == (campaign_id is None):
         raise InputError("fix: name one event or one campaign")
-    done = await run_in_threadpool(lambda: api.fix_events(session.grid, user=session.user,
-                                                          resubmit=form.get("resubmit") == "yes", **target))
+    done = await run_in_threadpool(lambda: api.fix_events(session.grid, user=session.user, event_id=event_id,
+                                                          campaign_id=campaign_id,
+                                                          resubmit=form.get("resubmit") == "yes"))
     return RedirectResponse(f"/events?closed={done['closed']}&resubmitted={done['resubmitted']}", status_code=303,
                             headers=HEADERS)
+
+
+def _id(form: dict[str, str], key: str) -> int | None:
+    if not form.get(key):
+        return None
+    if not form[key].isdigit():
+        raise InputError(f"{key}: expected an id", field=key)
+    return int(form[key])
