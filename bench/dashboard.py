@@ -283,7 +283,7 @@ def run(home: Path, port: int, env: dict[str, str], written: dict[str, list[int]
 
         def grid(window: str, seconds: int) -> tuple[list[str], list[str]]:
             return [f"/?range={window}"], ["/clusters", "/events",
-                                           f"/gridusage?from={now - seconds}&to={now}&points=360"]
+                                           f"/gridusage?from={now - seconds}&to={now}&points=240"]
 
         cases = {
             "grid, 24 h": grid("24h", 86400), "grid, 7 d": grid("7d", 7 * 86400),

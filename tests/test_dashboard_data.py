@@ -147,7 +147,8 @@ def test_axes_have_round_ticks_and_lines_break_where_data_is_missing() -> None:
     assert all(t % 86400 == 0 for t, _ in month) and len(month[0][1]) == 5  # MM-DD
     chart = plots.line_chart("t", [plots.Series("s", [(NOW - 30, 1.0), (NOW - 20, None), (NOW - 10, 2.0)])],
                              since=NOW - 40, until=NOW, y_label="slots")
-    assert chart.lines[0].path.count("M") == 2 and "L" not in chart.lines[0].path  # two separate points
+    assert chart.lines[0].path.count("M") == 2 and "L" not in chart.lines[0].path  # two separate points,
+    assert chart.lines[0].path.count("l0 0") == 2  # each drawn as a dot
     assert not chart.empty and [t.label for t in chart.y_ticks] == ["0", "0.5", "1", "1.5", "2"]
     assert plots.line_chart("t", [plots.Series("s", [(NOW, None)])], since=NOW - 1, until=NOW,
                             y_label="x").empty

@@ -17,7 +17,7 @@ from cigri.server.pages.web import HEADERS, PageRoute, PageSession, csv_response
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 RANGES = {"1h": 3600, "24h": 86_400, "7d": 7 * 86_400, "30d": 30 * 86_400}
-POINTS = 360  # buckets per cluster: about two pixels each
+POINTS = 240  # buckets per cluster: three pixels each
 USAGE_COLUMNS = ("total_slots", "used_slots", "free_slots", "cigri_running", "cigri_waiting", "samples")
 # What a cluster's chart draws of its series: the name, the style, dashed.
 USAGE_LINES = (("total_slots", "total slots", 7, True), ("used_slots", "used slots", 1, False),

@@ -131,14 +131,14 @@ def line_chart(title: str, series: Sequence[Series], *, since: float, until: flo
 
     lines = []
     for s in series:
-        parts, pen_down = [], False
+        runs: list[list[str]] = [[]]  # stretches without a gap; one alone is drawn as a dot
         for t, v in s.points:
             if v is None:
-                pen_down = False
-                continue
-            parts.append(f"{'L' if pen_down else 'M'}{x(t):.1f} {y(v):.1f}")
-            pen_down = True
-        lines.append(Line(s.name, " ".join(parts), s.style % COLOURS, s.dashed))
+                runs.append([])
+            else:
+                runs[-1].append(f"{x(t):.1f} {y(v):.1f}")
+        path = " ".join("M" + " L".join(run) + (" l0 0" if len(run) == 1 else "") for run in runs if run)
+        lines.append(Line(s.name, path, s.style % COLOURS, s.dashed))
     return LineChart(title, y_label, x_label, width, height,
                      [Tick(round(x(t), 1), label) for t, label in time_ticks(since, until)],
                      [Tick(round(y(v), 1), _tick_label(v)) for v in ticks], lines, not values)
