@@ -55,18 +55,12 @@ class LineChart:
     y_ticks: list[Tick]
     lines: list[Line]
     empty: bool  # no point at all: the chart says so
-
-    @property
-    def plot_left(self) -> int:
-        return LEFT
+    plot_left: int = LEFT  # the plotting area, in pixels
+    plot_top: int = TOP
 
     @property
     def plot_right(self) -> int:
         return self.width - RIGHT
-
-    @property
-    def plot_top(self) -> int:
-        return TOP
 
     @property
     def plot_bottom(self) -> int:
