@@ -137,13 +137,13 @@ CAMPAIGN_STATES = tuple(state.value for state in CampaignState)
 
 def list_campaigns(grid: Grid, *, user: str | None = None, include_finished: bool = False,
                    states: Sequence[str] = (), name: str | None = None, since: float | None = None,
-                   limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
-    """The summaries of the campaigns chosen, oldest first: ``user``'s (None: everyone's), the
-    unfinished ones unless ``include_finished`` or ``states`` says which, those whose name
-    matches the shell pattern ``name`` (``povray*``) and those submitted at or after ``since``
-    (epoch seconds), ``limit`` of them after skipping ``offset``. Summaries are public, as
-    CiGri's ``gridstat -u``: a campaign's outputs, tasks and events are only its owner's
-    (:func:`campaign_detail`)."""
+                   limit: int | None = None, offset: int = 0, newest_first: bool = False) -> list[dict[str, Any]]:
+    """The summaries of the campaigns chosen, oldest first (``newest_first``: newest): ``user``'s
+    (None: everyone's), the unfinished ones unless ``include_finished`` or ``states`` says
+    which, those whose name matches the shell pattern ``name`` (``povray*``) and those
+    submitted at or after ``since`` (epoch seconds), ``limit`` of them after skipping
+    ``offset``. Summaries are public, as CiGri's ``gridstat -u``: a campaign's outputs, tasks
+    and events are only its owner's (:func:`campaign_detail`)."""
     where: list[str] = []
     args: list[Any] = []
     if user:
@@ -166,9 +166,10 @@ def list_campaigns(grid: Grid, *, user: str | None = None, include_finished: boo
     _check_page(limit, offset)
     clause = ("WHERE " + " AND ".join(where)) if where else ""
     now = database.now()
+    order = "DESC" if newest_first else "ASC"
     return [_summary(grid, row, now)[0] for row in grid.db.query(
-        f"SELECT * FROM campaigns {clause} ORDER BY id LIMIT ? OFFSET ?", [*args, -1 if limit is None else limit,
-                                                                         offset])]
+        f"SELECT * FROM campaigns {clause} ORDER BY id {order} LIMIT ? OFFSET ?",
+        [*args, -1 if limit is None else limit, offset])]
 
 
 def _check_page(limit: int | None, offset: int) -> None:
@@ -188,14 +189,18 @@ def campaign_tasks(grid: Grid, campaign_id: int, *, user: str, states: Sequence[
                    offset: int = 0) -> Iterator[dict[str, Any]]:
     """The tasks of one of ``user``'s campaigns in id order, each with its jobs (``gridstat
     -f``), only those in ``states`` if given (``gridstat -c N --state failed``): ``limit`` of
-    them after ``offset``, all by default. Streamed a page at a time, so a million tasks are
-    never held together."""
+    them after ``offset``, all by default. States without ``pending`` are read through the
+    bag's index (the failed tasks of a million-task campaign are found without reading the
+    others: fresh tasks are pending, outside the index). Streamed a page at a time, so a
+    million tasks are never held together."""
     campaign_row(grid, campaign_id, user)
     _check_page(limit, offset)
     for state in states:
         if state not in TASK_STATES:
             raise InputError(f"state: expected one of {', '.join(TASK_STATES)}, got {shown(state)}", field="state")
     chosen = f"AND state IN {sql_in(tuple(TaskState(state) for state in states))} " if states else ""
+    if states and TaskState.PENDING not in states:
+        chosen += f"AND {bag.INDEXED} "
     low, high = bag.span(grid.db, campaign_id)
     left = -1 if limit is None else limit
     while left != 0:

@@ -1,4 +1,5 @@
-"""The ASGI application of ``cigri server``: the REST API under ``/api/v1`` and ``/healthz``.
+"""The ASGI application of ``cigri server``: the REST API under ``/api/v1``, ``/healthz``, and
+the dashboard's pages (:mod:`cigri.server.pages`) at the root.
 
 A request gets a database connection from a pool (never waiting in a worker thread, so a
 full pool cannot deadlock the threads), is identified once (:mod:`cigri.server.auth`), is
@@ -14,7 +15,7 @@ import logging
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
@@ -28,7 +29,7 @@ from cigri import db as database
 from cigri.config import Config
 from cigri.errors import CigriError, LimitExceeded
 from cigri.grid import Grid
-from cigri.server.auth import Caller, identify, token_caller
+from cigri.server.auth import BrowserSessions, Caller, identify, token_caller
 from cigri.server.limits import BodyLimit, RateLimiter
 
 log = logging.getLogger("cigri.server")
@@ -71,6 +72,7 @@ class ServerState:
     pool: GridPool
     rate: RateLimiter
     cycles: Any = None  # the cycle loop (cigri.server.run.Cycles) when the server runs one
+    sessions: BrowserSessions = field(default_factory=BrowserSessions)  # the dashboard's
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,7 @@ async def session(request: Request, caller: Caller = Depends(authenticated)) -> 
 
 def create_app(config: Config) -> FastAPI:
     """The API of the grid ``config`` describes; the caller runs the cycles beside it."""
+    from cigri.server import pages
     from cigri.server.routes import ROOT, ROUTERS
 
     app = FastAPI(title="cigri", version=__version__, openapi_url=f"{API}/openapi.json", docs_url=f"{API}/docs",
@@ -122,6 +125,7 @@ def create_app(config: Config) -> FastAPI:
         app.include_router(router)
     for router in ROUTERS:
         app.include_router(router, prefix=API)
+    pages.install(app)
     app.add_exception_handler(CigriError, _cigri_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _bad_request)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]

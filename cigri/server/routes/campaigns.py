@@ -146,6 +146,16 @@ def share(campaign_id: int, session: Session = Depends(session)) -> dict[str, An
     return api.campaign_share(session.grid, campaign_id, user=session.user)
 
 
+@router.get("/campaigns/{campaign_id}/history", summary="A campaign's tasks terminated over time")
+def history(campaign_id: int, session: Session = Depends(session),
+            since: float | None = Query(None, alias="from", description="Epoch seconds (default: its start)."),
+            until: float | None = Query(None, alias="to", description="Epoch seconds (default: its end, or now)."),
+            points: int = Query(200, ge=1, le=10_000, description="Most buckets.")) -> dict[str, Any]:
+    """Per cluster its throughput, and the campaign's progress, bucket by bucket (the dashboard's plots)."""
+    return api.campaign_history(session.grid, campaign_id, user=session.user, since=since, until=until,
+                                points=points)
+
+
 @router.get("/campaigns/{campaign_id}/jobs", summary="A campaign's jobs")
 def jobs(campaign_id: int, session: Session = Depends(session), active: bool = False, limit: int | None = None,
          offset: int = 0) -> list[dict[str, Any]]:

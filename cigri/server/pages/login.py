@@ -1,0 +1,56 @@
+"""Logging in with an API token (a session cookie), and out."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from cigri.errors import Unauthenticated
+from cigri.server.app import pool
+from cigri.server.auth import check_token_transport, token_caller
+from cigri.server.pages.web import (HEADERS, SESSION_COOKIE, PageRoute, PageSession, check_csrf, page_session, render,
+                                    state_of)
+
+router = APIRouter(route_class=PageRoute, include_in_schema=False)
+
+
+def local_path(target: str) -> str:
+    """Where to go after logging in: a path of this server, never another site."""
+    return target if target.startswith("/") and not target.startswith("//") and "\\" not in target else "/"
+
+
+@router.get("/login")
+def login_form(next: str = "/", ended: int = 0) -> Response:
+    return render("login.html", None, next=local_path(next), ended=bool(ended), message="")
+
+
+@router.post("/login")
+async def login(request: Request) -> Response:
+    """A valid token opens a session: its id goes back in an HttpOnly, SameSite=Strict cookie
+    (Secure over HTTPS), and the browser to where it was going. Like a token in a header, a
+    token in this form is taken only over HTTPS or from a loopback address."""
+    form = await request.form()
+    token, target = str(form.get("token", "")).strip(), local_path(str(form.get("next", "/")))
+    state = state_of(request)
+    state.rate.take(f"login from {(request.scope.get('client') or ('?', 0))[0]}")
+    try:
+        check_token_transport(request.scope)
+        async with pool(request).grid() as grid:
+            await run_in_threadpool(token_caller, grid, token)
+    except Unauthenticated as error:
+        return render("login.html", None, status=401, next=target, ended=False, message=str(error))
+    response = RedirectResponse(target, status_code=303, headers=HEADERS)
+    response.set_cookie(SESSION_COOKIE, state.sessions.open(token), httponly=True, samesite="strict",
+                        secure=request.scope.get("scheme") == "https", path="/")
+    return response
+
+
+@router.post("/logout")
+async def logout(request: Request, session: PageSession = Depends(page_session)) -> Response:
+    await check_csrf(request, session)
+    if session.holder.startswith("session:"):
+        state_of(request).sessions.close(session.holder.removeprefix("session:"))
+    response = RedirectResponse("/login", status_code=303, headers=HEADERS)
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response
