@@ -99,7 +99,7 @@ def _conventional_help(command: Any) -> None:
     rewrapped, for ``command`` and its sub-commands."""
     if command.help:
         command.help = re.sub(r"(?<!\n)\n(?!\n)", " ", inspect.cleandoc(command.help))
-    help_option = command.get_help_option(command.context_class(command))  # made once, then reused
+    help_option = command.get_help_option(command.context_class(command, **command.context_settings))  # made once, then reused
     for param in [*command.params, *([help_option] if help_option is not None else [])]:
         if getattr(param, "is_flag", False) and param.metavar is None:
             param.metavar = ""

@@ -151,7 +151,7 @@ def gridstat(
     if fields is not None and fields.strip().isdigit():  # CiGri's -o N: the offset of -f
         if offset is not None:
             raise InputError("give the offset once: -o N or --offset N")
-        fields, offset = None, int(fields)
+        offset, fields = int(fields), None
     if job is not None and campaign is not None:
         raise InputError("-j JOB excludes a campaign")
     selecting = user is not None or all_campaigns or name is not None or since is not None

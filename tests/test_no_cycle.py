@@ -24,7 +24,7 @@ def test_without_cycles_the_commands_say_so_once(cigri: Cigri) -> None:
     """``gridsub -f x.json`` left the campaign at 0 % for good, silently."""
     jdl = cigri.jdl("idle", exec_file="/bin/true", nb_jobs=2)
     submitted = cigri.run("gridsub", "-f", str(jdl))
-    campaign_id = int(submitted.stdout.split()[-1])
+    campaign_id = int(submitted.stdout.split("=")[-1])
     [hint] = hints(submitted.stderr)
     assert hint == ("gridsub: no cycle has run yet, and no cigri daemon runs: nothing moves until one does; start "
                     f"them with `cigri daemon` (or `cigri cycle` from cron), or watch with `gridstat -c {campaign_id} "

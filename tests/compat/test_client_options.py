@@ -111,8 +111,8 @@ def test_gridsub_F_reads_cigris_json_array_or_lines(cigri: Cigri) -> None:
     added = cigri.run("gridsub", "-c", str(campaign_id), "--jobfile", str(array), "-F", str(plain))
     assert added.stdout == (f"Jobs successfully added to campaign {campaign_id} (2 tasks)\n"
                             f"Jobs successfully added to campaign {campaign_id} (1 tasks)\n")
-    assert added.stderr == f"gridsub: warning: {array}: read as CiGri's JSON array of parameters (cigri's form: " \
-                           "one parameter per line)\n"
+    assert added.stderr.splitlines()[0] == f"gridsub: warning: {array}: read as CiGri's JSON array of parameters " \
+                                           "(cigri's form: one parameter per line)"
     assert [t["name"] for t in cigri.tasks(campaign_id)] == ["0", "a", "b", "c"]
 
 
@@ -129,7 +129,8 @@ def test_gridsub_J_adds_an_inline_json_array(cigri: Cigri) -> None:
 
 def test_gridsub_c_alone_is_bad_usage(cigri: Cigri) -> None:
     """CiGri only warned when -F had no -c, and went on; cigri refuses, exit 2, nothing written."""
-    assert cigri.run("gridsub", "-J", '["a"]', expect=2).stderr == "gridsub: -c goes with -F or -J, without -f or -j\n"
+    assert cigri.run("gridsub", "-J", '["a"]', expect=2).stderr == \
+        "gridsub: -c goes with -F or -J, without -f or -j (or -c N --wait follows campaign N)\n"
     assert cigri.run("gridsub", expect=2).stderr.startswith("gridsub: nothing to submit")
 
 
@@ -205,7 +206,7 @@ def test_gridstat_o_starts_the_task_list_at_an_offset(ended: dict[str, Any]) -> 
     assert [line.split()[1] for line in lines(cigri, "gridstat", "-c", str(campaign_id), "-f", "-H", "-o", "1")] == \
         ["b", "bad"]
     assert cigri.run("gridstat", "-c", str(campaign_id), "-o", "1", expect=2).stderr == \
-        "gridstat: -o N goes with -f, N >= 0\n"
+        "gridstat: --offset N (CiGri's -o N) goes with -f, N >= 0\n"
 
 
 def test_gridstat_e_lists_events_as_cigri_did(ended: dict[str, Any]) -> None:
@@ -266,7 +267,7 @@ def test_gridstat_J_prints_the_jdl(ended: dict[str, Any]) -> None:
     jdl = json.loads(out)
     assert out == json.dumps(jdl, indent=2) + "\n"
     assert jdl["name"] == "squares" and jdl["clusters"] == {"local": {}}
-    assert cigri.run("gridstat", "-J", expect=2).stderr == "gridstat: -f, -e, -J and --plot need -c CAMPAIGN\n"
+    assert cigri.run("gridstat", "-J", expect=2).stderr == "gridstat: -e, -J and --plot need -c CAMPAIGN\n"
 
 
 def test_gridstat_plot_draws_the_throughput(ended: dict[str, Any]) -> None:
