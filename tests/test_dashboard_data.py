@@ -121,13 +121,13 @@ def test_a_campaigns_history_counts_its_terminated_tasks_per_bucket_and_cluster(
 def test_the_failed_tasks_of_a_campaign_come_through_the_bags_index(grid: Grid) -> None:
     ends = [(1, NOW - 100, "failed" if k % 3 == 0 else "terminated") for k in range(9)]
     campaign_id = _campaign(grid, "alice", "failed", ends, 20)
-    failed = list(api.campaign_tasks(grid, campaign_id, user="alice", state="failed"))
+    failed = list(api.campaign_tasks(grid, campaign_id, user="alice", states=("failed",)))
     assert [t["name"] for t in failed] == ["t0", "t3", "t6"] and all(t["jobs"] for t in failed)
-    assert len(list(api.campaign_tasks(grid, campaign_id, user="alice", state="pending"))) == 11  # fresh ones too
-    assert [t["name"] for t in api.campaign_tasks(grid, campaign_id, user="alice", state="failed", limit=1,
+    assert len(list(api.campaign_tasks(grid, campaign_id, user="alice", states=("pending",)))) == 11  # fresh ones too
+    assert [t["name"] for t in api.campaign_tasks(grid, campaign_id, user="alice", states=("failed",), limit=1,
                                                   offset=1)] == ["t3"]
     with pytest.raises(InputError, match="state: expected one of"):
-        list(api.campaign_tasks(grid, campaign_id, user="alice", state="broken"))
+        list(api.campaign_tasks(grid, campaign_id, user="alice", states=("broken",)))
 
 
 def test_campaigns_are_listed_newest_first_on_request(grid: Grid) -> None:

@@ -144,7 +144,7 @@ def test_failing_tasks_raise_events_with_their_stderr_and_the_campaign_ends(cigr
     params = [f"t{i} {i} {'fail' if i % 2 else 'ok'}" for i in range(6)]
     jdl = cigri.jdl("failing", exec_file=str(program), params=params)
     result = cigri.run("gridsub", "-f", str(jdl), "--wait", "--period", "0.05", expect=1, timeout=60)
-    campaign_id = int(result.stdout.split(":")[-1])
+    campaign_id = int(result.stdout.split("=")[-1])
 
     summary = cigri.stat(campaign_id)
     assert summary["state"] == "failed"
@@ -168,7 +168,7 @@ def test_a_prologue_failing_everywhere_fails_the_tasks_and_a_fix_runs_it_again(c
     jdl = cigri.jdl("staged", exec_file=str(program), params=["t0", "t1", "t2"],
                     prologue=[f"test -e {marker} || {{ touch {marker}; echo staging failed >&2; exit 4; }}"])
     result = cigri.run("gridsub", "-f", str(jdl), "--wait", "--period", "0.05", expect=1, timeout=60)
-    campaign_id = int(result.stdout.split(":")[-1])
+    campaign_id = int(result.stdout.split("=")[-1])
     summary = cigri.stat(campaign_id)
     assert (summary["state"], summary["tasks"]["failed"]) == ("failed", 3)
     [event] = cigri.events(campaign_id)
