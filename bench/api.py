@@ -1,6 +1,6 @@
 """Benchmark: cigri server under load, beside direct mode, in one run.
 
-A real ``cigri server`` (its socket, its cycle thread) drains a campaign of ``--tasks`` (1M)
+A real ``cigri server`` (its socket, its cycle process) drains a campaign of ``--tasks`` (1M)
 on simulated clusters (``sim`` backend, wall-clock time, ``--cores`` in all). Printed, each
 beside its baseline measured in the same run:
 

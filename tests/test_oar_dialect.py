@@ -350,6 +350,18 @@ def test_rest_submit_answer_and_adoption() -> None:
     assert rest.named(recent, "cigri.7101.000000000000") == []
     assert rest.array_of(recorded_json("oar-rest-job.json")) == "20"
     assert rest.found_ids(recorded_json("oar-rest-array.json"), ["71010", "71011"]) == {"71010": "60", "71011": "61"}
+
+
+def test_a_re_sent_batch_finds_its_jobs_while_they_launch() -> None:
+    """oarapi's date filter (``from``) matches a job not yet started only while its start time is
+    0, and a started one only once Running: a job OAR has scheduled (start time set) but not
+    yet run (toLaunch, Launching) is in none of its cases. A batch re-sent then was submitted
+    twice (seen in CI on the real oar-rest). The jobs that have not ended are asked by state."""
+    by_state, by_date = rest.recent_jobs("alice", 10_000.0)
+    assert "from" not in by_state[1]
+    assert {"Waiting", "toLaunch", "Launching", "Running", "Finishing", "toError"} <= \
+        set(by_state[1]["state"].split(","))
+    assert by_date[1]["from"] == 10_000 - rest.ADOPT_WINDOW and by_date[1]["state"] == "Terminated,Error"
     with pytest.raises(ClusterBadAnswer, match="lacks"):
         rest.found_ids(recorded_json("oar-rest-array.json"), ["71010", "71012"])
 

@@ -7,8 +7,9 @@ trusted-proxy mode (an ``X-Remote-Ident: <user>`` header, as CiGri sent). Either
 one array job (:mod:`.batch`).
 
 ``calls`` counts operations, as the core pays for them. Requests per operation: over SSH one
-each, except output_tail (2: the job's record, then ``tail``); over REST submit 2 (the
-user's recent jobs, then the POST; adopting a re-sent batch: 3 GETs), poll 1 per 400 jobs,
+each, except output_tail (2: the job's record, then ``tail``); over REST submit 3 (the
+user's jobs that run and those that ended recently, then the POST; adopting a re-sent batch: 4
+GETs), poll 1 per 400 jobs,
 cancel 1 per 400 jobs to see which still run, 1 per running job for its SIGTERM (``kill_grace``),
 then per array whose running jobs are all to be killed 2 (its members, ``oardel --array``) and
 1 per other running job, capacity 3,
@@ -112,7 +113,8 @@ class _OverREST:
 
     def submit(self, batch: Batch, keys: list[str], login: str, owner: str) -> dict[str, str]:
         payload = rest.submit(batch)
-        named = rest.named(self._get(*rest.recent_jobs(login, time.time())), batch.name)
+        named = [job_id for path, params in rest.recent_jobs(login, time.time())
+                 for job_id in rest.named(self._get(path, params), batch.name)]
         if named:
             array_id = rest.array_of(self._get(rest.job(named[0])))
             return rest.found_ids(self._get(*rest.array_jobs(array_id)), keys)

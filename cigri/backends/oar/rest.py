@@ -31,11 +31,16 @@ POLL_CHUNK = 400  # job ids per GET: keeps the URL under Apache's 8 KiB request 
 ADOPT_WINDOW = 3600
 
 
-def recent_jobs(user: str, now: float) -> tuple[str, dict[str, Any]]:
-    """The user's jobs that have not ended or ended within ``ADOPT_WINDOW``: where a re-sent
-    batch looks for itself (its name, not its ids, is known). Listing every job the user ever
-    had would not scale; a batch re-sent later than that after its jobs ended runs again."""
-    return "/jobs.json", {"user": user, "from": int(now) - ADOPT_WINDOW, "limit": UNBOUNDED}
+def recent_jobs(user: str, now: float) -> list[tuple[str, dict[str, Any]]]:
+    """Where a re-sent batch looks for itself (its name, not its ids, is known): the user's
+    jobs that have not ended, by state, and those that ended within ``ADOPT_WINDOW``, by date.
+    One list by date misses a job between its scheduling and its start (OAR has set its start
+    time, its state is toLaunch or Launching, and none of the date query's cases matches it);
+    listing every job the user ever had would not scale, so a batch re-sent later than that
+    after its jobs ended runs again."""
+    return [("/jobs.json", {"user": user, "state": f"{CURRENT_STATES},toError", "limit": UNBOUNDED}),
+            ("/jobs.json", {"user": user, "state": "Terminated,Error", "from": int(now) - ADOPT_WINDOW,
+                            "limit": UNBOUNDED})]
 
 
 def named(answer: Any, name: str) -> list[str]:
