@@ -8,15 +8,17 @@ beside its baseline measured in the same run:
   ``--clients`` (100) clients each poll it every ``--poll`` (1 s), against the same read
   (``api.campaign_detail``) in direct mode; and of the whole ``gridstat -c N --json`` command
   through the server against direct mode (process start included);
-- the cycle's p95 with those clients, against without them (from the server's log);
+- the cycle's p95 with those clients, against without them (from the server's log), in
+  ``--rounds`` alternated phases of ``--seconds`` each;
 - the streamed submission of the ``--tasks`` lines through the API (``gridsub`` as a client)
   against ``gridsub`` in direct mode (bench/ingest.py's figure);
-- the server's peak RSS.
+- the server's peak RSS, and its cycle process's.
 
 Goals (issue 23): read p95 <= 50 ms under load, cycle p95 <= 1.2x unloaded, streamed
 submission <= 1.5x direct, server RSS <= 300 MB.
 
-    python bench/api.py [--tasks 1000000] [--clients 100] [--poll 1.0] [--seconds 60] [--json]
+    python bench/api.py [--tasks 1000000] [--clients 100] [--poll 1.0] [--seconds 30] [--rounds 3]
+        [--warmup 20] [--json]
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from typing import Any
 import httpx
 
 BIN = Path(sys.executable).parent
-CYCLE = re.compile(r"cigri\.cycle INFO cycle: CycleReport\(.*seconds=([0-9.e-]+)\)")
+CYCLE = re.compile(r"cigri\.cycle INFO cycle: .* finished in ([0-9.]+)s")
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -111,6 +113,18 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time ``pid`` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started (the server's cycle process)."""
+    return [int(child) for task in Path(f"/proc/{pid}/task").iterdir()
+            for child in (task / "children").read_text().split()]
+
+
 def direct_reads(env: dict[str, str], campaign_id: int, count: int) -> list[float]:
     """``api.campaign_detail`` in direct mode, in a process of its own (the grid as a command opens it)."""
     code = ("import json, sys, time; from cigri import api, config; from cigri.grid import open_grid\n"
@@ -128,7 +142,9 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=1_000_000)
     parser.add_argument("--clients", type=int, default=100)
     parser.add_argument("--poll", type=float, default=1.0, help="seconds between two reads of one client")
-    parser.add_argument("--seconds", type=float, default=60.0, help="length of each phase, unloaded and loaded")
+    parser.add_argument("--seconds", type=float, default=30.0, help="length of each phase, unloaded and loaded")
+    parser.add_argument("--rounds", type=int, default=3, help="unloaded and loaded phases, alternated")
+    parser.add_argument("--warmup", type=float, default=20.0, help="seconds after the submission before measuring")
     parser.add_argument("--cores", type=int, default=4000, help="cores of the 4 simulated clusters, in all")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -156,16 +172,25 @@ def main() -> None:
             log = server_home / "log" / "cigri.log"  # the cycle process logs each cycle there
             api_submit, out = timed([str(BIN / "gridsub"), "-f", str(jdl), "--json"], server_env)
             campaign = json.loads(out)["campaign_id"]
-            mark = log.stat().st_size
-            time.sleep(args.seconds)
-            unloaded = cycle_times(log, mark)
-            mark = log.stat().st_size
-            reads = asyncio.run(poll(str(socket), f"/api/v1/campaigns/{campaign}", args.clients, args.poll,
-                                     args.seconds))
-            loaded = cycle_times(log, mark)
+            time.sleep(args.warmup)  # the clusters fill: cycles start thousands of jobs, then settle
+            unloaded: list[float] = []
+            loaded: list[float] = []
+            reads: list[float] = []
+            server_cores = clients_cores = 0.0  # CPU used while the clients poll, in cores
+            for _ in range(args.rounds):  # alternated, so that the campaign's drift weighs on both alike
+                mark = log.stat().st_size
+                time.sleep(args.seconds)
+                unloaded += cycle_times(log, mark)
+                mark, server_cpu, clients_cpu = log.stat().st_size, cpu_seconds(server.pid), time.process_time()
+                reads += asyncio.run(poll(str(socket), f"/api/v1/campaigns/{campaign}", args.clients, args.poll,
+                                          args.seconds))
+                loaded += cycle_times(log, mark)
+                server_cores += (cpu_seconds(server.pid) - server_cpu) / args.seconds / args.rounds
+                clients_cores += (time.process_time() - clients_cpu) / args.seconds / args.rounds
             gridstat_server = [timed([str(BIN / "gridstat"), "-c", str(campaign), "--json"], server_env)[0]
                                for _ in range(10)]
             rss = peak_rss_mb(server.pid)
+            cycle_rss = sum(peak_rss_mb(child) for child in children(server.pid))
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait(120)
@@ -177,9 +202,11 @@ def main() -> None:
         "read_server": figures(reads), "read_direct": figures(direct),
         "gridstat_server": figures(gridstat_server), "gridstat_direct": figures(gridstat_direct),
         "cycle_unloaded": figures(unloaded), "cycle_loaded": figures(loaded),
+        "server_cores_under_load": round(server_cores, 3), "clients_cores": round(clients_cores, 3),
         "cycle_p95_ratio": round(percentile(loaded, 0.95) / percentile(unloaded, 0.95), 3),
         "submit_server_seconds": round(api_submit, 2), "submit_direct_seconds": round(direct_submit, 2),
         "submit_ratio": round(api_submit / direct_submit, 3), "server_peak_rss_mb": round(rss, 1),
+        "cycle_process_peak_rss_mb": round(cycle_rss, 1),
     }
     if args.json:
         print(json.dumps(result, indent=2))
@@ -193,10 +220,11 @@ def main() -> None:
           f"p95 {result['gridstat_direct']['p95']:.2f} s")
     print(f"cycle p95: {result['cycle_loaded']['p95']:.3f} s with the clients, {result['cycle_unloaded']['p95']:.3f} s "
           f"without ({result['cycle_loaded']['n']} and {result['cycle_unloaded']['n']} cycles); "
-          f"ratio {result['cycle_p95_ratio']:.2f}x (goal <= 1.2x)")
+          f"ratio {result['cycle_p95_ratio']:.2f}x (goal <= 1.2x); meanwhile the server used "
+          f"{server_cores:.2f} core(s), the clients {clients_cores:.2f}")
     print(f"submission of {args.tasks:,} lines: through the API {api_submit:.2f} s, direct {direct_submit:.2f} s; "
           f"ratio {result['submit_ratio']:.2f}x (goal <= 1.5x)")
-    print(f"server peak RSS {rss:.0f} MB (goal <= 300 MB)")
+    print(f"server peak RSS {rss:.0f} MB, its cycle process {cycle_rss:.0f} MB (goal <= 300 MB)")
 
 
 if __name__ == "__main__":
