@@ -5,7 +5,8 @@ extension. A block's tail from ``next_fresh`` on holds its *fresh* tasks: pendin
 at :data:`FRESH_PRIORITY`. They are taken in id order by moving ``next_fresh``, so they need no
 index entry, and ingesting a million tasks pays for no index at all (HyperQueue keeps task
 arrays as id ranges for the same reason). Every other task (taken once, requeued at
-:data:`PRIORITY_HEAD` or :data:`PRIORITY_TAIL`, ended) is in the partial index ``tasks_bag``.
+:data:`PRIORITY_HEAD` or :data:`PRIORITY_TAIL`, ended) is in the partial index ``tasks_bag``,
+and counted per state in ``task_counts`` by triggers, so counting costs the same at any size.
 
 Two invariants make this exact: a task leaves the fresh tail only by being taken (or by a
 campaign-wide end, which empties the tail), and nothing ever puts a task back in the bag at
@@ -83,20 +84,17 @@ def _fresh(db: Reader, campaign_id: int) -> int:
 
 
 def count(db: Reader, campaign_id: int, states: Iterable[TaskState], limit: int | None = None) -> int:
-    """The campaign's tasks in ``states``; with ``limit``, counted only up to it (cheap on huge bags)."""
+    """The campaign's tasks in ``states``, at most ``limit``."""
     states = tuple(states)
     total = _fresh(db, campaign_id) if TaskState.PENDING in states else 0
-    if limit is not None and total >= limit:
-        return limit
-    sql = f"SELECT 1 FROM tasks WHERE campaign_id = ? AND state IN {sql_in(states)} AND {INDEXED}"
-    if limit is None:
-        return total + int(db.execute(f"SELECT count(*) FROM ({sql})", [campaign_id]).fetchone()[0])
-    return total + int(db.execute(f"SELECT count(*) FROM ({sql} LIMIT ?)", [campaign_id, limit - total]).fetchone()[0])
+    total += int(db.execute(f"SELECT coalesce(sum(n), 0) FROM task_counts WHERE campaign_id = ? "
+                            f"AND state IN {sql_in(states)}", [campaign_id]).fetchone()[0])
+    return total if limit is None else min(total, limit)
 
 
 def counts(db: Reader, campaign_id: int) -> dict[str, int]:
     """The campaign's tasks per state (states with none are absent)."""
-    result = dict(db.execute(f"SELECT state, count(*) FROM tasks WHERE campaign_id = ? AND {INDEXED} GROUP BY state",
+    result = dict(db.execute("SELECT state, n FROM task_counts WHERE campaign_id = ? AND n > 0",
                              [campaign_id]).fetchall())
     if pending := _fresh(db, campaign_id):
         result[TaskState.PENDING] = result.get(TaskState.PENDING, 0) + pending

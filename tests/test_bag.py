@@ -4,6 +4,7 @@ index. Each test compares what the bag says with the ground truth, a plain scan 
 from __future__ import annotations
 
 import json
+import random
 import sqlite3
 from collections import Counter
 from collections.abc import Iterator
@@ -145,3 +146,33 @@ def test_the_migration_describes_an_old_bag_exactly(tmp_path: Path) -> None:
         assert bag.take(conn, campaign_id, 100) == order
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
     assert Counter(r[1] for r in conn.execute("PRAGMA index_list(tasks)")) == Counter(["tasks_bag"])
+
+
+def test_the_counts_follow_every_way_a_task_changes(grid: Grid, tmp_path: Path) -> None:
+    """``task_counts`` is kept by triggers: after random takes, state moves, requeues, inserts of
+    tasks already ended (an import), a cancel and a purge, every campaign's counts are the scan's."""
+    rng = random.Random(7)
+    campaigns = [submit(grid, tmp_path, [f"t{i}" for i in range(40)]) for _ in range(3)]
+    states = [s.value for s in TaskState]  # pending first: back to pending is a requeue
+    with database.write(grid.db) as conn:
+        for _ in range(300):
+            campaign_id = rng.choice(campaigns)
+            taken = [r[0] for r in conn.execute(f"SELECT id FROM tasks WHERE {bag.INDEXED}")]  # not fresh
+            move = rng.randrange(4) if taken else 0
+            if move == 0:  # as the workqueue does
+                conn.executemany("UPDATE tasks SET state = 'waiting' WHERE id = ?",
+                                 [(t,) for t in bag.take(conn, campaign_id, rng.randint(1, 5))])
+            elif move == 1:
+                conn.execute("UPDATE tasks SET state = ? WHERE id = ?", [rng.choice(states[1:]), rng.choice(taken)])
+            elif move == 2:
+                requeue(conn, rng.choice(taken), rng.choice([bag.PRIORITY_HEAD, bag.PRIORITY_TAIL]))
+            else:
+                conn.execute("INSERT INTO tasks(campaign_id, name, param, state) VALUES (?, 'x', '', ?)",
+                             [campaign_id, rng.choice(states[1:])])
+    for campaign_id in campaigns:
+        assert_consistent(grid, campaign_id)
+    api.cancel(grid, campaigns[0], user=USER)
+    assert_consistent(grid, campaigns[0])
+    api.purge(grid, [campaigns[0]], user=USER)
+    assert bag.counts(grid.db, campaigns[0]) == {}
+    assert grid.db.execute("SELECT count(*) FROM task_counts WHERE campaign_id = ?", [campaigns[0]]).fetchone()[0] == 0

@@ -186,7 +186,7 @@ def ended(grid: Grid, campaign_id: int, cluster: str, durations_and_ends: list[t
 def test_throughput_over_the_window_durations_and_eta(grid: Grid, tmp_path: Path) -> None:  # noqa: F811
     jdl = {"name": "p", "nb_jobs": 100, "exec_file": "/bin/true", "clusters": {"local": {}, "other": {}}}
     campaign_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user="alice")
-    now = 100_000.0
+    now = 100_020.0  # on a minute's boundary: the window is the whole last hour
     # on local: 10 tasks of 60 s two hours ago (outside the window), then 30 tasks of 100/200 s in the last hour
     ended(grid, campaign_id, "local", [(60.0, now - 7200 + i) for i in range(10)])
     ended(grid, campaign_id, "local", [(100.0 if i % 2 else 200.0, now - 3000 + 100 * i) for i in range(30)])
@@ -218,7 +218,7 @@ def test_a_clusters_remaining_time_is_its_held_jobs_and_its_share_of_the_bag(gri
     campaign's own figures stay open tasks over the summed throughput."""
     jdl = {"name": "p", "nb_jobs": 100, "exec_file": "/bin/true", "clusters": {"local": {}, "other": {}}}
     campaign_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user="alice")
-    now = 100_000.0
+    now = 100_020.0
     a, b = grid.cluster_ids()["local"], grid.cluster_ids()["other"]
     # the same ended jobs as above: 30 tasks/h on local, 40 on other, 40 tasks open
     ended(grid, campaign_id, "local", [(60.0, now - 7200 + i) for i in range(10)])
@@ -372,18 +372,16 @@ def test_each_cluster_sizes_its_taps_with_its_own_job_ratio(tmp_path: Path, monk
         grid.close()
 
 
-def test_the_windows_count_of_terminated_tasks_is_exact_from_minutes_and_edges(grid: Grid, tmp_path: Path) -> None:  # noqa: F811
-    """The throughput's count over ``(since, until]`` sums whole minutes from
-    ``throughput_minutes`` and counts the partial minutes at the edges from the jobs: the same
-    answer as counting every job, ends on a minute's boundary included, for any window."""
+def test_the_windows_count_of_terminated_tasks_is_exact_from_the_minutes(grid: Grid, tmp_path: Path) -> None:  # noqa: F811
+    """The throughput's count since a minute's start sums ``throughput_minutes``: the same answer
+    as counting every job, ends on a minute's boundary included."""
     jdl = {"name": "w", "nb_jobs": 400, "exec_file": "/bin/true", "clusters": {"local": {}, "other": {}}}
     campaign_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user="alice")
     ends = [6000.0 + 37.5 * i for i in range(160)] + [6000.0 + 60 * i for i in range(40)]  # boundaries too
     ended(grid, campaign_id, "local", [(5.0, end) for end in ends])
     ended(grid, campaign_id, "other", [(5.0, end + 13.25) for end in ends])
     conn = grid.db.conn
-    for since, until in [(5990.0, 12000.0), (6060.0, 8400.0), (6061.0, 6119.0), (6030.0, 6090.0), (7000.5, 9000.0)]:
+    for minute in (99, 100, 101, 117, 140, 200):
         brute = dict(conn.execute("SELECT cluster_id, count(*) FROM jobs WHERE campaign_id = ? AND state = 'terminated' "
-                                  "AND finished_at > ? AND finished_at <= ? GROUP BY cluster_id",
-                                  [campaign_id, since, until]).fetchall())
-        assert predictor.terminated_per_cluster(grid.db, campaign_id, since, until) == brute, (since, until)
+                                  "AND finished_at >= ? GROUP BY cluster_id", [campaign_id, 60.0 * minute]).fetchall())
+        assert predictor.terminated_since(grid.db, campaign_id, minute) == brute, minute

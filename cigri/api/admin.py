@@ -21,7 +21,7 @@ from cigri.users import require_admin
 ENDED = (CampaignState.TERMINATED, CampaignState.FAILED, CampaignState.CANCELLED)
 # Every table holding a campaign's rows, children before parents (foreign keys are enforced).
 _CAMPAIGN_TABLES = ("campaign_cluster_health", "affinity_penalties", "campaign_stats", "taps", "campaign_properties",
-                    "task_blocks", "throughput_minutes")
+                    "task_blocks", "task_counts", "throughput_minutes")
 
 
 def purge(grid: Grid, campaign_ids: Sequence[int], *, user: str) -> list[int]:
