@@ -6,8 +6,9 @@ beside its baseline measured in the same run:
 
 - the latency (p50/p95) of reading one campaign, ``GET /api/v1/campaigns/N``, while
   ``--clients`` (100) clients each poll it every ``--poll`` (1 s), against the same read
-  (``api.campaign_detail``) in direct mode; and of the whole ``gridstat -c N --json`` command
-  through the server against direct mode (process start included);
+  (``api.campaign_detail``) in direct mode, of the same draining campaign without the clients;
+  and of the whole ``gridstat -c N --json`` command through the server against direct mode
+  (process start included);
 - the cycle's p95 with those clients, against without them (from the server's log), in
   ``--rounds`` alternated phases of ``--seconds`` each;
 - the streamed submission of the ``--tasks`` lines through the API (``gridsub`` as a client)
@@ -156,9 +157,8 @@ def main() -> None:
                           + "".join(f'[clusters.sim{i}]\nbackend = "sim"\ncores = {args.cores // 4}\nlocal_load = 0\n'
                                     for i in range(4)))
         direct_home, server_home = root / "direct", root / "server"
-        direct_env = environment(direct_home, config, None)
-        direct_submit, out = timed([str(BIN / "gridsub"), "-f", str(jdl), "--json"], direct_env)
-        direct_campaign = json.loads(out)["campaign_id"]
+        direct_submit, _ = timed([str(BIN / "gridsub"), "-f", str(jdl), "--json"],
+                                 environment(direct_home, config, None))
 
         socket = server_home / "cigri.sock"
         server_env = environment(server_home, config, f"unix:{socket}")
@@ -189,14 +189,15 @@ def main() -> None:
                 clients_cores += (time.process_time() - clients_cpu) / args.seconds / args.rounds
             gridstat_server = [timed([str(BIN / "gridstat"), "-c", str(campaign), "--json"], server_env)[0]
                                for _ in range(10)]
+            direct_env = environment(server_home, config, None)  # the same draining campaign, read in place
+            gridstat_direct = [timed([str(BIN / "gridstat"), "-c", str(campaign), "--json"], direct_env)[0]
+                               for _ in range(10)]
+            direct = direct_reads(direct_env, campaign, 200)
             rss = peak_rss_mb(server.pid)
             cycle_rss = sum(peak_rss_mb(child) for child in children(server.pid))
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait(120)
-        gridstat_direct = [timed([str(BIN / "gridstat"), "-c", str(direct_campaign), "--json"], direct_env)[0]
-                           for _ in range(10)]
-        direct = direct_reads(direct_env, direct_campaign, 200)
     result = {
         "tasks": args.tasks, "clients": args.clients, "poll_seconds": args.poll,
         "read_server": figures(reads), "read_direct": figures(direct),
