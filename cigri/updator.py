@@ -128,20 +128,26 @@ def record_counts(ctx: CycleContext) -> None:
 
 def finish_campaigns(ctx: CycleContext) -> list[int]:
     """End campaigns with no open task, no active job and every epilogue run: ``terminated``, or
-    ``failed`` when some task failed. Open events never hold a campaign back."""
+    ``failed`` when some task failed. Open events never hold a campaign back, nor the epilogue
+    of a cluster that now refuses the owner's jobs (it is never queued there)."""
     finished = []
+    refused: dict[str, list[int]] = {}  # owner -> the clusters that refuse their jobs
     with database.write(ctx.grid.db) as conn:
-        candidates = [r[0] for r in conn.execute(
-            "SELECT id FROM campaigns WHERE state IN (?, ?)", [CampaignState.IN_TREATMENT, CampaignState.PAUSED])]
-        for campaign_id in candidates:
+        candidates = conn.execute("SELECT id, user FROM campaigns WHERE state IN (?, ?)",
+                                  [CampaignState.IN_TREATMENT, CampaignState.PAUSED]).fetchall()
+        for campaign_id, owner in candidates:
             if bag.count(conn, campaign_id, TASK_OPEN, limit=1):
                 continue
             if conn.execute(f"SELECT 1 FROM jobs WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)} LIMIT 1",
                             [campaign_id]).fetchone():
                 continue
+            if owner not in refused:
+                names = ctx.grid.refusals(owner)
+                refused[owner] = [cid for name, cid in ctx.grid.cluster_ids().items() if name in names]
             if conn.execute(
                     "SELECT 1 FROM campaign_properties p WHERE p.campaign_id = ? AND p.name = 'epilogue' "
-                    "AND p.value != '\"\"' AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.campaign_id = p.campaign_id "
+                    f"AND p.value != '\"\"' AND p.cluster_id NOT IN ({','.join(map(str, refused[owner]))}) "
+                    "AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.campaign_id = p.campaign_id "
                     "AND j.cluster_id = p.cluster_id AND j.kind = 'epilogue')", [campaign_id]).fetchone():
                 continue
             failed = bag.count(conn, campaign_id, (TaskState.FAILED,))

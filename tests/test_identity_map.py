@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cigri import api, clock, config
+from cigri import api, clock, config, updator
 from cigri import db as database
 from cigri.backends import identity
 from cigri.cli import gridclusters, gridtoken
 from cigri.errors import ConfigError, Refused, SubmissionRefused
+from cigri.cycle_context import CycleContext
 from cigri.grid import Grid, open_grid
 from cigri.users import acting_user
 
@@ -217,3 +218,29 @@ def test_gridclusters_by_user(environment: Path) -> None:
     assert bad.exit_code == 2 and "--history: must be > 0 and finite" in bad.stderr
     done = runner.invoke(gridclusters.app, ["--history", "24", "--by-user", "--json"])
     assert done.exit_code == 0 and json.loads(done.stdout) == []
+
+
+def test_a_campaign_ends_without_the_epilogue_of_a_cluster_that_now_refuses_its_owner(environment: Path,
+                                                                                     tmp_path: Path) -> None:
+    """The epilogue is never queued where the owner's jobs cannot run (the user map changed, a
+    token was removed), so the campaign must not wait for it there: it ends with the others'."""
+    both = '[clusters.local]\nbackend = "local"\n[clusters.other]\nbackend = "local"\n'
+    grid = grid_of(environment, both)
+    try:
+        jdl = json.dumps({"name": "e", "exec_file": "/bin/true", "nb_jobs": 1, "epilogue": ["true"],
+                          "clusters": {"local": {}, "other": {}}})
+        campaign_id, _ = api.submit(grid, jdl, base_dir=tmp_path, user=ME)
+        local = grid.cluster_ids()["local"]
+        with database.write(grid.db) as conn:
+            conn.execute("UPDATE tasks SET state = 'terminated' WHERE campaign_id = ?", [campaign_id])
+            conn.execute("UPDATE task_blocks SET next_fresh = last_id + 1 WHERE campaign_id = ?", [campaign_id])
+            conn.execute("INSERT INTO jobs(campaign_id, cluster_id, kind, state, created_at) "
+                         "VALUES (?, ?, 'epilogue', 'terminated', 0)", [campaign_id, local])
+        assert updator.finish_campaigns(CycleContext(grid)) == []  # other's epilogue is still to run
+    finally:
+        grid.close()
+    grid = grid_of(environment, both + "logins_only = true\n")  # other no longer runs ME's jobs
+    try:
+        assert updator.finish_campaigns(CycleContext(grid)) == [campaign_id]
+    finally:
+        grid.close()

@@ -33,7 +33,9 @@ def pool_pid(backend: LocalBackend) -> int | None:
     try:
         if try_lock(fd):
             return None
-        return int(Path(backend.spool.lock).read_text())
+        lock = Path(backend.spool.lock)  # the pool writes its pid once it holds the lock
+        wait_for(lambda: lock.read_text().strip(), 5)
+        return int(lock.read_text())
     finally:
         os.close(fd)
 
