@@ -174,6 +174,22 @@ def test_every_option_documented_where_its_command_is(name: str) -> None:
     assert not missing, "\n".join(missing)
 
 
+def test_every_test_the_policy_tables_name_exists() -> None:
+    """README's Fair share tables name, for each seed policy, the test that holds it: each named
+    file and test function exists (``test_x.py::test_y``, ``::test_z`` in the same file)."""
+    section = README[README.index("## Fair share"):README.index("## Running cigri for a site")]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| policy")]
+    assert len(rows) >= 30
+    for row in rows:
+        named, current = 0, ""
+        for match in re.finditer(r"`(test_\w+\.py)?(?:::(\w+))?`", row.rstrip(" |").rsplit(" | ", 1)[-1]):
+            current = match.group(1) or current
+            source = (ROOT / "tests" / current).read_text()
+            assert not match.group(2) or f"def {match.group(2)}(" in source, f"{current}::{match.group(2)}: {row[:60]}"
+            named += 1
+        assert named, f"no test named: {row[:60]}"
+
+
 def test_every_configuration_key_named_in_the_guides() -> None:
     keys = {f.name for cls in config.SECTIONS.values() for f in fields(cls)} | set(config.CLASS_KEYS) \
         | set(config.USER_KEYS) | {"backend", *(key for keys in config.CLUSTER_KEYS.values() for key in keys)}
