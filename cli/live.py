@@ -160,8 +160,10 @@ class _View:
             rate = (done - self.done_before.setdefault(s["id"], done)) / max(now - self.started, 1e-9)
             detail = (f"done {t['terminated']} running {t['running']} waiting {t['waiting']} "
                       f"pending {t['pending']} failed {t['failed']}" + (f" {rate:.1f}/s" if rate else ""))
-            self.progress.update(self.bars[s["id"]], total=t["total"], completed=done, detail=detail)
+            paused = f"paused (griddel -r {s['id']} resumes)" if s["state"] == "paused" else ""
+            self.progress.update(self.bars[s["id"]], total=t["total"], completed=done,  # a still bar says why
+                                 detail=f"{paused} {detail}" if paused else detail)
             if show_line:
-                print(f"campaign {s['id']}: {s['state']} {detail}", file=sys.stderr)
+                print(f"campaign {s['id']}: {paused or s['state']} {detail}", file=sys.stderr)
         if show_line:
             self.last_line = now

@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import subprocess
 import time
 
 import pytest
-from harness import Cigri
+from harness import BIN, Cigri, wait_for
 
 pytestmark = pytest.mark.slow
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -166,3 +167,20 @@ def test_the_cycle_log_names_what_it_reports(cigri: Cigri) -> None:
     assert "new job(s) on local" in logged
     assert "CycleReport" not in logged and not re.search(r"cluster \d", logged), logged
     assert re.fullmatch(r"cycle: \d+ updated, .* finished in [\d.]+s\n", cigri.run("cigri", "cycle").stdout)
+
+
+def test_the_live_view_of_a_paused_campaign_says_so_and_how_to_resume(cigri: Cigri) -> None:
+    """A paused campaign's bar stands still: the view says why, and which command resumes it."""
+    campaign_id = cigri.submit(cigri.jdl("held", exec_file="/bin/true", params=["a", "b"]))
+    cigri.run("griddel", "-p", str(campaign_id))
+    with open(cigri.tmp / "view.err", "w+") as err:
+        proc = subprocess.Popen([str(BIN / "gridstat"), "-c", str(campaign_id), "--wait"], env=cigri.env,
+                                cwd=cigri.tmp, stdout=subprocess.DEVNULL, stderr=err, text=True)
+        try:
+            wait_for(lambda: "\n" in (cigri.tmp / "view.err").read_text(), 60, "the view's first line")
+        finally:
+            proc.terminate()
+            proc.wait(60)
+        err.seek(0)
+        first = err.readline()
+    assert first.startswith(f"campaign {campaign_id}: paused (griddel -r {campaign_id} resumes) done 0 "), first
