@@ -33,6 +33,8 @@ SLOTS = 4
 # other on one pytest-xdist worker (``--dist loadgroup``), as they would without xdist.
 REAL_CLUSTERS = pytest.mark.xdist_group("real-clusters")
 FULL = os.environ.get("CIGRI_TEST_FULL") == "1"
+# Read once: fixtures clear CIGRI_* variables from the environment of the test they set up.
+TEST_CLUSTERS = os.environ.get("CIGRI_TEST_CLUSTERS", "/tmp/cigri-clusters")
 
 
 def size(quick: int, full: int) -> int:
@@ -61,7 +63,7 @@ def _proc_file(pid: int, name: str) -> bytes:
 def clusters_file() -> Path | None:
     """The cigri.toml ``tests/clusters/up.sh`` wrote for the real clusters (``CIGRI_TEST_CLUSTERS``
     names it or its directory; default ``/tmp/cigri-clusters``), or None when it is not there."""
-    named = Path(os.environ.get("CIGRI_TEST_CLUSTERS", "/tmp/cigri-clusters"))
+    named = Path(TEST_CLUSTERS)
     path = named if named.suffix == ".toml" else named / "cigri.toml"
     return path if path.is_file() else None
 
@@ -71,10 +73,9 @@ def clusters_dir() -> Path:
     skipped, or fails with ``CI=true``."""
     found = clusters_file()
     if found is None:
-        where = os.environ.get("CIGRI_TEST_CLUSTERS", "/tmp/cigri-clusters")
         if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but no test clusters in {where}: run tests/clusters/up.sh")
-        pytest.skip(f"no test clusters in {where} (tests/clusters/up.sh)")
+            pytest.fail(f"CI=true but no test clusters in {TEST_CLUSTERS}: run tests/clusters/up.sh")
+        pytest.skip(f"no test clusters in {TEST_CLUSTERS} (tests/clusters/up.sh)")
     return found.parent
 
 

@@ -23,9 +23,9 @@ from typing import Any
 import httpx
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 from harness import wait_for
 from service import Site
@@ -125,7 +125,21 @@ def follow(browser: Any, selector: str) -> None:
     """Click what ``selector`` names (a link or a form's button) and wait for the next page."""
     page = browser.find_element(By.TAG_NAME, "html")
     browser.find_element(By.CSS_SELECTOR, selector).click()
-    WebDriverWait(browser, 60).until(expected_conditions.staleness_of(page))
+    WebDriverWait(browser, 60).until(lambda _: replaced(page))
+
+
+def replaced(page: Any) -> bool:
+    """Whether ``page`` (an element) left the document: stale, or, when chromedriver is asked in
+    the middle of the swap, "does not belong to the document" (which staleness_of lets through)."""
+    try:
+        page.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as error:
+        if "does not belong to the document" in str(error):
+            return True
+        raise
+    return False
 
 
 def shot(browser: Any, name: str) -> None:

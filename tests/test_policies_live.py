@@ -206,7 +206,7 @@ def test_users_of_weights_3_and_1_split_the_cluster_6_to_2(live: Callable[[str],
     exec_dir = marker_exec_dir("weights")
     ann, bob = (submit(grid, exec_dir, user, 12, [big], type="normal") for user in ("ann", "bob"))
     cycles_until(grid, lambda: (held(grid, ann, running=True), held(grid, bob, running=True)) == (6, 2),
-                 "a 6:2 split")
+                 "a 6:2 split", timeout=180)  # OAR starts a job at its scheduler's next pass
     users = {u["name"]: u for u in api.current_shares(grid, user="root")["users"]}
     assert users["ann"]["weight"] == 3.0 and users["bob"]["weight"] == 1.0
 
