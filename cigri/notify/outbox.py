@@ -10,7 +10,6 @@ from typing import Any
 from cigri import db as database
 from cigri.events import Severity
 from cigri.grid import Grid
-from cigri.notify.senders import send_mail, send_webhook
 from cigri.notify.targets import TargetRefused
 from cigri.users import is_admin
 
@@ -79,6 +78,10 @@ def _document(events: list[dict[str, Any]]) -> dict[str, Any]:
 
 def deliver(grid: Grid) -> int:
     """Send the due messages; each outcome is recorded in its own transaction. Return how many were sent."""
+    # Here, not at the top: smtplib, ssl and httpx are two thirds of a tenth of a second that
+    # every command in direct mode paid to start, for a cycle that may have nothing to send.
+    from cigri.notify.senders import send_mail, send_webhook
+
     settings = grid.config.notify
     due = list(grid.db.query(
         "SELECT o.id, o.severity, o.subject, o.document, o.tries, o.created_at, s.kind, s.target, s.user "

@@ -15,10 +15,12 @@ from __future__ import annotations
 import ipaddress
 import socket
 from functools import cache
-
-import httpx
+from typing import TYPE_CHECKING
 
 from cigri.errors import Refused
+
+if TYPE_CHECKING:  # httpx is for the delivery; every command in direct mode imports this module
+    import httpx
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
