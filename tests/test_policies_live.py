@@ -38,6 +38,9 @@ TARGETS = {  # target: (big cluster of 8 cores, small cluster of 4)
     "oar": ("oar-ssh", "small"),
 }
 LOCAL = {"big": {"backend": "local", "slots": 8}, "small": {"backend": "local", "slots": 4}}
+# Tasks that outlast a test's wait: a split between users is watched while nothing ends (60 s
+# tasks ended before a loaded OAR had started the whole first wave, and the second wave was the last).
+LASTING = 240
 BRAKES_OFF = ('[metascheduler]\npreempt_fraction = 1.0\npreempt_deadzone = 0\npreempt_horizon = 0\n'
               'preempt_threshold = 1.0\nnight = ""\nweekend = false\n')
 
@@ -91,7 +94,8 @@ def live(make_grid: Callable[[str], Grid], target: str) -> Iterator[Callable[[st
 def submit(grid: Grid, exec_dir: Path, user: str, tasks: int, clusters: list[str], seconds: int = 60,
            status: int = 0, **fields: Any) -> int:
     """A campaign of ``tasks`` tasks of ``seconds`` each, exiting with ``status``."""
-    (exec_dir / "run.sh").write_text('#!/bin/sh\n"$(dirname "$0")/task.sh" "$1"\nsleep "$2"\nexit "$3"\n')
+    (exec_dir / "run.sh").write_text(  # a successful task ends as its sleep: a killed job leaves no sleep behind
+        '#!/bin/sh\n"$(dirname "$0")/task.sh" "$1"\n[ "$3" = 0 ] && exec sleep "$2"\nsleep "$2"\nexit "$3"\n')
     (exec_dir / "run.sh").chmod(0o755)
     document = {"name": f"{user}-policies", "exec_file": str(exec_dir / "run.sh"), "exec_directory": str(exec_dir),
                 "walltime": "00:05:00", "params": [f"{user}{i:02d} {seconds} {status}" for i in range(tasks)],
@@ -110,13 +114,18 @@ def held(grid: Grid, campaign_id: int, cluster: str | None = None, running: bool
 
 
 def cycles_until(grid: Grid, done: Callable[[], bool], what: str, timeout: float = 120,
-                 each: Callable[[], None] = lambda: None) -> None:
+                 each: Callable[[], None] = lambda: None, seen: Callable[[], object] = lambda: "") -> None:
+    """Run cycles until ``done``; a timeout says what ``seen`` last observed."""
     deadline = time.monotonic() + timeout
     while not done():
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what} {seen()}".rstrip()
         run_cycle(grid)
         each()
         time.sleep(0.3)
+
+
+def running_split(grid: Grid, campaigns: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(held(grid, campaign, running=True) for campaign in campaigns)
 
 
 # --- Gangs -------------------------------------------------------------------------------
@@ -204,9 +213,9 @@ def test_users_of_weights_3_and_1_split_the_cluster_6_to_2(live: Callable[[str],
     grid = live("[users.ann]\nweight = 3\n" + BRAKES_OFF)
     big = TARGETS[target][0]
     exec_dir = marker_exec_dir("weights")
-    ann, bob = (submit(grid, exec_dir, user, 12, [big], type="normal") for user in ("ann", "bob"))
-    cycles_until(grid, lambda: (held(grid, ann, running=True), held(grid, bob, running=True)) == (6, 2),
-                 "a 6:2 split", timeout=180)  # OAR starts a job at its scheduler's next pass
+    ann, bob = (submit(grid, exec_dir, user, 12, [big], seconds=LASTING, type="normal") for user in ("ann", "bob"))
+    cycles_until(grid, lambda: running_split(grid, (ann, bob)) == (6, 2), "a 6:2 split", timeout=180,
+                 seen=lambda: f"(running: {running_split(grid, (ann, bob))})")  # OAR starts a job at its next pass
     users = {u["name"]: u for u in api.current_shares(grid, user="root")["users"]}
     assert users["ann"]["weight"] == 3.0 and users["bob"]["weight"] == 1.0
 
@@ -217,9 +226,10 @@ def test_a_minimum_user_limit_of_half_serves_the_two_oldest_users(live: Callable
     grid = live("[classes.default]\nmin_user_limit_percent = 50\n" + BRAKES_OFF)
     big = TARGETS[target][0]
     exec_dir = marker_exec_dir("userlimit")
-    ann, bob, cy = (submit(grid, exec_dir, user, 12, [big], type="normal") for user in ("ann", "bob", "cy"))
-    cycles_until(grid, lambda: [held(grid, c, running=True) for c in (ann, bob, cy)] == [4, 4, 0], "a 4:4:0 split",
-                 timeout=180)
+    ann, bob, cy = (submit(grid, exec_dir, user, 12, [big], seconds=LASTING, type="normal")
+                    for user in ("ann", "bob", "cy"))
+    cycles_until(grid, lambda: running_split(grid, (ann, bob, cy)) == (4, 4, 0), "a 4:4:0 split", timeout=180,
+                 seen=lambda: f"(running: {running_split(grid, (ann, bob, cy))})")
     reasons = {c["id"]: c["reason"] for c in api.current_shares(grid, user="root")["campaigns"]}
     assert reasons[cy].endswith("waiting for older users (min_user_limit_percent)"), reasons[cy]
 
@@ -249,14 +259,15 @@ def test_squatters_leave_the_subpool_when_its_residents_arrive(live: Callable[[s
     grid = live(f'[pools.P]\nclusters = ["{big}"]\n[pools.Q]\nclusters = ["{small}"]\nparent = "P"\n'
                 '[classes.A]\npool = "P"\ndefault = true\n[classes.B]\npool = "Q"\n' + BRAKES_OFF)
     exec_dir = marker_exec_dir("pools")
-    ann = submit(grid, exec_dir, "ann", 20, [big, small])
+    ann = submit(grid, exec_dir, "ann", 20, [big, small], seconds=LASTING)
     cycles_until(grid, lambda: (held(grid, ann, big, True), held(grid, ann, small, True)) == (8, 4),
                  "A to fill P and squat in Q")
     reason = {c["id"]: c["reason"] for c in api.current_shares(grid, user="root")["campaigns"]}[ann]
     assert reason.endswith("squatting in pool Q: residents first"), reason
-    bob = submit(grid, exec_dir, "bob", 8, [big, small], **{"class": "B"})
-    cycles_until(grid, lambda: (held(grid, ann, big, True), held(grid, ann, small), held(grid, bob, small, True))
-                 == (8, 0, 4), "B to take Q back from A's squatters")
+    bob = submit(grid, exec_dir, "bob", 8, [big, small], seconds=LASTING, **{"class": "B"})
+    state = lambda: (held(grid, ann, big, True), held(grid, ann, small), held(grid, bob, small, True))
+    cycles_until(grid, lambda: state() == (8, 0, 4), "B to take Q back from A's squatters",
+                 seen=lambda: f"(A running in P, A held in Q, B running in Q: {state()})")
     preempted = grid.db.execute("SELECT count(*) FROM jobs j JOIN clusters c ON c.id = j.cluster_id WHERE "
                                 "j.campaign_id = ? AND j.kill_reason = 'preempt'", [ann]).fetchall()[0][0]
     assert preempted == 4
