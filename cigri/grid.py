@@ -57,6 +57,11 @@ class Grid:
                 found[name] = why
         return found
 
+    def refused_cluster_ids(self, user: str) -> set[int]:
+        """The ids of the clusters that never run ``user``'s jobs, prologues and epilogues included."""
+        names = self.refusals(user)
+        return {cluster_id for name, cluster_id in self.cluster_ids().items() if name in names}
+
     def campaign_properties(self, campaign_ids: list[int]) -> dict[int, dict[int, dict[str, Any]]]:
         """:func:`cigri.properties.campaign_properties`, each campaign's decoded once per process:
         they are written with the campaign, in its submission's transaction, and never change

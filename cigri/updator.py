@@ -131,7 +131,7 @@ def finish_campaigns(ctx: CycleContext) -> list[int]:
     ``failed`` when some task failed. Open events never hold a campaign back, nor the epilogue
     of a cluster that now refuses the owner's jobs (it is never queued there)."""
     finished = []
-    refused: dict[str, list[int]] = {}  # owner -> the clusters that refuse their jobs
+    refused: dict[str, set[int]] = {}  # owner -> the clusters that refuse their jobs
     with database.write(ctx.grid.db) as conn:
         candidates = conn.execute("SELECT id, user FROM campaigns WHERE state IN (?, ?)",
                                   [CampaignState.IN_TREATMENT, CampaignState.PAUSED]).fetchall()
@@ -142,13 +142,12 @@ def finish_campaigns(ctx: CycleContext) -> list[int]:
                             [campaign_id]).fetchone():
                 continue
             if owner not in refused:
-                names = ctx.grid.refusals(owner)
-                refused[owner] = [cid for name, cid in ctx.grid.cluster_ids().items() if name in names]
-            if conn.execute(
-                    "SELECT 1 FROM campaign_properties p WHERE p.campaign_id = ? AND p.name = 'epilogue' "
-                    f"AND p.value != '\"\"' AND p.cluster_id NOT IN ({','.join(map(str, refused[owner]))}) "
-                    "AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.campaign_id = p.campaign_id "
-                    "AND j.cluster_id = p.cluster_id AND j.kind = 'epilogue')", [campaign_id]).fetchone():
+                refused[owner] = ctx.grid.refused_cluster_ids(owner)
+            epilogues_due = {cluster_id for (cluster_id,) in conn.execute(
+                "SELECT p.cluster_id FROM campaign_properties p WHERE p.campaign_id = ? AND p.name = 'epilogue' "
+                "AND p.value != '\"\"' AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.campaign_id = p.campaign_id "
+                "AND j.cluster_id = p.cluster_id AND j.kind = 'epilogue')", [campaign_id])}
+            if epilogues_due - refused[owner]:
                 continue
             failed = bag.count(conn, campaign_id, (TaskState.FAILED,))
             end = CampaignState.FAILED if failed else CampaignState.TERMINATED

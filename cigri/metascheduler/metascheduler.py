@@ -257,7 +257,7 @@ def _queue_scripts(conn: sqlite3.Connection, ctx: CycleContext) -> None:
     """Queue each prologue before a cluster's first task, and each epilogue after the last."""
     owners = dict(conn.execute("SELECT id, user FROM campaigns WHERE state = ?", [CampaignState.IN_TREATMENT]))
     ids = list(owners)
-    refusals: dict[str, set[int]] = {}  # user -> clusters that never run their jobs, prologues and epilogues included
+    refusals: dict[str, set[int]] = {}  # user -> the clusters that refuse their jobs
     queued = {(c, k, kind) for c, k, kind in conn.execute(
         "SELECT j.campaign_id, j.cluster_id, j.kind FROM campaigns c JOIN jobs j INDEXED BY jobs_scripts "
         "ON j.campaign_id = c.id WHERE c.state = ? AND j.kind != 'task'", [CampaignState.IN_TREATMENT])}
@@ -266,8 +266,7 @@ def _queue_scripts(conn: sqlite3.Connection, ctx: CycleContext) -> None:
             continue
         open_tasks = bag.count(conn, campaign_id, TASK_OPEN, limit=1) > 0
         if owners[campaign_id] not in refusals:
-            names = ctx.grid.refusals(owners[campaign_id])
-            refusals[owners[campaign_id]] = {cid for name, cid in ctx.grid.cluster_ids().items() if name in names}
+            refusals[owners[campaign_id]] = ctx.grid.refused_cluster_ids(owners[campaign_id])
         for cluster_id, values in clusters.items():
             kind = "prologue" if open_tasks else "epilogue"
             if cluster_id in ctx.capacities and values.get(kind) and (campaign_id, cluster_id, kind) not in queued \
