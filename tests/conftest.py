@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import Cigri
+from harness import REAL_SYSTEMS, Cigri
+
+SYSTEMS_USED = pytest.StashKey[tuple[str, ...]]()
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -15,12 +19,49 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto``: xdist's one worker per core, plus one. The tests mostly run the real
     commands and wait for what they start (cycles, jobs, a server), so with one worker per core
     a fifth of the CPU idled. With the real clusters, the extra worker keeps the cores busy while their tests, one after the other
-    on one worker (``REAL_CLUSTERS``), wait for remote jobs."""
+    per batch system (``REAL_CLUSTERS``), wait for remote jobs."""
     from xdist.plugin import pytest_xdist_auto_num_workers as per_core
 
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None  # xdist's own reading of the variable
     return per_core(config) + 1
+
+
+def real_systems(item: pytest.Item) -> tuple[str, ...]:
+    """The batch systems a ``REAL_CLUSTERS`` test uses, read from its parameters' ids, which name
+    its cluster ("slurm-a-ssh", "oar-rest", "local-spread-0"): none for the local pool alone, and
+    both for a test whose parameters name neither (it spans the grid)."""
+    ids = item.callspec.id.split("-") if isinstance(item, pytest.Function) and hasattr(item, "callspec") else []
+    named = tuple(system for system in REAL_SYSTEMS if system in ids or any(i.startswith(system) for i in ids))
+    return named or (() if "local" in ids else REAL_SYSTEMS)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each batch system's tests run one after the other on one xdist worker, Slurm's beside
+    OAR's: a test that uses both joins Slurm's group and also takes OAR's lock (``_one_test_per_system``)."""
+    for item in items:
+        if item.get_closest_marker("real_clusters") is None:
+            continue
+        item.stash[SYSTEMS_USED] = systems = real_systems(item)
+        if systems:
+            item.add_marker(pytest.mark.xdist_group(f"real-{systems[0]}"))
+
+
+@pytest.fixture(autouse=True)
+def _one_test_per_system(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Hold the lock of each batch system the test uses, in one order (no deadlock), across the
+    xdist workers: some tests fill a cluster, others count on its free cores."""
+    held = []
+    try:
+        for system in request.node.stash.get(SYSTEMS_USED, ()):
+            handle = open(Path(tempfile.gettempdir()) / f"cigri-tests-{system}.lock", "a")  # noqa: SIM115
+            held.append(handle)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        for handle in reversed(held):
+            handle.close()  # closing releases the lock
 
 
 @pytest.fixture

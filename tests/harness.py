@@ -28,10 +28,11 @@ BIN = Path(sys.executable).parent
 COMMANDS = ("gridsub", "gridstat", "griddel", "gridevents", "gridnotify", "gridclusters", "cigri")
 SLOTS = 4
 
-# The real clusters of tests/clusters/up.sh are one node of 8 cores each and a single OAR, which
-# some tests fill or count on: the tests that use them carry this mark and run one after the
-# other on one pytest-xdist worker (``--dist loadgroup``), as they would without xdist.
-REAL_CLUSTERS = pytest.mark.xdist_group("real-clusters")
+# The real clusters of tests/clusters/up.sh are two Slurm clusters of one node of 8 cores and a
+# single OAR, which some tests fill or count on: the tests that use them carry this mark, and
+# conftest.py runs each batch system's tests one after the other (see ``real_systems``).
+REAL_CLUSTERS = pytest.mark.real_clusters
+REAL_SYSTEMS = ("slurm", "oar")
 FULL = os.environ.get("CIGRI_TEST_FULL") == "1"
 # Read once: fixtures clear CIGRI_* variables from the environment of the test they set up.
 TEST_CLUSTERS = os.environ.get("CIGRI_TEST_CLUSTERS", "/tmp/cigri-clusters")
