@@ -150,27 +150,27 @@ def token_revoke(token: int = typer.Argument(..., metavar="ID", help="The token'
 def shares(scenario: Optional[Path] = typer.Option(None, "--scenario", metavar="FILE",
                                                    help="Allocate a hypothetical grid read from a JSON scenario file (README, \"Fair share\"); the database is not opened."),
            as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
-    """Explain the fair-share allocation: per class, user, campaign and cluster, the share, target, running jobs, demand and why."""
+    """Explain the fair-share allocation: per class, user, campaign and cluster, the share, target, running and queued jobs, demand and why."""
     if scenario is not None:
         result = api.shares_of_scenario(scenario, configuration.load(overrides))
     else:
         result = common.client(overrides).shares()
     if as_json:
         return common.print_json(result)
-    common.print_table("classes", ["class", "priority", "weight", "policy", "campaigns", "demand", "running", "target",
-                                   "start", "preempt", "held", "share"],
+    common.print_table("classes", ["class", "priority", "weight", "policy", "campaigns", "demand", "running", "queued",
+                                   "target", "start", "preempt", "held", "share"],
                        [[c["name"], c["priority"], c["weight"], c["policy"], *_group_row(c)] for c in result["classes"]])
-    common.print_table("users", ["user", "campaigns", "demand", "running", "target", "start", "preempt", "held",
-                                 "share"],
+    common.print_table("users", ["user", "campaigns", "demand", "running", "queued", "target", "start", "preempt",
+                                 "held", "share"],
                        [[u["name"], *_group_row(u)] for u in result["users"]])
-    common.print_table("campaigns", ["id", "user", "class", "demand", "running", "target", "start", "preempt",
-                                     "share", "reason"],
-                       [[c["id"], c["user"], c["class"], c["demand"], _per_cluster(c["running"]),
-                         _per_cluster(c["target"]), _per_cluster(c["start"]), _per_cluster(c["preempt"]),
+    common.print_table("campaigns", ["id", "user", "class", "demand", "running", "queued", "target", "start",
+                                     "preempt", "share", "reason"],
+                       [[c["id"], c["user"], c["class"], c["demand"],
+                         *(_per_cluster(c[key]) for key in ("running", "queued", "target", "start", "preempt")),
                          _percent(c["fair_share"]["dominant"]), c["reason"]] for c in result["campaigns"]])
-    common.print_table("clusters", ["cluster", "cores", "running", "target", "start", "preempt", "running cores",
-                                    "target cores", "memory GB", "target memory GB"],
-                       [[c["name"] + (" (left out)" if c["left_out"] else ""), c["cores"], c["running"],
+    common.print_table("clusters", ["cluster", "cores", "running", "queued", "target", "start", "preempt",
+                                    "running cores", "target cores", "memory GB", "target memory GB"],
+                       [[c["name"] + (" (left out)" if c["left_out"] else ""), c["cores"], c["running"], c["queued"],
                          c["target"], c["start"], c["preempt"], c["running_cores"], c["target_cores"], c["memory_gb"],
                          None if c["memory_gb"] is None else round(c["target_memory_gb"], 1)]
                         for c in result["clusters"]])
@@ -183,9 +183,10 @@ def shares(scenario: Optional[Path] = typer.Option(None, "--scenario", metavar="
 
 
 def _group_row(group: dict[str, Any]) -> list[Any]:
-    """A class's or user's totals; held and share are dominant shares of the grid (now, at target)."""
-    return [group["campaigns"], group["demand"], group["running"], group["target"], group["start"], group["preempt"],
-            _percent(group["held"]), _percent(group["fair_share"]["dominant"])]
+    """A class's or user's totals; held and share are dominant shares of the grid (now, running or
+    queued; at target)."""
+    return [group["campaigns"], group["demand"], group["running"], group["queued"], group["target"], group["start"],
+            group["preempt"], _percent(group["held"]), _percent(group["fair_share"]["dominant"])]
 
 
 def _percent(fraction: float) -> str:

@@ -393,9 +393,9 @@ def _why(share: dict[str, Any], as_json: bool) -> None:
         return _obstacles(share)
     print(f"class {share['class']} ({share['policy']}), demand {share['demand']} task(s)"
           + (", test mode" if share["test_mode"] else ""))
-    common.print_table(None, ["cluster", "running", "target", "start", "preempt"],
-                       [[cluster, share["running"].get(cluster, 0), share["target"].get(cluster, 0),
-                         share["start"].get(cluster, 0), share["preempt"].get(cluster, 0)]
+    common.print_table(None, ["cluster", "running", "queued", "target", "start", "preempt"],
+                       [[cluster, *(share[key].get(cluster, 0) for key in ("running", "queued", "target", "start",
+                                                                          "preempt"))]
                         for cluster in share["clusters"]])
     print(f"fair share: {share['fair_share']['jobs']} job(s), {100 * share['fair_share']['dominant']:.1f}% of the grid")
     print(f"why: {share['reason']}")

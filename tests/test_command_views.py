@@ -138,7 +138,7 @@ def test_why_explains_a_campaign_to_its_owner(cigri: Cigri) -> None:
     assert why["id"] == running and why["scheduled"] and why["demand"] == 4  # counted up to the grid's cores
     assert why["target"] == {"local": 2} and why["reason"].startswith("capped by max_jobs")
     text = cigri.run("gridstat", "-c", str(running), "--why").stdout
-    assert "why: capped by max_jobs" in text and re.search(r"^local +0 +2 +2 +0$", text, re.MULTILINE), text
+    assert "why: capped by max_jobs" in text and re.search(r"^local +0 +0 +2 +2 +0$", text, re.MULTILINE), text
     cigri.run("griddel", "-p", str(running))
     paused = cigri.json("gridstat", "-c", str(running), "--why")
     assert paused["reason"].startswith("paused")

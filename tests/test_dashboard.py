@@ -338,7 +338,7 @@ def test_the_admin_pages_show_the_apis_shares_users_classes_and_tokens(site: Sit
     for group, key in (("classes", "data-class"), ("users", "data-user")):
         for entry in shares[group]:
             shown = fields(browser, f'#{group} tr[{key}="{entry["name"]}"]')
-            for name in ("campaigns", "demand", "running", "target", "start", "preempt"):
+            for name in ("campaigns", "demand", "running", "queued", "target", "start", "preempt"):
                 assert value(shown[name]) == entry[name], (group, entry["name"], name)
     [campaign] = [c for c in shares["campaigns"] if c["id"] == live]
     row = fields(browser, f'#share-campaigns tr[data-campaign="{live}"]')
@@ -346,7 +346,8 @@ def test_the_admin_pages_show_the_apis_shares_users_classes_and_tokens(site: Sit
     assert row["reason"] == campaign["reason"]
     for cluster in shares["clusters"]:
         shown = fields(browser, f'#share-clusters tr[data-cluster="{cluster["name"]}"]')
-        assert value(shown["cores"]) == cluster["cores"] and value(shown["running"]) == cluster["running"]
+        assert [value(shown[name]) for name in ("cores", "running", "queued")] == \
+            [cluster["cores"], cluster["running"], cluster["queued"]]
     assert len(browser.find_elements(By.CSS_SELECTOR, "figure.chart svg")) == 3  # classes, users, campaigns
     shot(browser, "shares")
     browser.get(site.url + "/admin")

@@ -118,12 +118,27 @@ def test_classes_and_users_get_their_fair_share_on_the_dominant_resource() -> No
     assert classes_out["y"].fair_share_dominant == pytest.approx(18 * 4 / 180)
     assert classes_out["x"].held_dominant == pytest.approx(40 / 90) and classes_out["y"].held_dominant == 0
     assert (classes_out["x"].campaigns, classes_out["x"].demand, classes_out["x"].running) == (3, 340, 40)
-    assert classes_out["idle"] == GroupShare("idle", 0, 0, 0, 0, 0, 0, 0.0, 0.0)
+    assert classes_out["idle"] == GroupShare("idle", 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0)
     assert (users_out["x1"].target, users_out["x2"].target) == (36, 36)
     assert users_out["x1"].fair_share_dominant == pytest.approx(36 / 90) and users_out["x1"].preempt == 16
     assert [(c.running, c.target, c.start, c.preempt, c.target_cores, c.target_memory_gb)
             for c in allocation.clusters] == [(40, 60, 36, 16, 60, 44.0), (0, 30, 30, 0, 30, 28.0)]
     assert sum(g.start for g in allocation.users) == sum(c.start for c in allocation.clusters)
+
+
+def test_queued_jobs_are_held_but_not_shown_running() -> None:
+    """8 jobs held on a cluster of 2 cores, 6 of them in its queue: the allocation says 2 run and
+    6 wait (the cores used are the running ones'), while the share held counts all 8."""
+    allocation = allocate(Scenario((ClusterSpec("c1", cores=2),),
+                                   (CampaignSpec(1, "ann", pending=0, running={"c1": 8}, queued={"c1": 6}),)), 1.0)
+    campaign, cluster, user = allocation.campaigns[0], allocation.clusters[0], allocation.users[0]
+    assert (dict(campaign.running), dict(campaign.queued)) == ({"c1": 2}, {"c1": 6})
+    assert (cluster.running, cluster.queued, cluster.running_cores) == (2, 6, 2)
+    assert (user.running, user.queued, user.held_dominant) == (2, 6, 4.0)
+    output = allocation_to_json(allocation)
+    assert (output["campaigns"][0]["running"], output["campaigns"][0]["queued"]) == ({"c1": 2}, {"c1": 6})
+    assert (output["clusters"][0]["running"], output["clusters"][0]["queued"]) == (2, 6)
+    assert (output["users"][0]["running"], output["users"][0]["queued"]) == (2, 6)
 
 
 def test_ducc_priority_is_order_of_evaluation_weight_only_within_a_priority() -> None:
@@ -618,8 +633,8 @@ PROPERTIES = settings(max_examples=60, deadline=None)
 def test_targets_and_holdings_fit_every_cluster_on_every_resource(scenario: Scenario, fraction: float) -> None:
     result = shares(scenario, fraction)
     targets = {k: s.target for k, s in result.items()}
-    holdings = {k: {c: s.running.get(c, 0) - s.preempt.get(c, 0) + s.start.get(c, 0) for c in s.running.keys()
-                    | s.start.keys()} for k, s in result.items()}
+    holdings = {k: {c: s.running.get(c, 0) + s.queued.get(c, 0) - s.preempt.get(c, 0) + s.start.get(c, 0)
+                    for c in s.running.keys() | s.queued.keys() | s.start.keys()} for k, s in result.items()}
     for cluster in scenario.clusters:
         for jobs in (targets, holdings):
             cores, memory = use(scenario, jobs, cluster.name)

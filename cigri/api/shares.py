@@ -32,7 +32,7 @@ def current_shares(grid: Grid, *, user: str) -> dict[str, Any]:
 
 def campaign_share(grid: Grid, campaign_id: int, *, user: str) -> dict[str, Any]:
     """Why one campaign gets what it gets (``gridstat -c N --why``): its line of ``cigri
-    shares`` — class, demand, and per cluster its running jobs, target, starts and preemptions,
+    shares`` — class, demand, and per cluster its running and queued jobs, target, starts and preemptions,
     its fair share and the reason — with the clusters it never runs on and those left out of
     the next cycle. Its owner's or an admin's: it shows nothing of anyone else's campaigns. An
     ended campaign is not scheduled: its state is the reason."""

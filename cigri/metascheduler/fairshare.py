@@ -50,8 +50,10 @@ Scenario (JSON, read by :func:`scenario_from_json`; unknown keys are errors)::
   cap this cycle).
 
 Output (:func:`allocation_to_json`, one JSON value): ``campaigns`` by id, each with ``id``,
-``user``, ``class``, ``policy``, ``test_mode``, ``demand`` (pending + running), ``running``,
-``target`` (jobs it should hold on each cluster once converged, running ones included),
+``user``, ``class``, ``policy``, ``test_mode``, ``demand`` (pending + running), ``running``
+(its jobs running now on each cluster), ``queued`` (those it holds in a cluster's queue: the
+input's ``running`` is both), ``target`` (jobs it should hold on each cluster once converged,
+running and queued ones included),
 ``preempt`` (running jobs to kill there this cycle), ``start`` (jobs to start there this cycle,
 after the kills), ``fair_share`` = ``{"jobs": n, "dominant": share of the grid}`` at target, and
 ``reason`` ("; "-joined: "test mode", "paused: never preempted", "fixed_share: never preempted",
@@ -64,10 +66,11 @@ wait for these to end", "above share by E: no one below share is starved (preemp
 there", "expanding by doubling on C: N job(s) this cycle", "squatting in pool P: residents
 first", "at its user limit (min_user_limit_percent)", "waiting for older users
 (min_user_limit_percent)", ...); then ``classes`` (by priority, then name) and ``users``,
-each summing its campaigns' ``campaigns``, ``demand``, ``running``, ``target``, ``start`` and
-``preempt`` jobs, with ``held`` (dominant share of the grid its running jobs use) and
-``fair_share`` at target; ``clusters`` (capacity, jobs running, at target, started and killed
-there, the cores and memory they use now and at target, ``left_out``), ``preempt_fraction`` and
+each summing its campaigns' ``campaigns``, ``demand``, ``running``, ``queued``, ``target``,
+``start`` and ``preempt`` jobs, with ``held`` (dominant share of the grid its jobs hold, running
+or queued) and ``fair_share`` at target; ``clusters`` (capacity, jobs running, queued, at
+target, started and killed there, the cores and memory the running ones use and the targets'
+``left_out``), ``preempt_fraction`` and
 ``preempt_cap``. Per-cluster maps omit zeros.
 
 How the targets are found (DUCC's how-much, Armada's cost and placement, DRF):
@@ -351,8 +354,9 @@ class CampaignShare:
     test_mode: bool
     demand: int
     clusters: tuple[str, ...]  # where it may run: usable, allowed by its class, of a reservation's node size
-    running: Mapping[str, int]
-    target: Mapping[str, int]  # jobs to hold once converged, running ones included
+    running: Mapping[str, int]  # jobs running now
+    queued: Mapping[str, int]  # jobs it holds in a cluster's queue
+    target: Mapping[str, int]  # jobs to hold once converged, running and queued ones included
     start: Mapping[str, int]  # new jobs this cycle: running - preempt + start fits now
     preempt: Mapping[str, int]  # running jobs to kill this cycle
     fair_share_jobs: int
@@ -363,12 +367,13 @@ class CampaignShare:
 @dataclass(frozen=True)
 class GroupShare:
     """A class's or a user's campaigns summed: jobs, and the dominant shares of the grid that
-    its running jobs hold and that its targets give it (its fair share)."""
+    its jobs hold (running or queued) and that its targets give it (its fair share)."""
 
     name: str
     campaigns: int
     demand: int
     running: int
+    queued: int
     target: int
     start: int
     preempt: int
@@ -384,6 +389,7 @@ class ClusterUse:
     cores: int
     memory_gb: float | None
     running: int
+    queued: int
     running_cores: int
     running_memory_gb: float
     target: int
@@ -474,17 +480,19 @@ def allocate(scenario: Scenario, preempt_fraction: float = 0.10, *, attrition_se
             id=k.id, user=k.user, class_name=k.klass.name, policy=k.klass.policy, test_mode=k.spec.test_mode,
             demand=k.spec.demand,
             clusters=tuple(plan.scenario.clusters[i].name for i in k.clusters) if k.allowed_user else (),
-            running=plan.named(running[k.id]), target=plan.named(target[k.id]),
+            running=plan.named([r - q for r, q in zip(running[k.id], queued[k.id])]),
+            queued=plan.named(queued[k.id]), target=plan.named(target[k.id]),
             start=plan.named(started[k.id]), preempt=plan.named(preempt[k.id]), fair_share_jobs=sum(target[k.id]),
             fair_share_dominant=plan.share(_times(k.cost, sum(target[k.id]))),
             reason=_reason(plan, k, ideal, running[k.id], target[k.id], preempt[k.id], now.placed[k.id], killed_on,
                            capped, sum(ending[k.id]), sum(tolerated[k.id]), spared.get(k.id))))
-    jobs = {"running": running, "target": target, "start": started, "preempt": preempt}
-    held = [_sum(_times(k.cost, running[k.id][c]) for k in plan.campaigns) for c in range(plan.size)]
+    running_now = {k.id: [r - q for r, q in zip(running[k.id], queued[k.id])] for k in plan.campaigns}
+    jobs = {"running": running_now, "queued": queued, "target": target, "start": started, "preempt": preempt}
+    used = [_sum(_times(k.cost, running_now[k.id][c]) for k in plan.campaigns) for c in range(plan.size)]
     clusters = tuple(ClusterUse(
-        name=c.name, cores=c.cores, memory_gb=c.memory_gb,
-        running=sum(running[k.id][i] for k in plan.campaigns), running_cores=round(held[i][0]),
-        running_memory_gb=held[i][1], target=sum(target[k.id][i] for k in plan.campaigns),
+        name=c.name, cores=c.cores, memory_gb=c.memory_gb, running=sum(running_now[k.id][i] for k in plan.campaigns),
+        queued=sum(queued[k.id][i] for k in plan.campaigns), running_cores=round(used[i][0]),
+        running_memory_gb=used[i][1], target=sum(target[k.id][i] for k in plan.campaigns),
         target_cores=round(ideal.used[i][0]), target_memory_gb=ideal.used[i][1],
         start=sum(started[k.id][i] for k in plan.campaigns), preempt=killed_on[i], left_out=c.left_out)
         for i, c in enumerate(scenario.clusters))
@@ -496,8 +504,8 @@ def allocate(scenario: Scenario, preempt_fraction: float = 0.10, *, attrition_se
 
 def _groups(plan: _Plan, names: list[str], group_of: Callable[[_Campaign], str],
             jobs: Mapping[str, Mapping[int, list[int]]]) -> tuple[GroupShare, ...]:
-    """Each group's campaigns summed; ``jobs`` maps running, target, start and preempt to the
-    per-campaign, per-cluster counts."""
+    """Each group's campaigns summed; ``jobs`` maps running, queued, target, start and preempt
+    to the per-campaign, per-cluster counts."""
     members: defaultdict[str, list[_Campaign]] = defaultdict(list)
     for k in sorted(plan.campaigns, key=lambda k: k.id):  # sums in one order, whatever the input's
         members[group_of(k)].append(k)
@@ -508,7 +516,7 @@ def _groups(plan: _Plan, names: list[str], group_of: Callable[[_Campaign], str],
     return tuple(GroupShare(
         name=name, campaigns=len(members[name]), demand=sum(k.spec.demand for k in members[name]),
         **{key: sum(sum(jobs[key][k.id]) for k in members[name]) for key in jobs},
-        held_dominant=plan.share(use("running", name)), fair_share_dominant=plan.share(use("target", name)))
+        held_dominant=plan.share(_add(use("running", name), use("queued", name))), fair_share_dominant=plan.share(use("target", name)))
         for name in names)
 
 
@@ -1133,7 +1141,8 @@ def allocation_to_json(allocation: Allocation) -> dict[str, Any]:
     return {
         "campaigns": [{
             "id": s.id, "user": s.user, "class": s.class_name, "policy": str(s.policy), "test_mode": s.test_mode,
-            "demand": s.demand, "clusters": list(s.clusters), "running": dict(s.running), "target": dict(s.target),
+            "demand": s.demand, "clusters": list(s.clusters), "running": dict(s.running), "queued": dict(s.queued),
+            "target": dict(s.target),
             "start": dict(s.start),
             "preempt": dict(s.preempt),
             "fair_share": {"jobs": s.fair_share_jobs, "dominant": round(s.fair_share_dominant, 6)},
@@ -1142,7 +1151,7 @@ def allocation_to_json(allocation: Allocation) -> dict[str, Any]:
         "classes": [_group_to_json(g) for g in allocation.classes],
         "users": [_group_to_json(g) for g in allocation.users],
         "clusters": [{
-            "name": c.name, "cores": c.cores, "memory_gb": c.memory_gb, "running": c.running,
+            "name": c.name, "cores": c.cores, "memory_gb": c.memory_gb, "running": c.running, "queued": c.queued,
             "running_cores": c.running_cores, "running_memory_gb": round(c.running_memory_gb, 6),
             "target": c.target, "target_cores": c.target_cores, "target_memory_gb": round(c.target_memory_gb, 6),
             "start": c.start, "preempt": c.preempt, "left_out": c.left_out,
@@ -1154,6 +1163,7 @@ def allocation_to_json(allocation: Allocation) -> dict[str, Any]:
 
 def _group_to_json(group: GroupShare) -> dict[str, Any]:
     return {"name": group.name, "campaigns": group.campaigns, "demand": group.demand, "running": group.running,
+            "queued": group.queued,
             "target": group.target, "start": group.start, "preempt": group.preempt,
             "held": round(group.held_dominant, 6),
             "fair_share": {"jobs": group.target, "dominant": round(group.fair_share_dominant, 6)}}

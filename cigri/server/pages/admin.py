@@ -14,20 +14,22 @@ from cigri.server.pages.web import HEADERS, PageRoute, PageSession, check_csrf, 
 from cigri.users import require_admin
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
-HELD = ("target", "running")  # the measures of every share chart: jobs
+HELD = ("target", "held")  # the measures of every share chart: jobs; held are running or queued, as a target counts
 
 
 @router.get("/shares")
 def shares(session: PageSession = Depends(page_session)) -> Response:
     allocation = api.current_shares(session.grid, user=session.user)
-    charts = [plots.bar_chart(f"{title}: target against running", HELD,
-                              [(str(row["name"]), [row["target"], row["running"]], "") for row in allocation[key]],
-                              unit="jobs")
+    charts = [plots.bar_chart(f"{title}: target against held", HELD,
+                              [(str(row["name"]), [row["target"], row["running"] + row["queued"]], "")
+                               for row in allocation[key]], unit="jobs")
               for key, title in (("classes", "Classes"), ("users", "Users")) if allocation[key]]
-    placements = [(f"{c['id']} on {cluster}", [c["target"].get(cluster, 0), c["running"].get(cluster, 0)], "")
-                  for c in allocation["campaigns"] for cluster in sorted(set(c["target"]) | set(c["running"]))]
+    placements = [(f"{c['id']} on {cluster}",
+                   [c["target"].get(cluster, 0), c["running"].get(cluster, 0) + c["queued"].get(cluster, 0)], "")
+                  for c in allocation["campaigns"]
+                  for cluster in sorted(set(c["target"]) | set(c["running"]) | set(c["queued"]))]
     if placements:
-        charts.append(plots.bar_chart("Campaigns per cluster: target against running", HELD, placements,
+        charts.append(plots.bar_chart("Campaigns per cluster: target against held", HELD, placements,
                                       unit="jobs"))
     return render("shares.html", session, active="shares", shares=allocation, charts=charts)
 
