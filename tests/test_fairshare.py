@@ -68,10 +68,10 @@ def test_issue_scenario_round_trips_to_one_json_value() -> None:
     assert campaign["target"] == {"c1": 64} and campaign["start"] == {"c1": 32} and campaign["preempt"] == {}
     assert campaign["fair_share"] == {"jobs": 64, "dominant": 1.0}
     assert campaign["demand"] == 72 and campaign["reason"] == "at fair share"
-    assert output["clusters"] == [{"name": "c1", "cores": 64, "memory_gb": 256.0, "running": 32,
+    assert output["clusters"] == [{"name": "c1", "cores": 64, "memory_gb": 256.0, "running": 32, "queued": 0,
                                    "running_cores": 32, "running_memory_gb": 32.0, "target": 64, "target_cores": 64,
                                    "target_memory_gb": 64.0, "start": 32, "preempt": 0, "left_out": False}]
-    group = {"campaigns": 1, "demand": 72, "running": 32, "target": 64, "start": 32, "preempt": 0, "held": 0.5,
+    group = {"campaigns": 1, "demand": 72, "running": 32, "queued": 0, "target": 64, "start": 32, "preempt": 0, "held": 0.5,
              "fair_share": {"jobs": 64, "dominant": 1.0}}
     assert output["classes"] == [{"name": "default", **group}] and output["users"] == [{"name": "alice", **group}]
 

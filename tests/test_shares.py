@@ -398,7 +398,7 @@ def test_shares_of_a_scenario_file_without_a_database(cigri: Cigri) -> None:
         {"id": 2, "user": "b", "pending": 9, "cores_per_task": 3, "memory_gb_per_task": 1}]}))
     table = cigri.run("cigri", "shares", "--scenario", str(path)).stdout
     assert "memory GB" in table and [line.split() for line in table.splitlines() if line.startswith("c ")] == [
-        ["c", "9", "0", "5", "5", "0", "0", "9", "18.0", "14.0"]]
+        ["c", "9", "0", "0", "5", "5", "0", "0", "9", "18.0", "14.0"]]
     # each user's fair share on its dominant resource: A's 3 tasks hold 12 GB of 18, B's 2 hold 6 cores of 9
     assert [line.split()[-2:] for line in table.splitlines() if line.split()[:1] in (["a"], ["b"])] == [
         ["0.0%", "66.7%"], ["0.0%", "66.7%"]]
