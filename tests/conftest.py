@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import REAL_SYSTEMS, Cigri
+from harness import REAL_SYSTEMS, Cigri, busy_jobs, wait_for
 
 SYSTEMS_USED = pytest.StashKey[tuple[str, ...]]()
 
@@ -28,9 +28,13 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 
 def real_systems(item: pytest.Item) -> tuple[str, ...]:
-    """The batch systems a ``REAL_CLUSTERS`` test uses, read from its parameters' ids, which name
-    its cluster ("slurm-a-ssh", "oar-rest", "local-spread-0"): none for the local pool alone, and
-    both for a test whose parameters name neither (it spans the grid)."""
+    """The batch systems a ``REAL_CLUSTERS`` test uses: those it names (``harness.on_systems``), or
+    else read from its parameters' ids, which name its cluster ("slurm-a-ssh", "oar-rest",
+    "local-spread-0"): none for the local pool alone, and both for a test whose parameters name
+    neither (it spans the grid)."""
+    named_by_test = item.get_closest_marker("real_clusters")
+    if named_by_test is not None and "systems" in named_by_test.kwargs:
+        return tuple(named_by_test.kwargs["systems"])
     ids = item.callspec.id.split("-") if isinstance(item, pytest.Function) and hasattr(item, "callspec") else []
     named = tuple(system for system in REAL_SYSTEMS if system in ids or any(i.startswith(system) for i in ids))
     return named or (() if "local" in ids else REAL_SYSTEMS)
@@ -51,13 +55,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(autouse=True)
 def _one_test_per_system(request: pytest.FixtureRequest) -> Iterator[None]:
     """Hold the lock of each batch system the test uses, in one order (no deadlock), across the
-    xdist workers: some tests fill a cluster, others count on its free cores."""
+    xdist workers: some tests fill a cluster, others count on its free cores. A system taken
+    from the other group's worker is let end the jobs its last test cancelled."""
     held = []
     try:
-        for system in request.node.stash.get(SYSTEMS_USED, ()):
+        for rank, system in enumerate(request.node.stash.get(SYSTEMS_USED, ())):
             handle = open(Path(tempfile.gettempdir()) / f"cigri-tests-{system}.lock", "a")  # noqa: SIM115
             held.append(handle)
             fcntl.flock(handle, fcntl.LOCK_EX)
+            if rank:
+                wait_for(lambda system=system: busy_jobs(system) == 0, 120, f"{system}'s last jobs to end", step=1)
         yield
     finally:
         for handle in reversed(held):

@@ -33,6 +33,12 @@ SLOTS = 4
 # conftest.py runs each batch system's tests one after the other (see ``real_systems``).
 REAL_CLUSTERS = pytest.mark.real_clusters
 REAL_SYSTEMS = ("slurm", "oar")
+
+
+def on_systems(*systems: str) -> pytest.MarkDecorator:
+    """``REAL_CLUSTERS`` for a test whose parameters do not name the batch systems it uses: these
+    (none: it needs only the clusters' files, users or database, not their cores)."""
+    return pytest.mark.real_clusters(systems=systems)
 FULL = os.environ.get("CIGRI_TEST_FULL") == "1"
 # Read once: fixtures clear CIGRI_* variables from the environment of the test they set up.
 TEST_CLUSTERS = os.environ.get("CIGRI_TEST_CLUSTERS", "/tmp/cigri-clusters")
@@ -78,6 +84,19 @@ def clusters_dir() -> Path:
             pytest.fail(f"CI=true but no test clusters in {TEST_CLUSTERS}: run tests/clusters/up.sh")
         pytest.skip(f"no test clusters in {TEST_CLUSTERS} (tests/clusters/up.sh)")
     return found.parent
+
+
+def busy_jobs(system: str) -> int:
+    """The jobs running, starting or ending on a batch system's test clusters, asked of their
+    front-ends: a job cancelled by the test before holds its cores a few seconds more."""
+    def front_end(host: str, *command: str) -> str:
+        return subprocess.run(["ssh", "-F", str(clusters_dir() / "ssh" / "ssh_config"), host, *command],
+                              capture_output=True, text=True, timeout=30, check=True).stdout
+    if system == "slurm":
+        return sum(len(front_end(host, "squeue", "-h", "-t", "CF,R,CG", "-o", "%i").split())
+                   for host in ("slurm-a", "slurm-b"))
+    jobs = json.loads(front_end("oar", "oarstat", "-J") or "{}")
+    return sum(job["state"] in ("toLaunch", "Launching", "Running", "Finishing") for job in jobs.values())
 
 
 def marker_exec_dir(prefix: str, after: str = "") -> Path:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import REAL_CLUSTERS, Cigri, clusters_dir, marker_exec_dir, runs_per_task, wait_for
+from harness import REAL_CLUSTERS, Cigri, clusters_dir, marker_exec_dir, on_systems, runs_per_task, wait_for
 from postgres import server
 
 from cigri import config
@@ -109,6 +109,7 @@ def dump(cigri: Cigri) -> dict[str, list[Any]]:
         conn.close()
 
 
+@on_systems("oar")
 def test_import_a_cigri_site(cigri: Cigri, dsn: str) -> None:
     table = tomllib.loads((clusters_dir() / "single.toml").read_text())["clusters"][OAR]  # one account, as CiGri
     options = {k: v for k, v in table.items() if k in config.CLUSTER_KEYS["oar"]}  # what this cigri knows
@@ -172,6 +173,7 @@ def _codes(cigri: Cigri, campaign_id: int) -> set[str]:
         conn.close()
 
 
+@on_systems()
 def test_a_database_that_is_not_cigris_is_one_line(cigri: Cigri, dsn: str) -> None:
     result = cigri.run("cigri", "import-v3", "--dsn", dsn, expect=2)
     assert result.stderr.startswith("cigri: --dsn: ") and len(result.stderr.splitlines()) == 1

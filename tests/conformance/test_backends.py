@@ -23,7 +23,7 @@ from cigri.backends import JobSpec, RemoteJob, RemoteState, oar
 from cigri.errors import CigriError, SubmissionRefused
 
 from backend_targets import BEST_EFFORT_NAMES, OAR_NAMES, REMOTE, Target, Targets, clusters_file
-from harness import REAL_CLUSTERS
+from harness import REAL_CLUSTERS, on_systems
 
 pytestmark = REAL_CLUSTERS
 
@@ -59,6 +59,7 @@ def ended(job: RemoteJob) -> bool:
     return job.state in ENDED
 
 
+@on_systems()
 def test_clusters_file_is_there_in_ci() -> None:
     if os.environ.get("CI") == "true" and clusters_file() is None:
         pytest.fail("CI=true but no clusters file: run tests/clusters/up.sh or set CIGRI_TEST_CLUSTERS")

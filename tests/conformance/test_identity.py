@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 from backend_targets import IDENTITY_NAMES, REMOTE, TOKEN_CLUSTERS, Target, Targets, clusters_file
-from harness import REAL_CLUSTERS
+from harness import REAL_CLUSTERS, on_systems
 from test_backends import ended, spec, token, wait
 from unix_users import NAMES, ensure_users, run_as, shared_install
 
@@ -294,6 +294,7 @@ def test_a_user_without_a_token_is_refused_at_submission(site: Site) -> None:
     _private(token_file.parent, "root")
 
 
+@on_systems()
 def test_cigri_not_running_as_root_refuses_another_users_campaign_on_local(tmp_path: Path, users: list[str],
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """The database is the account cigri runs as; not root, it runs no one else's job."""
@@ -333,6 +334,7 @@ print(json.dumps({"state": job.state, "exit_code": job.exit_code, "stderr": back
 """
 
 
+@on_systems()
 def test_a_pool_not_running_as_root_never_runs_another_users_job(users: list[str]) -> None:
     """Its last line of defence: the job ends with status 127 and says why, and never runs."""
     first, second = users
