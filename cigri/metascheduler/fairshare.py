@@ -474,19 +474,18 @@ def allocate(scenario: Scenario, preempt_fraction: float = 0.10, *, attrition_se
     now.run()
     killed_on = [sum(preempt[k.id][c] for k in plan.campaigns) for c in range(plan.size)]
     started = {k.id: [h - p for h, p in zip(now.placed[k.id], kept[k.id])] for k in plan.campaigns}
+    running_now = {k.id: [r - q for r, q in zip(running[k.id], queued[k.id])] for k in plan.campaigns}
     shares = []
     for k in sorted(plan.campaigns, key=lambda k: k.id):
         shares.append(CampaignShare(
             id=k.id, user=k.user, class_name=k.klass.name, policy=k.klass.policy, test_mode=k.spec.test_mode,
             demand=k.spec.demand,
             clusters=tuple(plan.scenario.clusters[i].name for i in k.clusters) if k.allowed_user else (),
-            running=plan.named([r - q for r, q in zip(running[k.id], queued[k.id])]),
-            queued=plan.named(queued[k.id]), target=plan.named(target[k.id]),
+            running=plan.named(running_now[k.id]), queued=plan.named(queued[k.id]), target=plan.named(target[k.id]),
             start=plan.named(started[k.id]), preempt=plan.named(preempt[k.id]), fair_share_jobs=sum(target[k.id]),
             fair_share_dominant=plan.share(_times(k.cost, sum(target[k.id]))),
             reason=_reason(plan, k, ideal, running[k.id], target[k.id], preempt[k.id], now.placed[k.id], killed_on,
                            capped, sum(ending[k.id]), sum(tolerated[k.id]), spared.get(k.id))))
-    running_now = {k.id: [r - q for r, q in zip(running[k.id], queued[k.id])] for k in plan.campaigns}
     jobs = {"running": running_now, "queued": queued, "target": target, "start": started, "preempt": preempt}
     used = [_sum(_times(k.cost, running_now[k.id][c]) for k in plan.campaigns) for c in range(plan.size)]
     clusters = tuple(ClusterUse(
@@ -516,7 +515,8 @@ def _groups(plan: _Plan, names: list[str], group_of: Callable[[_Campaign], str],
     return tuple(GroupShare(
         name=name, campaigns=len(members[name]), demand=sum(k.spec.demand for k in members[name]),
         **{key: sum(sum(jobs[key][k.id]) for k in members[name]) for key in jobs},
-        held_dominant=plan.share(_add(use("running", name), use("queued", name))), fair_share_dominant=plan.share(use("target", name)))
+        held_dominant=plan.share(_add(use("running", name), use("queued", name))),
+        fair_share_dominant=plan.share(use("target", name)))
         for name in names)
 
 
