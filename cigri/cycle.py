@@ -20,7 +20,7 @@ from cigri.cycle_context import gather
 from cigri.errors import Busy
 from cigri.grid import Grid
 from cigri.locks import cycle_lock_path
-from cigri.metascheduler import schedule
+from cigri.metascheduler.metascheduler import schedule
 
 log = logging.getLogger("cigri.cycle")
 

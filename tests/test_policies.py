@@ -24,7 +24,6 @@ from cigri.backends import Capacity
 from cigri.db import now
 from cigri.errors import ConfigError
 from cigri.grid import Grid
-from cigri.metascheduler import gather
 from cigri.metascheduler.fairshare import (
     Allocation,
     CampaignShare,
@@ -39,6 +38,7 @@ from cigri.metascheduler.fairshare import (
     allocation_to_json,
     scenario_from_json,
 )
+from cigri.metascheduler.metascheduler import gather
 
 
 def shares(allocation: Allocation) -> dict[int, CampaignShare]:

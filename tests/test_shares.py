@@ -23,9 +23,8 @@ from cigri.db import now
 from cigri.errors import ConfigError, InputError
 from cigri.grid import Grid, open_grid
 from cigri.cycle_context import CycleContext
-from cigri.metascheduler import gather, schedule
 from cigri.metascheduler.fairshare import CampaignSpec, ClusterSpec, Policy, Scenario
-from cigri.metascheduler.metascheduler import allocate
+from cigri.metascheduler.metascheduler import allocate, gather, schedule
 from cigri.metascheduler.windows import is_night, job_type
 from cigri.properties import campaign_properties
 from cigri.runner import batch_specs

@@ -69,7 +69,7 @@ def _left_out(grid: Grid, campaign_id: int, state: str) -> str:
 
 def _live(grid: Grid) -> dict[str, Any]:
     """The allocation the next cycle would make, with the clusters' capacities asked now."""
-    from cigri.metascheduler import allocate, gather
+    from cigri.metascheduler.metascheduler import allocate, gather
 
     capacities, unreachable = {}, []
     for cluster_id, name, blacklisted, reason in grid.db.execute(
@@ -123,7 +123,8 @@ def _refuse_non_finite(path: Path, data: Any) -> None:
 
 def shares_of_scenario(path: Path, config: Config) -> dict[str, Any]:
     """``cigri shares --scenario``: the allocation of a hypothetical grid read from a JSON file."""
-    from cigri.metascheduler import allocate, fairshare
+    from cigri.metascheduler import fairshare
+    from cigri.metascheduler.metascheduler import allocate
 
     data = read_scenario(path)
     try:

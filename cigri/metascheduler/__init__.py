@@ -1,5 +1,7 @@
-"""The metascheduler: gather the scenario, allocate fair shares, and hand them to the campaign schedulers."""
+"""The metascheduler: gather the scenario, allocate fair shares (:mod:`.fairshare`), and hand them
+to the campaign schedulers (:mod:`.metascheduler`).
 
-from cigri.metascheduler.metascheduler import allocate, gather, schedule
-
-__all__ = ["allocate", "gather", "schedule"]
+Nothing is imported here: ``gridsub`` uses :mod:`.gangs` alone to check a JDL, and importing a
+submodule runs this file first, so an import here would load the whole metascheduler into every
+submission.
+"""
