@@ -39,6 +39,8 @@ def on_systems(*systems: str) -> pytest.MarkDecorator:
     """``REAL_CLUSTERS`` for a test whose parameters do not name the batch systems it uses: these
     (none: it needs only the clusters' files, users or database, not their cores)."""
     return pytest.mark.real_clusters(systems=systems)
+
+
 FULL = os.environ.get("CIGRI_TEST_FULL") == "1"
 # Read once: fixtures clear CIGRI_* variables from the environment of the test they set up.
 TEST_CLUSTERS = os.environ.get("CIGRI_TEST_CLUSTERS", "/tmp/cigri-clusters")
@@ -116,11 +118,13 @@ def runs_per_task(exec_dir: Path) -> Counter[str]:
     return Counter(path.name.split(".")[1] for path in exec_dir.glob("marker.*"))
 
 
-def wait_for(predicate: Callable[[], object], timeout: float, what: str, step: float = 0.05) -> None:
+def wait_for(predicate: Callable[[], object], timeout: float, what: str, step: float = 0.05,
+             seen: Callable[[], object] = lambda: "") -> None:
+    """Poll ``predicate`` every ``step`` seconds; a timeout says what ``seen`` last observed."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout}s waiting for {what} {seen()}".rstrip())
         time.sleep(step)
 
 

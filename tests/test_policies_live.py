@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import REAL_CLUSTERS, clusters_dir, marker_exec_dir, runs_per_task
+from harness import REAL_CLUSTERS, clusters_dir, marker_exec_dir, runs_per_task, wait_for
 from test_shares import make_grid  # noqa: F401 (a fixture)
 
 from cigri import api
@@ -232,14 +232,14 @@ def test_a_minimum_user_limit_of_half_serves_the_two_oldest_users(live: Callable
                  seen=lambda: f"(running: {running_split(grid, (ann, bob, cy))})")
     waiting = "waiting for older users (min_user_limit_percent)"
     explained: list[dict[str, Any]] = []  # asked again while a cluster's answer to the live view is missing
-    for _ in range(10):
+
+    def cy_waits() -> bool:
         explained.append(api.current_shares(grid, user="root"))
-        if next(c for c in explained[-1]["campaigns"] if c["id"] == cy)["reason"].endswith(waiting):
-            break
-        time.sleep(1)
-    else:
-        jobs = grid.db.execute("SELECT campaign_id, state, count(*) FROM jobs GROUP BY 1, 2").fetchall()
-        pytest.fail(f"cy's reason never said {waiting!r}: {explained[0]} ... {explained[-1]}; jobs {jobs}")
+        return next(c for c in explained[-1]["campaigns"] if c["id"] == cy)["reason"].endswith(waiting)
+
+    wait_for(cy_waits, 10, f"cy's reason to say {waiting!r}", step=1,
+             seen=lambda: f"(saw {explained[0]} ... {explained[-1]}; jobs "
+                          f"{grid.db.execute('SELECT campaign_id, state, count(*) FROM jobs GROUP BY 1, 2').fetchall()})")
 
 
 # --- Placement ---------------------------------------------------------------------------
