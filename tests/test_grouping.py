@@ -72,6 +72,15 @@ def run_script(tmp_path: Path, specs: list[JobSpec]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(["sh", str(tmp_path / "job.sh")], env=env, start_new_session=True)
 
 
+def first_started(tmp_path: Path) -> Path:
+    """The status file of the script's group, once its first job has started."""
+    status_file = tmp_path / "cigri.c.9_0.status"
+    deadline = time.monotonic() + 10
+    while not status_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return status_file
+
+
 def test_the_group_script_runs_each_job_with_its_own_environment_output_and_status(tmp_path: Path) -> None:
     specs = [spec("1", "/bin/sh", "-c", 'echo "$CIGRI_JOB_ID $0"; exit 3', "a b"),
              spec("2", "/bin/echo", "$(touch pwned)", ";", "*"),
@@ -88,11 +97,37 @@ def test_the_group_script_runs_each_job_with_its_own_environment_output_and_stat
 def test_a_term_stops_the_group_before_its_next_job(tmp_path: Path) -> None:
     specs = [spec("1", "/bin/sleep", "30"), spec("2", "/bin/touch", "never")]
     process = run_script(tmp_path, specs)
-    status_file = tmp_path / "cigri.c.9_0.status"
-    deadline = time.monotonic() + 10
-    while not status_file.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    status_file = first_started(tmp_path)
     os.killpg(process.pid, signal.SIGTERM)  # what scancel and oardel do
     process.wait(timeout=10)
+    assert not (tmp_path / "never").exists()
+    assert set(groups.parse_status(status_file.read_text())) == {0}
+
+
+def session_members(session: int) -> set[int]:
+    """The processes of a session, from /proc (field 6 of a stat line, after the command's parenthesis)."""
+    members = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:  # ended meanwhile
+            continue
+        if int(fields[3]) == session:
+            members.add(int(stat.parent.name))
+    return members
+
+
+def test_a_term_reaching_the_script_last_still_starts_no_other_job(tmp_path: Path) -> None:
+    """Slurm's proctrack/linuxproc signals a job's processes one kill(2) at a time, the deepest
+    first: the script's shell may see its running job's subshell die before its own TERM comes."""
+    specs = [spec("1", "/bin/sleep", "30"), spec("2", "/bin/touch", "never")]
+    process = run_script(tmp_path, specs)
+    status_file = first_started(tmp_path)
+    time.sleep(0.2)  # the job's subshell has started its program
+    for pid in sorted(session_members(process.pid) - {process.pid}, reverse=True):
+        os.kill(pid, signal.SIGTERM)
+    time.sleep(0.5)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=10) != 0
     assert not (tmp_path / "never").exists()
     assert set(groups.parse_status(status_file.read_text())) == {0}

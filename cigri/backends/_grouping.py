@@ -40,10 +40,14 @@ KILL_GRACE = 10  # seconds between a spec's SIGTERM at its walltime and its SIGK
 SAVE_UMASK = "cigri_umask=$(umask)"
 
 # Defined once per script. A TERM (scancel, oardel, preemption, the group's walltime) ends the
-# whole group at once: the trap runs as soon as the running spec's subshell returns. The group
-# runs under umask 077 (its status file is private); each spec gets the job's own back.
+# whole group at once: the trap runs as soon as the running spec's subshell returns. A cluster
+# may signal the job's processes one at a time (Slurm's proctrack/linuxproc, deepest first), so
+# the script's own TERM can come after it saw that subshell die: a spec's subshell killed by a
+# signal (status above 128) ends the group too, before the next spec starts. The group runs
+# under umask 077 (its status file is private); each spec gets the job's own back.
 FUNCTION = """\
 trap 'exit 143' TERM INT HUP
+cigri_killed() { [ "$1" -gt 128 ] && exit "$1"; }
 cigri_member() {
   n=$1 w=$2
   shift 2
@@ -132,7 +136,8 @@ def branch(members: list[JobSpec], prefix: str, quote: Callable[[str], str], lau
     for n, spec in enumerate(members):
         exports = "".join(f"export {name}={quote(value)}; " for name, value in spec.environment.items())
         argv = " ".join(quote(word) for word in ((*launch, *spec.argv) if gang else spec.argv))
-        lines.append(f"  ({exports}cigri_member {n} {spec.walltime_seconds} {argv})" + (" &" if gang else ""))
+        lines.append(f"  ({exports}cigri_member {n} {spec.walltime_seconds} {argv})"
+                     + (" &" if gang else ' || cigri_killed "$?"'))
     if gang:
         lines.append("  wait")
     return lines
