@@ -50,8 +50,8 @@ def test_cigri_shares_tells_running_jobs_from_queued_ones(grid: Grid, tmp_path: 
     shares = api.current_shares(grid, user="root")
     [held] = [c for c in shares["campaigns"] if c["id"] == campaign_id]
     assert (held["running"], held["queued"]) == ({"local": 2}, {"local": 6})
-    [local] = shares["clusters"]  # offered: the pool's 2 free slots (it runs none of these jobs) and the 8 held
-    assert (local["cores"], local["running"], local["queued"], local["running_cores"]) == (10, 2, 6, 2)
+    [local] = shares["clusters"]  # offered: the 2 running and the 6 queued, which will take the pool's 2 free slots
+    assert (local["cores"], local["running"], local["queued"], local["running_cores"]) == (8, 2, 6, 2)
     assert [(u["running"], u["queued"]) for u in shares["users"]] == [(2, 6)]
 
 

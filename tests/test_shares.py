@@ -207,22 +207,44 @@ def test_gather_reads_capacity_holdings_classes_users_and_limits(make_grid: Call
     grid.db.conn.executemany("INSERT INTO jobs(campaign_id, cluster_id, kind, state, kill_reason, created_at) "
                              "VALUES (?, ?, 'task', ?, ?, 0)", jobs)
     scenario = gather(grid, {ids["a"]: Capacity(8, 3), ids["b"]: Capacity(4, 1)}, now()).scenario
-    # a offers its 3 free slots plus the 2 cores of each of alice's held jobs, running or queued
-    # (the one being killed excluded): holdings and capacity count the same jobs
-    assert [(c.name, c.cores) for c in scenario.clusters] == [("a", 7), ("b", 2)]
+    # a offers the 2 cores of alice's running job (the one being killed excluded) plus its 3 free
+    # slots, 2 of which her queued job takes at the cluster's next pass: not counted twice
+    assert [(c.name, c.cores) for c in scenario.clusters] == [("a", 2 + 3), ("b", 1 + 1)]
+    # on a full cluster the queued job's cores count (holdings and capacity count the same jobs)
+    assert gather(grid, {ids["a"]: Capacity(8, 1)}, now()).scenario.clusters[0].cores == 2 + 2
     campaigns = {c.id: c for c in scenario.campaigns}
     assert nightly not in campaigns  # by day a nightly campaign neither runs nor holds anything
     a = campaigns[alice]
     assert (a.user, a.class_name, a.priority, a.cores_per_task, a.test_mode) == ("alice", "gold", 3, 2, True)
     assert (dict(a.running), a.clusters, dict(a.max_jobs_per_cluster)) == ({"a": 2}, ("a", "b"), {"a": 7, "b": 1})
     assert dict(a.queued) == {"a": 1}  # of the 2 held, the waiting one: outside the kill cap
-    assert a.pending == 9  # counted only up to the cores offered (7 + 2): a huge bag costs nothing
+    assert a.pending == 7  # counted only up to the cores offered (5 + 2): a huge bag costs nothing
     b = campaigns[bob]
     assert (b.class_name, b.clusters, dict(b.running), b.pending) == ("silver", ("b",), {"b": 1}, 4)  # prologue first
     assert [(c.name, c.weight, c.policy, c.default) for c in scenario.classes] == [
         ("gold", 3.0, Policy.FAIR_SHARE, False), ("silver", 1.0, Policy.FAIR_SHARE, True)]
     assert [(u.name, u.allotment_cores, dict(u.affinity)) for u in scenario.users] == [
         ("alice", 16, {"b": 2.0}), ("bob", 16, {})]
+
+
+def test_jobs_queued_for_free_slots_are_not_counted_twice(make_grid: Callable[[str], Grid], tmp_path: Path) -> None:
+    """OAR starts jobs at its next scheduling pass: until then the slots cigri's queued jobs will
+    take still show free. ann (weight 3) and bob on 8 cores, a foreign job on one of them: 6
+    and 1 wait in the queue; the next cycle, before the pass, sends no second wave, and when
+    the foreign job ends bob alone gets the freed core (a second wave had let the cluster's
+    queue order choose, and ann ran 7 to bob's 1)."""
+    grid = make_grid('[clusters.a]\nbackend = "local"\n[users.ann]\nweight = 3\n')
+    cluster = grid.cluster_ids()["a"]
+    ann, bob = (_submit(grid, tmp_path, user, 12) for user in ("ann", "bob"))
+    grid.db.conn.executemany("INSERT INTO jobs(campaign_id, cluster_id, kind, state, created_at) "
+                             "VALUES (?, ?, 'task', 'waiting', 0)", [(ann, cluster)] * 6 + [(bob, cluster)])
+
+    def shares(free: int) -> dict[int, tuple[dict[str, int], dict[str, int]]]:
+        allocation = allocate(grid.config, gather(grid, {cluster: Capacity(8, free)}, now()).scenario)
+        return {c.id: (dict(c.target), dict(c.start)) for c in allocation.campaigns}
+
+    assert shares(free=7) == {ann: ({"a": 6}, {}), bob: ({"a": 1}, {})}
+    assert shares(free=8) == {ann: ({"a": 6}, {}), bob: ({"a": 2}, {"a": 1})}
 
 
 def test_jobs_on_a_cluster_left_out_still_count_against_the_allotment(make_grid: Callable[[str], Grid],
@@ -282,15 +304,15 @@ def test_gather_reads_memory_per_task_and_per_cluster(make_grid: Callable[[str],
     capacities = {ids["a"]: Capacity(8, 3, free_memory_mb=3072, node_cores=4, node_memory_mb=16384,
                                       allocated_memory_mb=5120), ids["b"]: Capacity(4, 1)}
     scenario = gather(grid, capacities, now()).scenario
-    # memory per node times the nodes (the largest over the clusters); a offers its free 3 GB
-    # plus what cigri's held jobs asked for there (4 GB running, 4 GB queued); b does not say,
-    # so memory is not counted there
+    # memory per node times the nodes (the largest over the clusters); a offers what cigri's
+    # running jobs hold there (4 GB) plus its free 3 GB or, as here, more: the 4 GB its queued
+    # job waits for; b does not say, so memory is not counted there
     assert [(c.name, c.cores, c.memory_gb, c.node_cores, c.node_memory_gb) for c in scenario.clusters] == [
-        ("a", 3 + 2 * 2 + 1, 3 + 2 * 4.0, 4, 16.0), ("b", 1, None, None, None)]
+        ("a", 2 + 1 + 3, 4.0 + 4.0, 4, 16.0), ("b", 1, None, None, None)]
     # where memory is not a consumable resource (Slurm's CR_Core) the cluster counts none held:
     # the running job's memory is already in the free memory and is not added twice
-    capacities[ids["a"]] = Capacity(8, 3, free_memory_mb=3072)
-    assert gather(grid, capacities, now()).scenario.clusters[0].memory_gb == 3 + 4.0
+    capacities[ids["a"]] = Capacity(8, 3, free_memory_mb=9216)
+    assert gather(grid, capacities, now()).scenario.clusters[0].memory_gb == 9.0
     campaigns = {c.id: c for c in scenario.campaigns}
     assert (campaigns[big].cores_per_task, campaigns[big].memory_gb_per_task) == (2, 4.0)
     assert (campaigns[small].cores_per_task, campaigns[small].memory_gb_per_task) == (1, 0.0)
