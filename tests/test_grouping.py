@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from harness import wait_for
 
 from cigri import grouping
 from cigri.backends import JobSpec, RemoteJob, RemoteState
@@ -75,9 +76,7 @@ def run_script(tmp_path: Path, specs: list[JobSpec]) -> subprocess.Popen[bytes]:
 def first_started(tmp_path: Path) -> Path:
     """The status file of the script's group, once its first job has started."""
     status_file = tmp_path / "cigri.c.9_0.status"
-    deadline = time.monotonic() + 10
-    while not status_file.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_for(status_file.exists, 10, "the group's first job to start")
     return status_file
 
 
@@ -123,8 +122,9 @@ def test_a_term_reaching_the_script_last_still_starts_no_other_job(tmp_path: Pat
     specs = [spec("1", "/bin/sleep", "30"), spec("2", "/bin/touch", "never")]
     process = run_script(tmp_path, specs)
     status_file = first_started(tmp_path)
-    time.sleep(0.2)  # the job's subshell has started its program
-    for pid in sorted(session_members(process.pid) - {process.pid}, reverse=True):
+    # the script's shell, the job's subshell, timeout (its own subshell exec'd) and sleep
+    wait_for(lambda: len(session_members(process.pid)) == 4, 10, "the job's program to start")
+    for pid in sorted(session_members(process.pid) - {process.pid}, reverse=True):  # the youngest first
         os.kill(pid, signal.SIGTERM)
     time.sleep(0.5)
     process.send_signal(signal.SIGTERM)

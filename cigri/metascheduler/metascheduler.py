@@ -17,7 +17,7 @@ import sqlite3
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from cigri import bag, cluster_caps
 from cigri import db as database
@@ -35,6 +35,7 @@ _NODE_LEVELS = {"nodes", "host", "network_address"}
 _LEVELS = _NODE_LEVELS | {"cpu", "core", "resource_id"}
 _PART = re.compile(r"^\s*(\w+)\s*=\s*(\d+)\s*$")
 DEFAULT_MAX_WAITING = 100
+Amount = TypeVar("Amount", int, float)  # cores or GB
 
 
 @dataclass(frozen=True)
@@ -82,14 +83,8 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
     A campaign holds its active jobs (queued ones included) not already marked for a kill, and
     may use the clusters its JDL names where its prologue has run and its type may run now; it
     may be preempted only while its type sends best-effort jobs wherever it runs or may run. A
-    cluster offers cigri the cores its running jobs take, plus its free slots or, when more, the
-    cores its queued jobs wait for: counted in the same units as the holdings, or a full
-    cluster's queued jobs would not fit the cluster they wait on, the fill would place them
-    elsewhere and kill running jobs there. Not both: a queued job takes a free slot at the
-    cluster's next scheduling pass (OAR's comes seconds later, and the slot shows free until
-    then), so counting both let every cycle send another wave and left the cluster's queue
-    order, not the shares, to choose whose jobs ran. Memory likewise, where the cluster says
-    (see :func:`_memory_offer`). A cluster left out of
+    cluster offers cigri cores (:func:`_offer`), and memory where it says
+    (:func:`_memory_offer`), counted in the same units as the holdings. A cluster left out of
     this cycle (unreachable or blacklisted) where cigri holds jobs is in the scenario as
     ``left_out``, offering exactly what they hold: they still run, so they count in their
     campaigns' shares and their users' allotments, and nothing starts or is killed there. A
@@ -112,8 +107,8 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
     costs = {r[0]: task_cost(settings[r[0]]) for r in rows}  # (cores, memory GB) per task
     held: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))  # campaign -> cluster -> jobs
     queued: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))  # of which still in a queue
-    held_cores: dict[int, int] = defaultdict(int)
-    queued_cores: dict[int, int] = defaultdict(int)  # of which still in a queue
+    running_cores: dict[int, int] = defaultdict(int)  # per cluster
+    queued_cores: dict[int, int] = defaultdict(int)
     running_memory: dict[int, float] = defaultdict(float)  # GB, per cluster
     queued_memory: dict[int, float] = defaultdict(float)
     for campaign_id, cluster_id, running, count in conn.execute(
@@ -124,18 +119,18 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
             continue
         cores, memory = costs[campaign_id]
         held[campaign_id][cluster_id] += count
-        held_cores[cluster_id] += count * cores
         if not running:
             queued[campaign_id][cluster_id] += count
-            queued_cores[cluster_id] += count * cores
+        (running_cores if running else queued_cores)[cluster_id] += count * cores
         (running_memory if running else queued_memory)[cluster_id] += count * memory
-    left_out = sorted(cid for cid in held_cores if cid not in capacities)
+    left_out = sorted(cid for cid in {*running_cores, *queued_cores} if cid not in capacities)
     clusters = tuple(fairshare.ClusterSpec(
-        cluster_names[cid], held_cores[cid] - queued_cores[cid] + max(cap.free_slots, queued_cores[cid]),
+        cluster_names[cid], _offer(running_cores[cid], cap.free_slots, queued_cores[cid]),
         _memory_offer(cap, running_memory[cid], queued_memory[cid]),
         cap.node_cores, None if cap.node_memory_mb is None else cap.node_memory_mb / 1024)
         for cid, cap in sorted(offered.items())) + tuple(fairshare.ClusterSpec(
-            cluster_names[cid], held_cores[cid], running_memory[cid] + queued_memory[cid], left_out=True)
+            cluster_names[cid], running_cores[cid] + queued_cores[cid], running_memory[cid] + queued_memory[cid],
+            left_out=True)
         for cid in left_out)
     limit = max(1, sum(c.cores for c in clusters))
     night = windows.is_night(config.metascheduler, now)
@@ -213,16 +208,26 @@ def _user(config: Config, name: str, clusters: set[str]) -> fairshare.UserSpec:
                               affinity={k: v for k, v in user.affinity.items() if k in clusters}, weight=user.weight)
 
 
+def _offer(running: Amount, free: Amount, queued: Amount) -> Amount:
+    """What a cluster offers cigri of a resource: what cigri's running jobs hold there, plus
+    what is free or, when more, what cigri's queued jobs wait for. Not less: a full cluster's
+    queued jobs would not fit the cluster they wait on, and the fill would place them elsewhere
+    and kill running jobs there. Not both: a queued job takes free resources at the cluster's
+    next scheduling pass (OAR's comes seconds later, and they show free until then), so counting
+    both let every cycle send another wave and left the cluster's queue order, not the shares,
+    to choose whose jobs ran."""
+    return running + max(free, queued)
+
+
 def _memory_offer(capacity: Capacity, running_gb: float, queued_gb: float) -> float | None:
-    """GB a cluster offers cigri: what its running jobs hold, as far as the cluster counts it
-    (Slurm counts a job's memory as held only where memory is a consumable resource,
-    ``CR_Core_Memory``; not with ``CR_Core``, so adding it all would count it twice there), plus
-    its free memory or, when more, what cigri's queued jobs asked for (they take the free memory
-    first, as the cores). None: the cluster does not say."""
+    """GB a cluster offers cigri (:func:`_offer`), its running jobs' only as far as the cluster
+    counts them held: Slurm does only where memory is a consumable resource (``CR_Core_Memory``;
+    not with ``CR_Core``, where its free memory already includes them). None: the cluster does
+    not say."""
     if capacity.free_memory_mb is None:
         return None
     counted = min(running_gb * 1024, capacity.allocated_memory_mb)
-    return counted / 1024 + max(capacity.free_memory_mb / 1024, queued_gb)
+    return _offer(counted / 1024, capacity.free_memory_mb / 1024, queued_gb)
 
 
 def task_cost(values: Mapping[int, Mapping[str, Any]]) -> tuple[int, float]:
