@@ -374,6 +374,14 @@ def now() -> float:
     return clock.now()
 
 
+def next_id(conn: sqlite3.Connection, table: str) -> int:
+    """The id the next row inserted into ``table`` gets (one of :data:`NEVER_REUSED`): past
+    every id it ever gave, purged rows' included. Under the write lock, a statement's rows
+    then take the ids from there on, consecutively."""
+    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", [table]).fetchone()
+    return (row[0] if row else 0) + 1
+
+
 @migration
 def m009_history_indexes(db: Database) -> None:
     """What a cycle reads among what accumulates forever (every job an event covered, every
@@ -534,3 +542,30 @@ def m016_task_counts(db: Database) -> None:
         ON CONFLICT DO UPDATE SET n = n + 1;
     END;
     """)
+
+
+NEVER_REUSED = ("campaigns", "tasks", "jobs", "events", "tokens", "subscriptions")
+
+
+@migration
+def m017_ids_never_reused(db: Database) -> None:
+    """Ids that users and clusters see are never given twice: SQLite gives a plain ``INTEGER
+    PRIMARY KEY`` the largest id plus one, so purging the newest campaign handed its ids to the
+    next one, and a cluster's idempotent submit adopted the old jobs of a new job's id as its
+    own (they showed ended without running). Each table is rebuilt with ``AUTOINCREMENT``
+    (SQLite's documented procedure: same columns, rows, indexes and triggers), which keeps the
+    largest id ever given in ``sqlite_sequence``."""
+    for table in NEVER_REUSED:
+        create, = db.conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", [table]).fetchone()
+        attached = [sql for (sql,) in db.conn.execute(
+            "SELECT sql FROM sqlite_master WHERE tbl_name = ? AND type IN ('index', 'trigger') AND sql IS NOT NULL",
+            [table])]
+        rebuilt = create.replace("id INTEGER PRIMARY KEY", "id INTEGER PRIMARY KEY AUTOINCREMENT", 1)
+        assert rebuilt != create, table
+        db.conn.execute(rebuilt.replace(f"CREATE TABLE {table}", f"CREATE TABLE {table}_rebuilt", 1)
+                        .replace(f'CREATE TABLE "{table}"', f"CREATE TABLE {table}_rebuilt", 1))
+        db.conn.execute(f"INSERT INTO {table}_rebuilt SELECT * FROM {table}")
+        db.conn.execute(f"DROP TABLE {table}")
+        db.conn.execute(f"ALTER TABLE {table}_rebuilt RENAME TO {table}")
+        for sql in attached:
+            db.conn.execute(sql)

@@ -228,7 +228,7 @@ def _tasks(conn: sqlite3.Connection, v3: dict[str, list[dict[str, Any]]], campai
                      len([j for j in attempts if j["state"] in JOB_STATES])))
     if not rows:
         return {}
-    first_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM tasks").fetchone()[0]
+    first_id = database.next_id(conn, "tasks")
     conn.executemany("INSERT INTO tasks(campaign_id, name, param, priority, state, attempts) VALUES (?, ?, ?, ?, ?, ?)",
                      rows)
     last_id = first_id + len(rows) - 1

@@ -240,7 +240,7 @@ _STAGED = "SELECT {campaign}, name, param FROM staged.params WHERE rowid BETWEEN
 def _insert_tasks(conn: sqlite3.Connection, campaign_id: int, part: StagedPart) -> None:
     """Copy a part's tasks into the bag as one block of fresh tasks (see :mod:`cigri.bag`), in
     one statement: SQLite does the per-row work, and no index is maintained."""
-    first_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM tasks").fetchone()[0]
+    first_id = database.next_id(conn, "tasks")
     select, args = (_GENERATED, [part.count - 1]) if part.generated else (_STAGED, [part.first, part.last])
     conn.execute(f"INSERT INTO tasks(campaign_id, name, param) {select.format(campaign=int(campaign_id))}", args)
     last_id = conn.execute("SELECT max(id) FROM tasks").fetchone()[0]
