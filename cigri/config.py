@@ -118,11 +118,26 @@ class ServerSettings:
     listen: str = ""  # HOST:PORT for remote users (tokens); empty: no TCP
     tls_cert: str = ""  # PEM certificate and key: HTTPS on the TCP port
     tls_key: str = ""
-    trusted_proxies: str = ""  # addresses (comma or space separated) whose trusted_header names the user
-    trusted_header: str = "X-CIGRI-USER"
+    trusted_header: str = "X-CIGRI-USER"  # where a trusted front names the user
+    front_users: str = ""  # Unix accounts of a front on this host, connecting to the socket
+    trusted_proxies: str = ""  # addresses of a front over TCP, which must also send front_secret_file's secret
+    front_secret_file: str = ""
     threads: int = 8  # requests served at once (each a database connection)
     token_ttl: str = "30d"  # lifetime of a token when `cigri token create` gives no --ttl
     max_token_ttl: str = "365d"
+    max_connections: int = 512  # per listener (the socket, the TCP port), at once
+    max_connections_per_peer: int = 64  # from one uid on the socket, one address over TCP (a front: exempt)
+    header_timeout: float = 10.0  # seconds for a request's line and headers (and a TLS handshake)
+    body_timeout: float = 30.0  # longest silence inside a request body
+    idle_timeout: float = 5.0  # an idle connection between requests is closed after this
+    max_header_bytes: int = 65_536  # request line and headers
+    sessions_per_user: int = 16  # the dashboard's browser sessions one user may hold
+
+    def front_user_names(self) -> list[str]:
+        return self.front_users.replace(",", " ").split()
+
+    def front_addresses(self) -> list[str]:
+        return self.trusted_proxies.replace(",", " ").split()
 
 
 @dataclass(frozen=True)
@@ -135,6 +150,9 @@ class LimitSettings:
     param_bytes: int = 4 << 30  # parameter bytes stored for a user's unfinished campaigns
     requests_per_minute: int = 1200  # API requests of one user (HTTP 429 beyond, with Retry-After)
     request_body_bytes: int = 16 << 20  # a request body, a parameter upload aside
+    kept_tasks: int = 50_000_000  # tasks kept for all of a user's campaigns, ended ones too, until purged
+    kept_param_bytes: int = 16 << 30  # parameter bytes likewise
+    body_memory: int = 128 << 20  # request bodies the server holds in memory at once, all users together
 
 
 @dataclass(frozen=True)
@@ -664,9 +682,25 @@ def _check_server(server: ServerSettings, limits: LimitSettings) -> None:
             parse_duration(getattr(server, key))
         except ValueError as error:
             raise ConfigError(f"server.{key}: {error}") from None
-    for key in ("pending_tasks", "submission_param_bytes", "param_bytes", "requests_per_minute", "request_body_bytes"):
+    for key in ("pending_tasks", "submission_param_bytes", "param_bytes", "requests_per_minute", "request_body_bytes",
+                "kept_tasks", "kept_param_bytes", "body_memory"):
         if getattr(limits, key) < 1:
             raise ConfigError(f"limits.{key}: must be >= 1")
+    if limits.body_memory < limits.request_body_bytes:
+        raise ConfigError("limits.body_memory: must hold at least one body of limits.request_body_bytes")
+    for key in ("max_connections", "max_connections_per_peer", "max_header_bytes", "sessions_per_user",
+                "header_timeout", "body_timeout", "idle_timeout"):
+        if getattr(server, key) <= 0:
+            raise ConfigError(f"server.{key}: must be > 0")
+    for address in server.front_addresses():
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            raise ConfigError(f"server.trusted_proxies: {address!r} is not an IP address") from None
+    if server.front_addresses() and not server.front_secret_file:
+        raise ConfigError("server.trusted_proxies: a front over TCP must also send a secret (server.front_secret_file): "
+                          "from its address any user of its host could name anyone; or connect the front to the "
+                          "socket (server.front_users)")
 
 
 def parse_listen(text: str) -> tuple[str, int]:

@@ -9,6 +9,8 @@ import logging
 import os
 import re
 import sys
+import threading
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -111,3 +113,41 @@ def log_to_file(path: Path, settings: configuration.Settings) -> None:
     root.addHandler(file_handler)
     root.setLevel(min(root.level, level))
     _quiet_libraries()
+
+
+class RateLimit(logging.Filter):
+    """At most ``burst`` lines of one kind (a logger's message before its arguments) per
+    ``window`` seconds; the first line let through after some were dropped says how many. A
+    flood of bad requests then costs the log a few lines a minute, not one per request."""
+
+    def __init__(self, burst: int = 20, window: float = 60.0) -> None:
+        super().__init__()
+        self.burst, self.window = burst, window
+        self.seen: dict[tuple[str, str], tuple[float, int, int]] = {}  # kind -> (window start, lines, dropped)
+        self.lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        kind = (record.name, str(record.msg))
+        now = time.monotonic()
+        with self.lock:
+            start, lines, dropped = self.seen.get(kind, (now, 0, 0))
+            if now - start >= self.window:
+                start, lines = now, 0
+            if lines >= self.burst:
+                self.seen[kind] = (start, lines, dropped + 1)
+                return False
+            self.seen[kind] = (start, lines + 1, 0)
+            if len(self.seen) > 10_000:
+                self.seen = {k: v for k, v in self.seen.items() if now - v[0] < self.window}
+        if dropped:
+            record.msg = f"{record.msg} ({dropped} more like it dropped in the last {self.window:g}s)"
+        return True
+
+
+def rate_limit_logs(names: tuple[str, ...]) -> None:
+    """Give each of these loggers a :class:`RateLimit` (a logger's own filter sees each record
+    once, whatever handlers it reaches)."""
+    for name in names:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RateLimit) for f in logger.filters):
+            logger.addFilter(RateLimit())

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import socket
@@ -56,7 +57,8 @@ def free_port() -> int:
 class Site:
     """One site: its server (started by :meth:`start`), its users, and their commands."""
 
-    def __init__(self, config: str = "", account: str = "root") -> None:
+    def __init__(self, config: str = "", account: str = "root", front: bool = False) -> None:
+        """``front``: a trusted front on 127.0.0.1, with the secret it sends (:attr:`front_secret`)."""
         self.account = account
         self.users = [entry.pw_name for entry in ensure_users((*NAMES, SERVICE))][:len(NAMES)]
         self.bin = shared_install()
@@ -69,6 +71,13 @@ class Site:
         self.config = self.root / "cigri.toml"
         self.port = free_port()
         self.socket = self.home / "cigri.sock"
+        self.front_secret = secrets.token_hex(32)
+        if front:
+            secret = self.root / "front.secret"
+            secret.write_text(self.front_secret + "\n")
+            secret.chmod(0o600)
+            os.chown(secret, pwd.getpwnam(account).pw_uid, -1)
+            config = f'trusted_proxies = "127.0.0.1"\nfront_secret_file = "{secret}"\n{config}'
         self.config.write_text(f'[clusters.local]\nbackend = "local"\nslots = {SLOTS}\n'
                                f'[cigri]\ncycle_period = 0.2\nadmins = "{SERVICE}"\n'
                                f'[server]\nlisten = "127.0.0.1:{self.port}"\n{config}')
@@ -89,8 +98,9 @@ class Site:
 
     # --- the server ---------------------------------------------------------------------
 
-    def start(self, timeout: float = 60) -> None:
-        self.server = start_as(self.account, [str(self.bin / "cigri"), "server"], env=self.server_env(),
+    def start(self, timeout: float = 60, wrapper: tuple[str, ...] = ()) -> None:
+        """Start the server (``wrapper``: a command that execs it, ``prlimit --nofile=…``)."""
+        self.server = start_as(self.account, [*wrapper, str(self.bin / "cigri"), "server"], env=self.server_env(),
                                log=self.root / "server.log")
         wait_for(lambda: self._answers() or self.server.poll() is not None, timeout, "the server to answer")
         if self.server.poll() is not None:
@@ -147,9 +157,11 @@ class Site:
              headers: dict[str, str] | None = None, root: bool = False) -> list[tuple[int, Any, dict[str, str]]]:
         """Raw HTTP requests as ``user`` (over the socket, or TCP), in one process; paths are
         under ``/api/v1`` unless ``root``."""
+        client = {"X-Requested-With": "cigri"}  # what cigri's clients send (the server's CSRF proof)
         spec = {"socket": None if tcp else str(self.socket),
                 "base": f"{self.url if tcp else 'http://cigri'}{'' if root else '/api/v1'}",
-                "requests": [(method, path, {**options, "headers": {**(headers or {}), **options.get("headers", {})}})
+                "requests": [(method, path, {**options, "headers": {**client, **(headers or {}),
+                                                                    **options.get("headers", {})}})
                              for method, path, options in requests]}
         result = run_as(user, [str(self.bin / "python"), "-c", HTTP_SCRIPT], stdin=json.dumps(spec))
         if result.returncode != 0:
@@ -207,9 +219,9 @@ class Site:
 
 
 @contextmanager
-def started(config: str = "") -> Iterator[Site]:
+def started(config: str = "", front: bool = False) -> Iterator[Site]:
     """A site with its server running, closed after (a module's fixture)."""
-    site = Site(config)
+    site = Site(config, front=front)
     try:
         site.start()
         yield site

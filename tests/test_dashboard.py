@@ -55,7 +55,7 @@ def _seed_module() -> Any:
 
 @pytest.fixture(scope="module")
 def site() -> Iterator[Site]:
-    built = Site('trusted_proxies = "127.0.0.1"\n')  # a front on this host names the user (tested last)
+    built = Site(front=True)  # a front on this host names the user, with its secret (tested last)
     try:  # the server's database, written as root, its account, before it starts
         _seed_module().seed(built.home / "cigri.db", clusters=SIM_CLUSTERS, users=built.users, campaigns=300,
                             jobs=30_000, days=30, period=60, paused=4, big_share=0.1)
@@ -435,14 +435,16 @@ def test_a_session_ends_with_logout_and_with_its_token(site: Site, browser: Any,
 
 
 def test_a_trusted_front_names_the_user_of_the_pages_too(site: Site, live: int) -> None:
-    """From a ``server.trusted_proxies`` address the ``X-CIGRI-USER`` header identifies the
-    viewer without a login, as for the API; its forms still need the page's CSRF token."""
+    """From a ``server.trusted_proxies`` address, with the front's secret, the ``X-CIGRI-USER``
+    header identifies the viewer without a login, as for the API; its forms still need the
+    page's CSRF token."""
     u1, u2 = site.users
-    with httpx.Client(base_url=site.url, headers={"X-CIGRI-USER": u2}, follow_redirects=False) as front:
+    secret = {"X-CIGRI-FRONT-SECRET": site.front_secret}
+    with httpx.Client(base_url=site.url, headers={"X-CIGRI-USER": u2, **secret}, follow_redirects=False) as front:
         page = front.get("/campaigns")
         assert page.status_code == 200 and f'<span id="viewer">{u2}</span>' in page.text
         assert front.get(f"/campaigns/{live}").status_code == 404
-    with httpx.Client(base_url=site.url, headers={"X-CIGRI-USER": u1}, follow_redirects=False) as front:
+    with httpx.Client(base_url=site.url, headers={"X-CIGRI-USER": u1, **secret}, follow_redirects=False) as front:
         paused = next(c["id"] for c in api(site, u1, f"/campaigns?user={u1}&state=paused"))
         page = front.get(f"/campaigns/{paused}").text
         csrf = re.search(r'name="csrf" value="([0-9a-f]{64})"', page)[1]

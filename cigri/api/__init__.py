@@ -23,7 +23,7 @@ from cigri.api.notifications import NOTIFY_KINDS, list_subscriptions, shown_targ
 from cigri.api.shares import (campaign_share, current_shares, explain, list_classes, list_users, read_scenario,
                               shares_of_scenario)
 from cigri.api.staging import INSERT_CHUNK
-from cigri.api.submission import extend, submit, submit_all
+from cigri.api.submission import extend, parameter_room, submit, submit_all
 from cigri.api.tokens import create_token, list_tokens, revoke_token, token_user
 from cigri.import_v3 import import_v3
 from cigri.uploads import JDLText, Lines, Submitted, local_jdl
@@ -36,7 +36,8 @@ __all__ = ["CAMPAIGN_STATES", "INSERT_CHUNK", "NOTIFY_KINDS", "STREAMS", "TASK_C
            "cluster_table", "core_hours", "create_token", "current_shares", "current_user", "cycles", "event",
            "explain", "extend", "fix_events", "grid_usage", "import_v3", "job_info", "job_on_cluster", "job_output",
            "list_campaigns", "list_classes", "list_cluster_tokens", "list_clusters", "list_events",
-           "list_subscriptions", "list_tokens", "list_users", "local_jdl", "mark_job_event", "pause", "purge",
+           "list_subscriptions", "list_tokens", "list_users", "local_jdl", "mark_job_event", "parameter_room", "pause",
+           "purge",
            "purge_ended", "read_scenario", "remove_cluster", "remove_cluster_token", "resume", "revoke_token",
            "set_blacklist", "shares_of_scenario", "shown_target", "submit", "submit_all", "subscribe", "test_cluster",
            "token_user", "unsubscribe", "usage"]

@@ -174,8 +174,10 @@ def _stage(grid: Grid) -> AbstractContextManager[Stage]:
 
 
 def _within_limits(grid: Grid, conn: sqlite3.Connection, user: str, parts: list[StagedPart]) -> None:
-    """LimitExceeded unless ``user``'s unfinished campaigns stay within the per-user limits
-    with these parts added: pending tasks, and parameter bytes stored."""
+    """LimitExceeded unless ``user`` stays within the per-user limits with these parts added:
+    pending tasks and parameter bytes of the unfinished campaigns, and tasks and parameter
+    bytes kept for all of them, ended ones included, until purged (a loop of submissions and
+    cancels would otherwise fill the database)."""
     limits = grid.config.limits
     active = [row[0] for row in conn.execute(
         f"SELECT id FROM campaigns WHERE user = ? AND state IN {sql_in(CAMPAIGN_ACTIVE)}", [user])]
@@ -183,11 +185,33 @@ def _within_limits(grid: Grid, conn: sqlite3.Connection, user: str, parts: list[
     if pending > limits.pending_tasks:
         raise LimitExceeded(f"{user}: {pending:,} tasks would be pending, more than the {limits.pending_tasks:,} one "
                             "user may have waiting (limits.pending_tasks); submit the rest as these drain")
-    stored = conn.execute(f"SELECT coalesce(sum(param_bytes), 0) FROM campaigns WHERE user = ? AND state IN "
-                          f"{sql_in(CAMPAIGN_ACTIVE)}", [user]).fetchone()[0] + sum(p.bytes for p in parts)
-    if stored > limits.param_bytes:
-        raise LimitExceeded(f"{user}: {stored:,} bytes of parameters would be stored for your unfinished campaigns, "
-                            f"more than the {limits.param_bytes:,} allowed (limits.param_bytes)")
+    stored, kept_bytes, kept_tasks = _stored(conn, user)
+    added_bytes, added_tasks = sum(p.bytes for p in parts), sum(p.count for p in parts)
+    if stored + added_bytes > limits.param_bytes:
+        raise LimitExceeded(f"{user}: {stored + added_bytes:,} bytes of parameters would be stored for your unfinished "
+                            f"campaigns, more than the {limits.param_bytes:,} allowed (limits.param_bytes)")
+    if kept_tasks + added_tasks > limits.kept_tasks or kept_bytes + added_bytes > limits.kept_param_bytes:
+        raise LimitExceeded(f"{user}: your campaigns would keep {kept_tasks + added_tasks:,} tasks and "
+                            f"{kept_bytes + added_bytes:,} bytes of parameters, more than the {limits.kept_tasks:,} "
+                            f"and {limits.kept_param_bytes:,} allowed (limits.kept_tasks, limits.kept_param_bytes); "
+                            "purge ended campaigns first: griddel --purge N")
+
+
+def _stored(conn: sqlite3.Connection, user: str) -> tuple[int, int, int]:
+    """``user``'s parameter bytes in unfinished campaigns, and bytes and tasks in all of them."""
+    row = conn.execute(f"SELECT coalesce(sum(CASE WHEN state IN {sql_in(CAMPAIGN_ACTIVE)} THEN param_bytes END), 0), "
+                       "coalesce(sum(param_bytes), 0), coalesce(sum(nb_tasks), 0) FROM campaigns WHERE user = ?",
+                       [user]).fetchone()
+    return int(row[0]), int(row[1]), int(row[2])
+
+
+def parameter_room(grid: Grid, user: str) -> int:
+    """The parameter bytes ``user`` may still add (``limits.param_bytes`` and
+    ``limits.kept_param_bytes``, less what is stored): the room the server's uploads of
+    theirs share while they stream in (:mod:`cigri.server.limits`)."""
+    stored, kept, _ = _stored(grid.db.conn, user)
+    limits = grid.config.limits
+    return max(0, min(limits.param_bytes - stored, limits.kept_param_bytes - kept))
 
 
 def _store(conn: sqlite3.Connection, grid: Grid, spec: CampaignSpec, user: str, part: StagedPart) -> int:

@@ -19,7 +19,7 @@ from cigri.errors import (BackendError, CigriError, Forbidden, InputError, Limit
                           Unauthenticated, Unavailable)
 
 TIMEOUT = httpx.Timeout(30.0, connect=5.0, read=600.0)  # a submission of millions of lines takes minutes
-PAGE = 10_000  # tasks asked at a time by tasks()
+PAGE = 10_000  # items asked at a time by a listing (the server's most)
 ERRORS: dict[int, type[CigriError]] = {400: InputError, 401: Unauthenticated, 403: Forbidden, 404: NotFound,
                                        409: Refused, 413: TooLarge, 429: LimitExceeded, 502: BackendError,
                                        503: Unavailable}
@@ -30,7 +30,7 @@ class HTTPClient:
 
     def __init__(self, address: str, token: str | None, *, ca_file: str | None = None) -> None:
         self.address = address
-        headers = {"User-Agent": "cigri-client"}
+        headers = {"User-Agent": "cigri-client", "X-Requested-With": "cigri"}  # the server's CSRF proof
         if address.startswith("unix:"):
             transport = httpx.HTTPTransport(uds=address.removeprefix("unix:"))
             self.http = httpx.Client(transport=transport, base_url="http://cigri/api/v1", timeout=TIMEOUT,
@@ -89,7 +89,7 @@ class HTTPClient:
         for key, value in (("user", user), ("name", name), ("since", since)):
             if value is not None:
                 params[key] = value
-        return self._json("GET", "/campaigns", params=params)  # type: ignore[no-any-return]
+        return list(self._pages("/campaigns", params))
 
     def campaign(self, campaign_id: int) -> dict[str, Any]:
         return self._json("GET", f"/campaigns/{campaign_id}")  # type: ignore[no-any-return]
@@ -99,11 +99,15 @@ class HTTPClient:
 
     def tasks(self, campaign_id: int, *, states: tuple[str, ...] = (), offset: int = 0,
               limit: int | None = None) -> Iterator[dict[str, Any]]:
+        return self._pages(f"/campaigns/{campaign_id}/tasks", {"state": list(states)}, offset, limit)
+
+    def _pages(self, path: str, params: dict[str, Any], offset: int = 0,
+               limit: int | None = None) -> Iterator[dict[str, Any]]:
+        """A listing's items, a page of at most :data:`PAGE` at a time, until a page comes back short."""
         left = limit
         while left is None or left > 0:
             size = PAGE if left is None else min(left, PAGE)
-            page = self._json("GET", f"/campaigns/{campaign_id}/tasks",
-                              params={"limit": size, "offset": offset, "state": list(states)})
+            page = self._json("GET", path, params={**params, "limit": size, "offset": offset})
             yield from page
             if len(page) < size:
                 return
@@ -158,7 +162,7 @@ class HTTPClient:
         params: dict[str, Any] = {"global": global_only, "all": include_closed}
         if campaign_id is not None:
             params["campaign"] = campaign_id
-        return self._json("GET", "/events", params=params)  # type: ignore[no-any-return]
+        return list(self._pages("/events", params))
 
     def event(self, event_id: int) -> dict[str, Any]:
         return self._json("GET", f"/events/{event_id}")  # type: ignore[no-any-return]

@@ -1,11 +1,12 @@
 """The ASGI application of ``cigri server``: the REST API under ``/api/v1``, ``/healthz``, and
 the dashboard's pages (:mod:`cigri.server.pages`) at the root.
 
-A request gets a database connection from a pool (never waiting in a worker thread, so a
-full pool cannot deadlock the threads), is identified once (:mod:`cigri.server.auth`), is
-counted against its user's rate, and reaches a route of :mod:`cigri.server.routes`, which calls
-the same use case (:mod:`cigri.api`) as the command in direct mode. Every error is one JSON
-object ``{"error": "...", "field": ...}`` with the status its :class:`CigriError` names.
+A request is identified once (:mod:`cigri.server.auth`), is counted against its user's rate,
+gets a database connection from a pool (never waiting in a worker thread, so a full pool
+cannot deadlock the threads), and reaches a route of :mod:`cigri.server.routes`, which calls
+the same use case (:mod:`cigri.api`) as the command in direct mode. Its body is bounded as it
+streams in (:mod:`cigri.server.limits`). Every error is one JSON object ``{"error": "...",
+"field": ...}`` with the status its :class:`CigriError` names.
 """
 
 from __future__ import annotations
@@ -18,23 +19,27 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from cigri import __version__
+from cigri import __version__, api
 from cigri import db as database
 from cigri.config import Config
-from cigri.errors import CigriError, LimitExceeded
+from cigri.errors import CigriError, LimitExceeded, Unauthenticated
 from cigri.grid import Grid
-from cigri.server.auth import BrowserSessions, Caller, identify, token_caller
-from cigri.server.limits import BodyLimit, RateLimiter
+from cigri.server.auth import BrowserSessions, Caller, Front, check_csrf_proof, identify, token_caller
+from cigri.server.guard import PEER_UID
+from cigri.server.limits import UPLOAD_OWNER, BodyLimit, MemoryBudget, RateLimiter, UploadQuota
 
 log = logging.getLogger("cigri.server")
 API = "/api/v1"
 UPLOADS = ("/campaigns", "/tasks")  # POST paths ending so carry parameter lines
+UPLOAD_TYPES = ("multipart/form-data", "text/plain", "application/octet-stream")
+AUTH_FAILURES_PER_MINUTE = 60  # failed token lookups (or logins) from one address
+MAX_PAGE = 10_000  # items one listing answers at most; a client asks the next page
 
 
 class GridPool:
@@ -70,9 +75,13 @@ class GridPool:
 class ServerState:
     config: Config
     pool: GridPool
+    front: Front
     rate: RateLimiter
+    sessions: BrowserSessions  # the dashboard's
+    failures: RateLimiter = field(default_factory=lambda: RateLimiter(
+        AUTH_FAILURES_PER_MINUTE, "failed authentications a minute from one address"))
+    uploads: UploadQuota = field(default_factory=UploadQuota)
     cycles: Any = None  # the cycle loop (cigri.server.run.Cycles) when the server runs one
-    sessions: BrowserSessions = field(default_factory=BrowserSessions)  # the dashboard's
 
 
 @dataclass(frozen=True)
@@ -87,21 +96,57 @@ class Session:
         return self.caller.user
 
 
+def page_limit() -> Any:
+    return Query(MAX_PAGE, ge=1, le=MAX_PAGE, description=f"Items in this page (at most {MAX_PAGE:,}).")
+
+
+def page_offset() -> Any:
+    return Query(0, ge=0, description="Items skipped before this page.")
+
+
 def pool(request: Request) -> GridPool:
     return request.app.state.cigri.pool  # type: ignore[no-any-return]
 
 
-async def authenticated(request: Request) -> Caller:
-    """The FastAPI dependency that identifies the caller and counts the request against its
-    user's rate (a database connection and a thread are taken only to look up a token)."""
+def peer_of(scope: dict[str, Any]) -> str:
+    """Who is at the other end before anyone is identified: an address, or a uid on the socket."""
+    client = scope.get("client")
+    return client[0] if client else f"uid {scope.get('state', {}).get(PEER_UID)}"
+
+
+async def identified(request: Request) -> Caller:
+    """The caller of any request, counted against its user's rate. A token is the one case
+    that reads the database; an address that failed too many lookups is refused before it."""
     state: ServerState = request.app.state.cigri
-    headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in request.scope["headers"]}
-    caller = identify(state.config, request.scope, headers)
-    if isinstance(caller, str):  # a token: the one case that reads the database
-        async with state.pool.grid() as grid:
-            caller = await run_in_threadpool(token_caller, grid, caller)
+    caller = identify(state.config, state.front, request.scope)
+    if isinstance(caller, str):
+        peer = peer_of(request.scope)
+        state.failures.check(peer)
+        try:
+            async with state.pool.grid() as grid:
+                caller = await run_in_threadpool(token_caller, grid, caller)
+        except Unauthenticated:
+            state.failures.take(peer)
+            raise
     state.rate.take(caller.user)
     return caller
+
+
+async def authenticated(request: Request) -> Caller:
+    """The FastAPI dependency of every API route: :func:`identified`, and for a request that
+    changes something without a token, its proof that no other site's page made it."""
+    caller = await identified(request)
+    check_csrf_proof(request.scope, caller)
+    return caller
+
+
+async def upload_by(request: Request, caller: Caller) -> None:
+    """Count the body of an upload route against ``caller``'s room for parameters from here
+    on (the body is read after authentication: the route reads it itself)."""
+    state: ServerState = request.app.state.cigri
+    async with state.pool.grid() as grid:
+        room = await run_in_threadpool(api.parameter_room, grid, caller.user)
+    request.scope[UPLOAD_OWNER] = (state.uploads, caller.user, room)
 
 
 async def session(request: Request, caller: Caller = Depends(authenticated)) -> AsyncIterator[Session]:
@@ -114,18 +159,21 @@ async def session(request: Request, caller: Caller = Depends(authenticated)) -> 
 def create_app(config: Config) -> FastAPI:
     """The API of the grid ``config`` describes; the caller runs the cycles beside it."""
     from cigri.server import pages
+    from cigri.server.routes import docs
     from cigri.server.routes import ROOT, ROUTERS
 
-    app = FastAPI(title="cigri", version=__version__, openapi_url=f"{API}/openapi.json", docs_url=f"{API}/docs",
+    app = FastAPI(title="cigri", version=__version__, openapi_url=f"{API}/openapi.json", docs_url=None,
                   redoc_url=None, description="The REST API of a cigri grid: campaigns, jobs, events, clusters, "
                   "notifications, fair share and tokens, as the grid* commands use them.")
-    app.state.cigri = ServerState(config, GridPool(config, config.server.threads),
-                                  RateLimiter(config.limits.requests_per_minute))
+    app.state.cigri = ServerState(config, GridPool(config, config.server.threads), Front.of(config),
+                                  RateLimiter(config.limits.requests_per_minute),
+                                  BrowserSessions(per_user=config.server.sessions_per_user))
     for router in ROOT:
         app.include_router(router)
     for router in ROUTERS:
         app.include_router(router, prefix=API)
     pages.install(app)
+    docs.install(app)
     app.add_exception_handler(CigriError, _cigri_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _bad_request)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
@@ -135,12 +183,21 @@ def create_app(config: Config) -> FastAPI:
     upload_limit = limits.submission_param_bytes + limits.request_body_bytes
 
     def body_limit(scope: dict[str, Any]) -> int:
-        uploads = scope["method"] == "POST" and scope["path"].startswith(API) and scope["path"].endswith(UPLOADS)
-        return upload_limit if uploads else limits.request_body_bytes
+        return upload_limit if _upload(scope) else limits.request_body_bytes
 
-    app.add_middleware(BodyLimit, limit_of=body_limit)
+    app.add_middleware(BodyLimit, limit_of=body_limit, memory=MemoryBudget(limits.body_memory),
+                       held_at_most=limits.request_body_bytes)
     app.openapi = lambda: _contract(app)  # type: ignore[method-assign]
     return app
+
+
+def _upload(scope: dict[str, Any]) -> bool:
+    """A parameter upload: streamed to disk, so it may be as large as a submission's lines.
+    A JSON body is held in memory, wherever it goes: it gets the small limit."""
+    if scope["method"] != "POST" or not scope["path"].startswith(API) or not scope["path"].endswith(UPLOADS):
+        return False
+    content_type = dict(scope["headers"]).get(b"content-type", b"").split(b";")[0].strip().decode("latin-1")
+    return content_type.lower() in UPLOAD_TYPES
 
 
 ERROR_SCHEMA = {"type": "object", "required": ["error", "field"],
@@ -180,6 +237,8 @@ def error_response(error: CigriError) -> JSONResponse:
         headers["Retry-After"] = str(max(1, round(error.retry_after)))
     if error.http_status == 401:
         headers["WWW-Authenticate"] = "Bearer"
+    if error.http_status in (413, 429):  # an upload cut short: the rest of its body is not read
+        headers["Connection"] = "close"
     return JSONResponse({"error": " ".join(str(error).split("\n")) or type(error).__name__, "field": error.field},
                         status_code=error.http_status, headers=headers)
 

@@ -20,6 +20,7 @@ import os
 import signal
 import socket
 import stat
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -31,10 +32,14 @@ from cigri.config import Config, parse_listen
 from cigri.daemon import LoopStatus, cycle_loop, daemon_lock
 from cigri.errors import CigriError, ConfigError
 from cigri.grid import open_grid
+from cigri.logs import rate_limit_logs
 from cigri.server.app import create_app
-from cigri.server.auth import PeerCredentialsProtocol
+from cigri.server.auth import Front
+from cigri.server.guard import Admission, Limits, fit_descriptors, protocol, tls_context
 
 log = logging.getLogger("cigri.server")
+# What a flood of requests makes speak once per request: rate-limited (cigri.logs.rate_limit_logs).
+SERVER_LOGGERS = ("cigri.server", "cigri.server.guard", "uvicorn.error", "asyncio")
 PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
@@ -169,6 +174,11 @@ def serve(config: Config, *, ready: Any = None) -> None:
         for key in ("tls_cert", "tls_key"):
             if not Path(getattr(config.server, key)).is_file():
                 raise ConfigError(f"server.{key}: no such file {getattr(config.server, key)}")
+    check_front(config)
+    uploads = config.spool_path / "uploads"  # what a request spools lands in the server's own, private spool
+    uploads.mkdir(mode=0o700, exist_ok=True)
+    tempfile.tempdir = str(uploads)
+    rate_limit_logs(SERVER_LOGGERS)
     app = create_app(config)
     with daemon_lock(grid):
         sockets = [unix_socket(Path(config.server.socket))]
@@ -176,7 +186,8 @@ def serve(config: Config, *, ready: Any = None) -> None:
             sockets.append(tcp_socket(config.server.listen))
         cycles = Cycles(config)
         app.state.cigri.cycles = cycles
-        listeners = [_listener(app, config, sock, tls=index > 0) for index, sock in enumerate(sockets)]
+        per_listener = fit_descriptors(config, len(sockets))
+        listeners = [_listener(app, config, sock, per_listener) for sock in sockets]
         cycles.start()
         log.info("server started: %s%s, cycles every %ss", config.server.socket,
                  f", {config.server.listen}{' (https)' if config.server.tls_cert else ''}" if config.server.listen
@@ -189,13 +200,32 @@ def serve(config: Config, *, ready: Any = None) -> None:
             log.info("server stopped")
 
 
-def _listener(app: Any, config: Config, sock: socket.socket, *, tls: bool) -> _Listener:
-    options: dict[str, Any] = {"lifespan": "off", "access_log": False, "log_config": None,
-                               "http": PeerCredentialsProtocol if sock.family == socket.AF_UNIX else "httptools",
-                               "timeout_keep_alive": 30, "timeout_graceful_shutdown": 10}
-    if tls and config.server.tls_cert:
-        options.update(ssl_certfile=config.server.tls_cert, ssl_keyfile=config.server.tls_key)
-    return _Listener(uvicorn.Config(app, **options))
+def _listener(app: Any, config: Config, sock: socket.socket, connections: int) -> _Listener:
+    """One listener in the server's bounds (:mod:`cigri.server.guard`): no proxy header is
+    read (who is calling is the peer's, never a header's), and TLS is the guard's."""
+    server = config.server
+    unix = sock.family == socket.AF_UNIX
+    front: Front = app.state.cigri.front
+    admission = Admission(connections, server.max_connections_per_peer,
+                          frozenset(front.uids) if unix else frozenset(front.addresses))
+    tls = tls_context(config) if server.tls_cert and not unix else None
+    limits = Limits(server.header_timeout, server.body_timeout, server.max_header_bytes, tls)
+    return _Listener(uvicorn.Config(app, lifespan="off", access_log=False, log_config=None,
+                                    http=protocol(admission, limits), proxy_headers=False,
+                                    timeout_keep_alive=max(1, round(server.idle_timeout)),
+                                    timeout_graceful_shutdown=10, backlog=1024))
+
+
+def check_front(config: Config) -> None:
+    """A front over TCP is refused at start unless it sends a secret (``server.trusted_proxies``
+    needs ``server.front_secret_file``: the configuration checks it); the secret file must be
+    readable, long enough and private (the server's own, 0600)."""
+    if not config.server.front_secret_file:
+        return
+    Front.of(config)
+    path = Path(config.server.front_secret_file)
+    if stat.S_IMODE(path.stat().st_mode) & 0o077:
+        raise ConfigError(f"server.front_secret_file: {path} is readable by others; chmod 600 {path}")
 
 
 async def _serve(listeners: list[_Listener], sockets: list[socket.socket], ready: Any) -> None:

@@ -7,8 +7,8 @@ from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from cigri.errors import Unauthenticated
-from cigri.server.app import pool
-from cigri.server.auth import check_token_transport, token_caller
+from cigri.server.app import peer_of, pool
+from cigri.server.auth import check_not_cross_site, check_token_transport, token_caller
 from cigri.server.pages.web import (HEADERS, SESSION_COOKIE, PageRoute, PageSession, check_csrf, page_session, render,
                                     state_of)
 
@@ -29,19 +29,24 @@ def login_form(next: str = "/", ended: int = 0) -> Response:
 async def login(request: Request) -> Response:
     """A valid token opens a session: its id goes back in an HttpOnly, SameSite=Strict cookie
     (Secure over HTTPS), and the browser to where it was going. Like a token in a header, a
-    token in this form is taken only over HTTPS or from a loopback address."""
-    form = await request.form()
-    token, target = str(form.get("token", "")).strip(), local_path(str(form.get("next", "/")))
+    token in this form is taken only over HTTPS or from a loopback address, and only from this
+    site's own login page. Failed logins count against the address they come from."""
     state = state_of(request)
-    state.rate.take(f"login from {(request.scope.get('client') or ('?', 0))[0]}")
+    check_not_cross_site(request.scope)
+    peer = peer_of(request.scope)
+    state.failures.check(peer)
+    form = await request.form(max_files=0, max_fields=10, max_part_size=1 << 12)
+    token, target = str(form.get("token", "")).strip(), local_path(str(form.get("next", "/")))
     try:
         check_token_transport(request.scope)
         async with pool(request).grid() as grid:
-            await run_in_threadpool(token_caller, grid, token)
+            caller = await run_in_threadpool(token_caller, grid, token)
     except Unauthenticated as error:
+        state.failures.take(peer)
         return render("login.html", None, status=401, next=target, ended=False, message=str(error))
+    state.rate.take(caller.user)
     response = RedirectResponse(target, status_code=303, headers=HEADERS)
-    response.set_cookie(SESSION_COOKIE, state.sessions.open(token), httponly=True, samesite="strict",
+    response.set_cookie(SESSION_COOKIE, state.sessions.open(caller.user, token), httponly=True, samesite="strict",
                         secure=request.scope.get("scheme") == "https", path="/")
     return response
 

@@ -30,8 +30,8 @@ from cigri import __version__
 from cigri import db as database
 from cigri.errors import CigriError, Forbidden, Unauthenticated
 from cigri.grid import Grid
-from cigri.server.app import ServerState, authenticated, pool
-from cigri.server.auth import Caller, token_caller
+from cigri.server.app import ServerState, identified, pool
+from cigri.server.auth import Caller, check_not_cross_site, token_caller
 
 SESSION_COOKIE = "cigri_session"
 CSRF_FIELD = "csrf"
@@ -69,35 +69,38 @@ def state_of(request: Request) -> ServerState:
 
 async def page_session(request: Request) -> AsyncIterator[PageSession]:
     """The FastAPI dependency of every page: the viewer, from the session cookie if there is
-    one (its token checked again now), else as the API identifies callers (the trusted
-    header of a site's front, a token, the socket); counted against the user's rate."""
+    one (its token checked again now), else as the API identifies callers (a trusted front, a
+    token, the socket); counted against the user's rate. The viewer is known before a
+    database connection is taken for the page."""
     state = state_of(request)
     session_id = request.cookies.get(SESSION_COOKIE)
-    async with pool(request).grid() as grid:
-        if session_id:
-            token = state.sessions.token(session_id)
-            if token is None:
-                raise LoginNeeded(ended=True)
-            try:
+    if session_id:
+        token = state.sessions.token(session_id)
+        if token is None:
+            raise LoginNeeded(ended=True)
+        try:
+            async with pool(request).grid() as grid:
                 caller = await run_in_threadpool(token_caller, grid, token)
-            except Unauthenticated:
-                state.sessions.close(session_id)
-                raise LoginNeeded(ended=True) from None
-            caller, holder = replace(caller, method="session"), f"session:{session_id}"
-            state.rate.take(caller.user)
-        else:
-            try:
-                caller = await authenticated(request)
-            except Unauthenticated:
-                raise LoginNeeded() from None
-            holder = f"{caller.method}:{caller.user}"
+        except Unauthenticated:
+            state.sessions.close(session_id)
+            raise LoginNeeded(ended=True) from None
+        caller, holder = replace(caller, method="session"), f"session:{session_id}"
+        state.rate.take(caller.user)
+    else:
+        try:
+            caller = await identified(request)
+        except Unauthenticated:
+            raise LoginNeeded() from None
+        holder = f"{caller.method}:{caller.user}"
+    async with pool(request).grid() as grid:
         yield PageSession(grid, caller, state.sessions.csrf(holder), holder)
 
 
 async def check_csrf(request: Request, session: PageSession) -> dict[str, str]:
-    """The posted form's fields, if it carries the CSRF token of the viewer's forms; else
-    Forbidden (403): a form posted from another site, or forged."""
-    form = await request.form()
+    """The posted form's fields, if it comes from no other site and carries the CSRF token of
+    the viewer's forms; else Forbidden (403): a form posted from another site, or forged."""
+    check_not_cross_site(request.scope)
+    form = await request.form(max_files=0, max_fields=50, max_part_size=1 << 16)
     fields = {key: value for key, value in form.items() if isinstance(value, str)}
     if not state_of(request).sessions.csrf_matches(session.holder, fields.get(CSRF_FIELD, "")):
         raise Forbidden("this form is not one the dashboard showed you (missing or wrong CSRF token): reload the page")

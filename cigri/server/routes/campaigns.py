@@ -10,14 +10,19 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
+from starlette.formparsers import MultiPartParser
 
 from cigri import api
-from cigri.errors import InputError
-from cigri.server.app import Session, authenticated, pool, session
+from cigri.errors import InputError, TooLarge
+from cigri.server.app import Session, authenticated, page_limit, page_offset, pool, session, upload_by
 from cigri.server.auth import Caller
 
 router = APIRouter(tags=["campaigns"])
-SPOOL_IN_MEMORY = 1 << 20  # an upload's first bytes are held in memory, the rest in a private file
+SPOOL_IN_MEMORY = 1 << 16  # an upload's first bytes are held in memory, the rest in a private file
+MAX_JDLS = 100  # campaigns one submission may hold
+# Starlette holds each file part's first megabyte in memory before its file: a form of many parts
+# would be held whole. The parts of a submission (a JDL, its lines) go to disk after this.
+MultiPartParser.spool_max_size = SPOOL_IN_MEMORY
 NOWHERE = Path("/nonexistent")  # what a relative param_file is named against: the client read it
 
 
@@ -30,7 +35,7 @@ def list_campaigns(session: Session = Depends(session), user: str | None = None,
                                                               "pattern (povray*)."),
                    since: float | None = Query(None, description="Only campaigns submitted at or after this "
                                                                  "time (epoch seconds)."),
-                   limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+                   limit: int = page_limit(), offset: int = page_offset()) -> list[dict[str, Any]]:
     """Campaign summaries, oldest first, as ``gridstat [-a] [-u USER] --json`` (public, as CiGri's)."""
     return api.list_campaigns(session.grid, user=session.user if mine else user, include_finished=include_finished,
                               states=state, name=name, since=since, limit=limit, offset=offset)
@@ -46,9 +51,11 @@ async def submit(request: Request, caller: Caller = Depends(authenticated),
     campaign comes back with the warnings of the CiGri forms its JDL used."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip()
     if content_type == "multipart/form-data":
-        form = await request.form(max_files=1000, max_fields=1000)
+        await upload_by(request, caller)
+        form = await request.form(max_files=2 * MAX_JDLS, max_fields=2 * MAX_JDLS, max_part_size=SPOOL_IN_MEMORY)
         try:
-            jdls = [await _jdl_part(value, index, form.get(f"params.{index}"))
+            most = pool(request).config.limits.request_body_bytes
+            jdls = [await _jdl_part(value, index, form.get(f"params.{index}"), most)
                     for index, value in enumerate(form.getlist("jdl"))]
             if not jdls:
                 raise InputError("jdl: no JDL part in the form", field="jdl")
@@ -69,9 +76,15 @@ async def _submit(request: Request, jdls: list[api.JDLText], caller: Caller, str
         return await run_in_threadpool(api.submit_all, grid, jdls, user=caller.user, strict=strict)
 
 
-async def _jdl_part(value: UploadFile | str, index: int, params: UploadFile | str | None) -> api.JDLText:
+async def _jdl_part(value: UploadFile | str, index: int, params: UploadFile | str | None,
+                    most: int) -> api.JDLText:
     if isinstance(value, UploadFile):
-        source, text = value.filename or f"jdl[{index}]", _text(await value.read(), value.filename or "jdl")
+        source = value.filename or f"jdl[{index}]"
+        body = await value.read(most + 1)  # a JDL is held whole: no more than any other body
+        if len(body) > most:
+            raise TooLarge(f"{source}: a JDL of more than {most:,} bytes (limits.request_body_bytes); give its "
+                           "parameters as a param_file", field="jdl")
+        text = _text(body, source)
     else:
         source, text = f"jdl[{index}]", value
     if params is not None and not isinstance(params, UploadFile):
@@ -120,6 +133,7 @@ async def extend(campaign_id: int, request: Request, caller: Caller = Depends(au
                  ) -> dict[str, Any]:
     """The body is parameter lines (``gridsub -c N -F FILE``): read whole into a private spool
     first, so the database is untouched until the upload is complete."""
+    await upload_by(request, caller)
     with tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY) as spool:
         async for chunk in request.stream():
             spool.write(chunk)
@@ -131,8 +145,8 @@ async def extend(campaign_id: int, request: Request, caller: Caller = Depends(au
 
 
 @router.get("/campaigns/{campaign_id}/tasks", summary="A campaign's tasks with their jobs")
-def tasks(campaign_id: int, session: Session = Depends(session), limit: int | None = 10_000,
-          offset: int = 0, state: list[str] = Query([], description="Only tasks in these states.")
+def tasks(campaign_id: int, session: Session = Depends(session), limit: int = page_limit(),
+          offset: int = page_offset(), state: list[str] = Query([], description="Only tasks in these states.")
           ) -> list[dict[str, Any]]:
     """As ``gridstat -c N -f --json``, a page at a time (``limit`` tasks after ``offset``)."""
     return list(api.campaign_tasks(session.grid, campaign_id, user=session.user, states=state, limit=limit,
@@ -157,15 +171,15 @@ def history(campaign_id: int, session: Session = Depends(session),
 
 
 @router.get("/campaigns/{campaign_id}/jobs", summary="A campaign's jobs")
-def jobs(campaign_id: int, session: Session = Depends(session), active: bool = False, limit: int | None = None,
-         offset: int = 0) -> list[dict[str, Any]]:
+def jobs(campaign_id: int, session: Session = Depends(session), active: bool = False, limit: int = page_limit(),
+         offset: int = page_offset()) -> list[dict[str, Any]]:
     return api.campaign_jobs(session.grid, campaign_id, user=session.user, active_only=active, limit=limit,
                              offset=offset)
 
 
 @router.get("/campaigns/{campaign_id}/events", summary="A campaign's events")
 def events(campaign_id: int, session: Session = Depends(session), include_closed: bool = Query(False, alias="all"),
-           limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+           limit: int = page_limit(), offset: int = page_offset()) -> list[dict[str, Any]]:
     return api.list_events(session.grid, user=session.user, campaign_id=campaign_id, include_closed=include_closed,
                            limit=limit, offset=offset)
 

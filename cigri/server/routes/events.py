@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from cigri import api
-from cigri.server.app import Session, session
+from cigri.server.app import Session, page_limit, page_offset, session
 
 router = APIRouter(tags=["events"])
 
@@ -17,7 +17,7 @@ router = APIRouter(tags=["events"])
 def events(session: Session = Depends(session), campaign: int | None = None,
            global_only: bool = Query(False, alias="global", description="Only the clusters' own events."),
            include_closed: bool = Query(False, alias="all", description="Closed events too."),
-           limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+           limit: int = page_limit(), offset: int = page_offset()) -> list[dict[str, Any]]:
     """As ``gridevents --json``: the caller's campaigns' and the clusters' open events, oldest first."""
     return api.list_events(session.grid, user=session.user, campaign_id=campaign, global_only=global_only,
                            include_closed=include_closed, limit=limit, offset=offset)
