@@ -134,7 +134,7 @@ def test_per_user_limits_refuse_with_413_and_429_and_write_nothing(limited: Site
     limited.run(u1, "griddel", str(first))
 
     inline = {"name": "inline", "exec_file": str(program), "clusters": {"local": {}},
-              "params": [f"p{i} {'z' * 60}" for i in range(40)]}
+              "params": [f"p{i} {'z' * 60}" for i in range(20)]}  # 1,300 bytes of parameters in a small body
     hook = {"kind": "webhook", "target": "https://example.org/" + "q" * 3000}
     [(status, body, _), (too_big, refused_body, _)] = limited.http(u1, [("POST", "/campaigns", {"json": inline}),
                                                                       ("POST", "/notifications", {"json": hook})])
@@ -143,6 +143,9 @@ def test_per_user_limits_refuse_with_413_and_429_and_write_nothing(limited: Site
     assert (too_big, refused_body) == (413, {"error": "request body: more than 2,048 bytes (limits.request_body_bytes, "
                                                       "or limits.submission_param_bytes for parameters)", "field": None})
     assert limited.json(u1, "gridnotify", "list") == []
+    inline["params"] = [f"p{i} {'z' * 60}" for i in range(40)]  # JSON is held in memory: the small cap, whatever it carries
+    [(status, body, _)] = limited.http(u1, [("POST", "/campaigns", {"json": inline})])
+    assert (status, body["error"]) == (413, refused_body["error"])
     names = {c["name"] for c in limited.json("root", "gridstat", "-a")}
     assert not names & {"over", "big", "half2", "inline"}
 
@@ -159,6 +162,7 @@ def test_requests_per_minute_answer_429_with_retry_after() -> None:
         assert body["error"].startswith(f"{u1}: more than 20 requests a minute (limits.requests_per_minute)")
         assert 1 <= int(headers["retry-after"]) <= 4
         assert [s for s, _, _ in throttled.http(u2, [("GET", "/campaigns", {})])] == [200]  # one user's bucket
+        throttled.http(u1, [("GET", "/campaigns", {})] * 5)  # empty again, whatever refilled meanwhile
         refused = throttled.run(u1, "gridstat", expect=1)
         assert "requests a minute" in refused.stderr and refused.stderr.count("\n") == 1
     finally:

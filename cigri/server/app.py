@@ -142,11 +142,12 @@ async def authenticated(request: Request) -> Caller:
 
 async def upload_by(request: Request, caller: Caller) -> None:
     """Count the body of an upload route against ``caller``'s room for parameters from here
-    on (the body is read after authentication: the route reads it itself)."""
+    on (the body is read after authentication: the route reads it itself), with a body's
+    worth for what is not parameters (its JDLs, the form's framing)."""
     state: ServerState = request.app.state.cigri
     async with state.pool.grid() as grid:
         room = await run_in_threadpool(api.parameter_room, grid, caller.user)
-    request.scope[UPLOAD_OWNER] = (state.uploads, caller.user, room)
+    request.scope[UPLOAD_OWNER] = (state.uploads, caller.user, room + state.config.limits.request_body_bytes)
 
 
 async def session(request: Request, caller: Caller = Depends(authenticated)) -> AsyncIterator[Session]:
@@ -185,7 +186,7 @@ def create_app(config: Config) -> FastAPI:
     def body_limit(scope: dict[str, Any]) -> int:
         return upload_limit if _upload(scope) else limits.request_body_bytes
 
-    app.add_middleware(BodyLimit, limit_of=body_limit, memory=MemoryBudget(limits.body_memory),
+    app.add_middleware(BodyLimit, limit_of=body_limit, memory=MemoryBudget(limits.body_memory, config.server.body_timeout),
                        held_at_most=limits.request_body_bytes)
     app.openapi = lambda: _contract(app)  # type: ignore[method-assign]
     return app

@@ -97,6 +97,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self.head_bytes = 0
         self.head_too_large = False
         self.early = b""  # what TLS decrypted before the handshake's end reached us
+        self.overflowed = False  # past MAX_PIPELINE: the rest of what comes is not read
 
     # --- admission, TLS and release --------------------------------------------------------
 
@@ -198,23 +199,42 @@ class GuardedProtocol(HttpToolsProtocol):
                          f"request line and headers: more than {self.limits.max_header_bytes:,} bytes "
                          "(server.max_header_bytes)")
             return
-        if len(self.pipeline) >= MAX_PIPELINE:
-            self._refuse(b"429 Too Many Requests", f"more than {MAX_PIPELINE} requests queued on one connection")
+        if self.overflowed or len(self.pipeline) >= MAX_PIPELINE:
+            self._overflow()
             return
         self._arm(self.limits.body_timeout)
         super().on_headers_complete()
 
+    def _overflow(self) -> None:
+        """Too many requests queued: the ones queued are answered, in order, then the
+        connection is closed; nothing after them is read into a request."""
+        if not self.overflowed:
+            self.overflowed = True
+            last = self.pipeline[0][0] if self.pipeline else self.cycle
+            if last is not None:
+                last.keep_alive = False
+            self.flow.pause_reading()
+            self._disarm()
+
     def on_body(self, body: bytes) -> None:
-        if self.cycle is None or self.transport.is_closing():
+        if self.overflowed or self.cycle is None or self.transport.is_closing():
             return
         self._arm(self.limits.body_timeout)
         super().on_body(body)
 
     def on_message_complete(self) -> None:
-        if self.cycle is None or self.transport.is_closing():
+        if self.overflowed or self.cycle is None or self.transport.is_closing():
             return
         self._disarm()
         super().on_message_complete()
+
+    def eof_received(self) -> bool | None:
+        """The client will send nothing more (a half-close): a request it already sent is
+        still answered, then the connection closed; with none under way it is closed now."""
+        if self.started and self.cycle is not None and not self.cycle.response_complete:
+            (self.pipeline[0][0] if self.pipeline else self.cycle).keep_alive = False
+            return True
+        return None
 
     def data_received(self, data: bytes) -> None:
         if not self.started:  # TLS hands over the first bytes before start_tls returns
@@ -223,7 +243,7 @@ class GuardedProtocol(HttpToolsProtocol):
                 self.early = b""
                 self._release()
             return
-        if not self.transport.is_closing():
+        if not self.overflowed and not self.transport.is_closing():
             super().data_received(data)
 
     def _refuse(self, status: bytes, why: str) -> None:

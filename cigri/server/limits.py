@@ -33,7 +33,6 @@ from cigri.server.guard import PEER_UID
 Scope = dict[str, Any]
 ASGIApp = Callable[..., Any]
 UPLOAD_OWNER = "cigri.upload_owner"  # scope key: (quota, user, room) once an upload's user is known
-MEMORY_WAIT = 30.0  # seconds a body waits for memory before 503
 MAX_BUCKETS = 100_000  # rate buckets kept; full ones are dropped first
 
 
@@ -79,10 +78,10 @@ class RateLimiter:
 
 class MemoryBudget:
     """Bytes of request bodies held in memory at once, all requests together (``total``) and
-    from one peer (a quarter of it); a request waits up to :data:`MEMORY_WAIT` for its share."""
+    from one peer (a quarter of it); a request waits up to ``wait`` seconds for its share."""
 
-    def __init__(self, total: int) -> None:
-        self.total, self.per_peer = total, max(1, total // 4)
+    def __init__(self, total: int, wait: float) -> None:
+        self.total, self.per_peer, self.wait = total, max(1, total // 4), wait
         self.held = 0
         self.by_peer: Counter[object] = Counter()
         self.changed: asyncio.Condition | None = None
@@ -97,7 +96,7 @@ class MemoryBudget:
 
         async with self.changed:
             try:
-                await asyncio.wait_for(self.changed.wait_for(fits), MEMORY_WAIT)
+                await asyncio.wait_for(self.changed.wait_for(fits), self.wait)
             except asyncio.TimeoutError:
                 raise Unavailable("the server holds as many request bodies as it may (limits.body_memory); "
                                   "retry in a moment") from None
