@@ -294,19 +294,19 @@ def _dialect_problems(cluster: str, backend: str | None, key: str, value: str) -
     refused here and never sent: OAR runs the properties and resource filters as SQL
     (:mod:`cigri.backends.oar.expressions` says what it is sent), Slurm reads its shapes and a
     feature expression."""
-    check: Callable[[str], object]
+    checks: dict[str, Callable[[str], object]]
     if backend == "oar":
         from cigri.backends.oar import expressions
 
-        check = {"resources": expressions.check_resource_filters, "properties": expressions.check_properties}[key]
+        checks = {"resources": expressions.check_resource_filters, "properties": expressions.check_properties}
     elif backend == "slurm":
         from cigri.backends.slurm import batch
 
-        check = {"resources": batch.shape, "properties": batch.constraint}[key]
+        checks = {"resources": batch.shape, "properties": batch.constraint}
     else:
         return []
     try:
-        check(value)
+        checks[key](value)
     except (ValueError, SubmissionRefused) as error:
         return [f"$.clusters.{cluster}.{key}: {error}"]
     return []
