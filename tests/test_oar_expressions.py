@@ -24,6 +24,7 @@ from harness import Cigri, front_end, marker_exec_dir, runs_per_task, wait_for
 from service import started
 from test_multi_cluster import use_clusters
 from test_oar_dialect import spec
+from test_startup import loaded
 
 from cigri.backends.oar import OARBackend
 from cigri.backends.oar.batch import build
@@ -179,6 +180,15 @@ def test_gridsub_refuses_each_in_one_line_naming_the_key_and_cluster(cigri: Cigr
     assert refused.stderr.count("\n") == 1 and f"{where}: " in refused.stderr, refused.stderr
     assert "not an OAR property expression" in refused.stderr
     assert not (cigri.home / "cigri.db").exists() or cigri.db_counts()["campaigns"] == 0
+
+
+def test_gridsub_checks_them_without_loading_the_transports(cigri: Cigri) -> None:
+    """The OAR dialect's checks come without its transports (httpx, paramiko): a start is most
+    of what a submission costs."""
+    cigri.config.write_text(UNREACHABLE_OAR)
+    jdl = cigri.jdl("light", exec_file="/bin/true", params=["a"], clusters={"oar": {"properties": "gpu = 'YES'"}})
+    modules = loaded(cigri, "gridsub", "-f", str(jdl))
+    assert "cigri.backends.oar.expressions" in modules and not modules & {"httpx", "paramiko"}
 
 
 def test_slurm_properties_that_are_no_feature_expression_are_refused_at_gridsub() -> None:
