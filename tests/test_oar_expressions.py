@@ -171,9 +171,8 @@ def test_the_cigri_jdl_corpus_is_refused_for_nothing_more_on_oar() -> None:
 ])
 def test_gridsub_refuses_each_in_one_line_naming_the_key_and_cluster(cigri: Cigri, where: str,
                                                                      document: dict[str, Any]) -> None:
-    """Direct mode: exit 2, one line, no campaign written; the same key on the local cluster
-    (which sends neither to any SQL) is not this check's business."""
-    cigri.config.write_text('[clusters.local]\nbackend = "local"\n' + UNREACHABLE_OAR)
+    """Direct mode: exit 2, one line naming the key and the cluster, no campaign written."""
+    cigri.config.write_text(UNREACHABLE_OAR)
     jdl = cigri.tmp / "hostile.json"
     jdl.write_text(json.dumps({"name": "hostile", "exec_file": "/bin/true", "nb_jobs": 1, **document}))
     refused = cigri.run("gridsub", "-f", str(jdl), expect=2)
