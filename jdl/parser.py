@@ -12,7 +12,7 @@ import os
 import pwd
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -269,13 +269,15 @@ def _semantic_problems(document: dict[str, Any], known_clusters: Mapping[str, st
             problems += _job_type_problems(name, known_clusters.get(name), job_types)
         if isinstance(resources := settings.get("resources", document.get("resources")), str):
             problems += _resources_problems(name, known_clusters.get(name), resources)
+        if isinstance(properties := settings.get("properties", document.get("properties")), str) and properties.strip():
+            problems += _dialect_problems(name, known_clusters.get(name), "properties", properties)
     return problems
 
 
 def _resources_problems(cluster: str, backend: str | None, resources: str) -> list[str]:
     """A request in OAR's syntax (``/nodes=2/core=4``, groups joined by ``+``), each count at
-    least 1; on Slurm, the shapes sbatch can express (checked by the Slurm dialect itself), so
-    a request no cluster could read fails here and not as every task's submission error."""
+    least 1, then what the cluster's dialect checks (:func:`_dialect_problems`), so a request
+    no cluster could read fails here and not as every task's submission error."""
     where = f"$.clusters.{cluster}.resources"
     for group in _RESOURCE_FILTER.sub("", resources).split("+"):
         for level in group.strip().removeprefix("/").split("/"):
@@ -283,13 +285,30 @@ def _resources_problems(cluster: str, backend: str | None, resources: str) -> li
             if match is None or match[1] == "walltime" or match[2].isdigit() and int(match[2]) < 1:
                 return [f"{where}: {shown(level)} is not a resource level (name=N with N >= 1, ALL or BEST; "
                         "e.g. core=1 or /nodes=2/core=4; the walltime goes in walltime)"]
-    if backend == "slurm":
-        from cigri.backends.slurm.batch import shape  # the Slurm dialect's own check (its import is heavy)
+    return _dialect_problems(cluster, backend, "resources", resources)
 
-        try:
-            shape(resources)
-        except SubmissionRefused as error:
-            return [f"{where}: {error}"]
+
+def _dialect_problems(cluster: str, backend: str | None, key: str, value: str) -> list[str]:
+    """What the cluster's resource manager must not or cannot take as ``resources`` or
+    ``properties``, by its dialect's own check (imported only then: it is heavy), so that it is
+    refused here and never sent: OAR runs the properties and resource filters as SQL
+    (:mod:`cigri.backends.oar.expressions` says what it is sent), Slurm reads its shapes and a
+    feature expression."""
+    checks: dict[str, Callable[[str], object]]
+    if backend == "oar":
+        from cigri.backends.oar import expressions
+
+        checks = {"resources": expressions.check_resource_filters, "properties": expressions.check_properties}
+    elif backend == "slurm":
+        from cigri.backends.slurm import batch
+
+        checks = {"resources": batch.shape, "properties": batch.constraint}
+    else:
+        return []
+    try:
+        checks[key](value)
+    except (ValueError, SubmissionRefused) as error:
+        return [f"$.clusters.{cluster}.{key}: {error}"]
     return []
 
 

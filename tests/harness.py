@@ -88,12 +88,16 @@ def clusters_dir() -> Path:
     return found.parent
 
 
+def front_end(host: str, *command: str) -> str:
+    """What ``command`` prints, run on a test cluster's front-end (``slurm-a``, ``slurm-b``,
+    ``oar``) as its account; the words are the remote shell's."""
+    return subprocess.run(["ssh", "-F", str(clusters_dir() / "ssh" / "ssh_config"), host, *command],
+                          capture_output=True, text=True, timeout=30, check=True).stdout
+
+
 def busy_jobs(system: str) -> int:
     """The jobs running, starting or ending on a batch system's test clusters, asked of their
     front-ends: a job cancelled by the test before holds its cores a few seconds more."""
-    def front_end(host: str, *command: str) -> str:
-        return subprocess.run(["ssh", "-F", str(clusters_dir() / "ssh" / "ssh_config"), host, *command],
-                              capture_output=True, text=True, timeout=30, check=True).stdout
     if system == "slurm":
         return sum(len(front_end(host, "squeue", "-h", "-t", "CF,R,CG", "-o", "%i").split())
                    for host in ("slurm-a", "slurm-b"))

@@ -216,7 +216,7 @@ def test_rest_payload() -> None:
                        "type": ["besteffort"], "script": built.script, "param_file": "'/w/odd dir' 1\n"}
     assert rest.submit(build([spec("1", job_types=("idempotent", "timesharing=user,*"))]))["type"] == \
         ["idempotent", "timesharing=user,*"]
-    for bad in ({"properties": "a = `id`"}, {"project": "$HOME"}, {"resources": "core=1\\"},
+    for bad in ({"project": "$HOME"}, {"resources": "core=1\\"},
                 {"job_types": ("idempotent", "x$(id)")}):
         with pytest.raises(SubmissionRefused, match="evaluate"):
             rest.submit(build([spec("1", **bad)]))

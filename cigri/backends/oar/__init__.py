@@ -36,15 +36,17 @@ import time
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cigri.backends import Capacity, JobSpec, RemoteJob, identity
 from cigri.backends import _grouping as grouping
-from cigri.backends._http import HTTPTransport
-from cigri.backends._ssh import CommandResult, SSHTransport
 from cigri.backends.oar import commands, rest
 from cigri.backends.oar.batch import Batch, build, job_keys, launch_directory, status_path
 from cigri.errors import BackendError, ConfigError, SubmissionRefused
+
+if TYPE_CHECKING:  # imported by OARBackend: gridsub imports the dialect's checks (.expressions), not these
+    from cigri.backends._http import HTTPTransport
+    from cigri.backends._ssh import CommandResult, SSHTransport
 
 DEFAULT_TIMEOUT = 30.0
 # oardel kills with SIGKILL at once, so cigri sends SIGTERM first (oardel --signal) and kills
@@ -183,6 +185,8 @@ class OARBackend:
         self._transport: SSHTransport | HTTPTransport
         self._via: _OverSSH | _OverREST
         if options.get("transport") == "rest":
+            from cigri.backends._http import HTTPTransport
+
             headers = {"Accept": "application/json"}  # the API answers 406 to httpx's default */*
             auth = None
             if "password_file" in options:
@@ -192,6 +196,8 @@ class OARBackend:
             self._transport = HTTPTransport(name, str(options["base_url"]), headers, timeout, auth, pace)
             self._via = _OverREST(self._transport)
         else:
+            from cigri.backends._ssh import SSHTransport
+
             self._transport = SSHTransport(name, str(options["host"]), int(options.get("port", 22)), user,
                                            options.get("key_file"), options.get("known_hosts"), timeout, pace)
             self._via = _OverSSH(name, self._transport)

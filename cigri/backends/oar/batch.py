@@ -32,7 +32,8 @@ from dataclasses import dataclass
 
 from cigri.backends import JobSpec
 from cigri.backends import _grouping as grouping
-from cigri.errors import SubmissionRefused
+from cigri.backends.oar import expressions
+from cigri.errors import SubmissionRefused, shown
 from cigri.jdl.walltime import format_walltime
 
 # Keys and batch numbers name files: only characters that are safe everywhere.
@@ -112,6 +113,7 @@ def build(specs: list[JobSpec], cluster_properties: str = "", cluster_project: s
                 raise SubmissionRefused(f"job {spec.key}: {name!r} is not an environment variable name")
         if any("\0" in word for word in (*spec.argv, *spec.environment.values())):
             raise SubmissionRefused(f"job {spec.key}: a NUL byte cannot be passed to a program")
+    check_filters(first.properties, first.resources)
     resources = first.resources
     if first.gang:
         resources = gang_request(first.batch, resources, grouping.split(specs))
@@ -132,6 +134,22 @@ def build(specs: list[JobSpec], cluster_properties: str = "", cluster_project: s
         script=script_text,
         parameters=parameters,
     )
+
+
+def check_filters(properties: str, resources: str) -> None:
+    """Refuse a campaign's properties or resource filters that are not OAR property expressions
+    (:mod:`.expressions`): OAR would run them as SQL. gridsub refuses them already; this keeps
+    one stored before (an older cigri's campaign) from ever reaching OAR. The cluster's own
+    ``properties`` are the administrator's, sent as written."""
+    try:
+        if properties.strip():
+            expressions.check_properties(properties)
+    except ValueError as error:
+        raise SubmissionRefused(f"properties {shown(properties)}: {error}") from None
+    try:
+        expressions.check_resource_filters(resources)
+    except ValueError as error:
+        raise SubmissionRefused(f"resources {shown(resources)}: {error}") from None
 
 
 def gang_request(batch: str, resources: str, jobs: list[list[JobSpec]]) -> str:
