@@ -77,7 +77,7 @@ def import_v3(grid: Grid, dsn: str, *, user: str, password_file: Path | None = N
         raise CigriError("import-v3 needs psycopg: pip install 'cigri[import]'") from None
     try:
         with psycopg.connect(dsn, row_factory=dict_row, connect_timeout=10,
-                             **_password(psycopg, dsn, password_file)) as source:
+                             password=_password(psycopg, dsn, password_file)) as source:
             source.read_only = True
             v3 = _read(source)
     except psycopg.errors.UndefinedTable as error:
@@ -99,10 +99,10 @@ def import_v3(grid: Grid, dsn: str, *, user: str, password_file: Path | None = N
     return report
 
 
-def _password(psycopg: Any, dsn: str, password_file: Path | None) -> dict[str, str]:
+def _password(psycopg: Any, dsn: str, password_file: Path | None) -> str | None:
     """The password libpq does not find by itself (``PGPASSWORD``, ``~/.pgpass`` or the file
-    ``PGPASSFILE`` names): ``--password-file``'s first line. A DSN holding one is refused: the
-    command line is every local user's to read (``ps``)."""
+    ``PGPASSFILE`` names): ``--password-file``'s first line (None: libpq's). A DSN holding one
+    is refused: the command line is every local user's to read (``ps``)."""
     try:
         words = psycopg.conninfo.conninfo_to_dict(dsn)
     except psycopg.ProgrammingError as error:
@@ -112,7 +112,7 @@ def _password(psycopg: Any, dsn: str, password_file: Path | None) -> dict[str, s
                          "it in PGPASSWORD, ~/.pgpass (or the file PGPASSFILE names) or --password-file FILE",
                          field="dsn")
     if password_file is None:
-        return {}
+        return None
     try:
         password = password_file.read_text(encoding="utf-8").partition("\n")[0].rstrip("\r")
     except (OSError, UnicodeDecodeError) as error:
@@ -121,7 +121,7 @@ def _password(psycopg: Any, dsn: str, password_file: Path | None) -> dict[str, s
     if not password:
         raise InputError(f"--password-file: {password_file} holds no password on its first line",
                          field="password_file")
-    return {"password": password}
+    return password
 
 
 def _read(source: Any) -> dict[str, list[dict[str, Any]]]:

@@ -66,11 +66,14 @@ def test_kill_9_beside_an_unreadable_parameter_runs_every_good_task_exactly_once
         params = site.user_file(u1, "params.txt", "".join(f"t{i:04d}\n" for i in range(tasks)))
         good = site.submit(u1, site.jdl(u1, "survivor", exec_file=str(program), param_file=str(params)))
 
+        cycle_log = site.home / "log" / "cigri.log"
+
         def good_runs() -> int:
             return sum(1 for task in runs_per_task(site.exec) if task.startswith("t"))
 
         wait_for(lambda: good_runs() >= tasks // 3, 300, "a third of the good campaign to run",
-                 seen=lambda: f"({good_runs()} ran; log: {site.log()[-2000:]})")
+                 seen=lambda: f"({good_runs()} ran; cycle log: "
+                              f"{cycle_log.read_text()[-2000:] if cycle_log.exists() else ''})")
         site.kill(signal.SIGKILL)
         site.start()
         summary = site.drain(u1, good, timeout=600)
@@ -87,8 +90,8 @@ def test_kill_9_beside_an_unreadable_parameter_runs_every_good_task_exactly_once
         assert (campaign, count) == (carried, 1)
         assert message.startswith("task p06 set aside and failed: its parameter line cannot be split as a shell "
                                   "would (No closing quotation)")
-        cycle_log = (site.home / "log" / "cigri.log").read_text()
-        assert "cycle failed" not in cycle_log and cycle_log.count("task p06 set aside") == 1
+        logged = cycle_log.read_text()
+        assert "cycle failed" not in logged and logged.count("task p06 set aside") == 1
     finally:
         site.close()
 
