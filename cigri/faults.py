@@ -9,14 +9,15 @@ the step's transaction), the log has the traceback once, and an open ``SET_ASIDE
 names the unit, the step and the error in one line. That open event is the mark: a set-aside
 campaign gets no new job, no decision and no end in any later cycle (its jobs already on a
 cluster run on and are followed, and its owner may still cancel it); a set-aside cluster is
-blacklisted, neither polled nor re-checked. Fixing the event (``gridevents --fix``: the
-campaign's owner or an admin, a cluster's an admin) lifts it, and the next cycle tries the unit
-again, setting it aside again if its data still fails.
+blacklisted: no job is sent there and none is polled (kills asked still go), and no automatic
+re-check lifts it. Fixing the event (``gridevents --fix``: the campaign's owner or an admin, a
+cluster's an admin) lifts it, and the next cycle tries the unit again, setting it aside again
+if its data still fails.
 
 A task is set aside by the runner alone, for the one piece of data that is the task's own: a
-parameter line no shell could split (an unbalanced quote, a trailing backslash), which only a
-CiGri import or a hand-edited database can store (gridsub refuses one). Its job and the task
-fail under one ``SET_ASIDE`` event covering the job; the campaign goes on.
+parameter line no shell could split (an unbalanced quote, a trailing backslash), which gridsub
+and import-v3 refuse but a hand-edited database or an older cigri's import can hold. Its job
+and the task fail under the campaign's ``SET_ASIDE`` event for such tasks; the campaign goes on.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ from cigri.events import record
 from cigri.states import JobState, TaskState
 
 CODE = "SET_ASIDE"
-# The system's and the database's errors (a full disk, a lock held too long, a cluster's call):
-# they say nothing of the unit being processed, so they stop the cycle as before.
-NOT_A_FAULT = (OSError, sqlite3.OperationalError, CigriError)
+# The system's and the database's errors (a full disk, a lock held too long, memory, a cluster's
+# call): they say nothing of the unit being processed, so they stop the cycle as before.
+NOT_A_FAULT = (OSError, sqlite3.OperationalError, CigriError, MemoryError)
 _LONGEST = 300  # characters of the error kept in the event's one line
 
 
@@ -59,7 +60,7 @@ def set_aside_cluster(conn: sqlite3.Connection, cluster_id: int, step: str, erro
     """Open the cluster's ``SET_ASIDE`` event and blacklist the cluster under it (fixing the
     event lifts it; no automatic re-check does); return the event's id."""
     why = f"the {step} raised on its data ({describe(error)})"
-    event_id = record(conn, CODE, f"cluster set aside: {why}; no job is sent, polled or killed there until this "
+    event_id = record(conn, CODE, f"cluster set aside: {why}; no job is sent there and none is polled until this "
                                   "event is fixed (gridevents --fix)", cluster_id=cluster_id, signature=step,
                       kind="cluster")
     conn.execute("UPDATE clusters SET blacklisted = 1, blacklist_reason = ?, blacklisted_at = ?, blacklist_event_id = ? "
@@ -75,7 +76,7 @@ def set_aside_task(conn: sqlite3.Connection, job: Mapping[str, Any], why: str) -
     conn.execute("UPDATE tasks SET state = ? WHERE id = ? AND state IN (?, ?)",
                  [TaskState.FAILED, job["task_id"], TaskState.WAITING, TaskState.RUNNING])
     record(conn, CODE, f"task {job['task']} set aside and failed: {why}; the rest of the campaign goes on "
-                       f"(submit the line again as a shell would read it: gridsub -c {job['campaign_id']} -F FILE)",
+                       f"(submit the line again, corrected: gridsub -c {job['campaign_id']} -F FILE)",
            campaign_id=job["campaign_id"], job_id=job["id"], task_id=job["task_id"], signature=why, kind="job")
 
 

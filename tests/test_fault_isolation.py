@@ -152,7 +152,7 @@ def test_a_unit_set_aside_has_its_writes_undone_and_a_cluster_stays_out_until_fi
         assert set(ctx.capacities) == {a}
         [(event, _, cluster, message, _)] = open_events(grid.config.database_path, "SET_ASIDE")
         assert cluster == b and message == ("cluster set aside: the updator raised on its data (KeyError: 'state'); "
-                                            "no job is sent, polled or killed there until this event is fixed "
+                                            "no job is sent there and none is polled until this event is fixed "
                                             "(gridevents --fix)")
         grid.db.execute("UPDATE clusters SET checked_at = ?", [database.now() - 86400])  # an autofix would be due
         assert set(gather(grid).capacities) == {a}  # only fixing the event brings it back
