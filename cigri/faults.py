@@ -29,7 +29,7 @@ from typing import Any
 from cigri import db as database
 from cigri.errors import CigriError
 from cigri.events import record
-from cigri.states import JobState, TaskState
+from cigri.states import CAMPAIGN_ACTIVE, JobState, TaskState, sql_in
 
 CODE = "SET_ASIDE"
 # The system's and the database's errors (a full disk, a lock held too long, memory, a cluster's
@@ -81,10 +81,11 @@ def set_aside_task(conn: sqlite3.Connection, job: Mapping[str, Any], why: str) -
 
 
 def set_aside_events(conn: sqlite3.Connection, campaign_ids: list[int] | None = None) -> dict[int, tuple[int, str]]:
-    """``{campaign: (event id, message)}`` of the campaigns set aside now (of ``campaign_ids``
-    only, when given): what ``gridstat --why`` and ``cigri shares`` say of them."""
+    """``{campaign: (event id, message)}`` of the campaigns under way set aside now (of
+    ``campaign_ids`` only, when given): what ``gridstat --why`` and ``cigri shares`` say of them."""
     where, args = ("", []) if campaign_ids is None else \
-        (f" AND campaign_id IN ({','.join('?' * len(campaign_ids))})", campaign_ids)
+        (f" AND e.campaign_id IN ({','.join('?' * len(campaign_ids))})", campaign_ids)
     return {campaign_id: (event_id, message) for event_id, campaign_id, message in conn.execute(
-        f"SELECT id, campaign_id, message FROM events WHERE code = ? AND state = 'open' AND class = 'campaign'{where} "
-        "ORDER BY id", [CODE, *args])}
+        "SELECT e.id, e.campaign_id, e.message FROM events e JOIN campaigns c ON c.id = e.campaign_id "
+        f"WHERE e.code = ? AND e.state = 'open' AND e.class = 'campaign' AND c.state IN {sql_in(CAMPAIGN_ACTIVE)}"
+        f"{where} ORDER BY e.id", [CODE, *args])}

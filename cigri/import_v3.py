@@ -7,12 +7,13 @@ jobs, their events and the notification subscriptions. A campaign still running 
 where it was: its running and waiting jobs keep their remote ids and are polled as cigri's own
 (adopted, never resubmitted), its tasks still in CiGri's bag or queues are pending here.
 
-A parameter line is read as gridsub reads one. CiGri appended it to a shell command line, where
-a lone quote (``p06 it's``) or a trailing backslash stopped nothing from being read as its
-blank-separated words: such a line, with a single quoting character, is converted to those
-words quoted. Any other line cigri cannot read (quotes that pair some other way, a NUL, a line
-break, no task name) is refused: that task and its jobs are not imported, and the rest is. The
-report has a line per row converted or refused.
+A parameter line is read as gridsub reads one. CiGri appended it to a shell command line and
+stored what the shell could not read as well: a line holding a single quoting character (a lone
+quote as in ``p06 it's``, or a trailing backslash) pairs with nothing, so its words are its
+blank-separated words, and it is converted to them, that one quoted. Any other line cigri cannot
+read (quotes that pair some other way, a line break, a control character in the task name, no
+task name) is refused: that task and its jobs are not imported, and the rest is. The report has
+a line per row converted or refused.
 
 The whole import is one transaction (all or nothing; ``kill -9`` leaves nothing half done),
 and ``v3_imports`` records which CiGri row became which, so a second run changes nothing.
@@ -46,7 +47,7 @@ JOB_STATES = {"terminated": JobState.TERMINATED, "event": JobState.FAILED, "runn
 ACTIVE = ("running", "remote_waiting", "submitted", "batch_waiting")
 SEVERITIES = ("low", "medium", "high")
 QUOTING = ("'", '"', "\\")  # what makes a shell (and split_param) read a line other than by blanks
-_BLANKS = re.compile(r"[ \t]+")  # what else separates its words
+_BLANKS = re.compile(r"[ \t]+")  # between a line's words (split_param's blanks; a line break is refused)
 
 
 @dataclass
@@ -265,11 +266,9 @@ def _readable(line: str) -> tuple[str, str]:
     """A CiGri parameter line as gridsub would take it, ``(task name, line)``: as it is when
     cigri reads it, else its blank-separated words quoted when it holds a single quoting
     character (no other reading of its words exists). InputError, one line, otherwise."""
-    if "\x00" in line:
-        raise InputError("the line contains a NUL byte")
     if "\n" in line or "\r" in line:
         raise InputError("the line holds a line break")
-    if len(line.encode("utf-8", "surrogatepass")) >= MAX_LINE_BYTES:
+    if len(line.encode()) >= MAX_LINE_BYTES:
         raise InputError(f"the line is longer than {MAX_LINE_BYTES} bytes")
     try:
         words = split_param(line)

@@ -99,14 +99,16 @@ def test_kill_9_beside_an_unreadable_parameter_runs_every_good_task_exactly_once
 def test_a_campaign_whose_data_raises_is_set_aside_until_its_event_is_fixed(cigri: Cigri) -> None:
     program = cigri.script("mark.sh", f': > "{cigri.work}/marker.$1.$$"\n')
     bad = cigri.submit(cigri.jdl("bad", exec_file=str(program), params=["b1", "b2"]))
+    doomed = cigri.submit(cigri.jdl("doomed", exec_file=str(program), params=["d1"]))
     good = cigri.submit(cigri.jdl("good", exec_file=str(program), params=[f"g{i}" for i in range(6)]))
     database = cigri.home / "cigri.db"
-    plant(database, "INSERT INTO campaign_properties(campaign_id, cluster_id, name, value) "
-                    "SELECT ?, id, 'memory', '\"lots\"' FROM clusters WHERE name = 'local'", bad)
+    for campaign_id in (bad, doomed):
+        plant(database, "INSERT INTO campaign_properties(campaign_id, cluster_id, name, value) "
+                        "SELECT ?, id, 'memory', '\"lots\"' FROM clusters WHERE name = 'local'", campaign_id)
 
     assert cigri.drain(good)["state"] == "terminated"  # the daemon's cycles never failed for it
-    [(event, campaign, _, message, _)] = open_events(database, "SET_ASIDE")
-    assert campaign == bad
+    [(event, first, _, message, _), (_, second, _, _, _)] = open_events(database, "SET_ASIDE")
+    assert (first, second) == (bad, doomed)
     assert message == ("campaign set aside: the metascheduler raised on its stored data (ValueError: invalid literal "
                        "for int() with base 10: 'lots'); no job starts and nothing is decided for it until this "
                        "event is fixed (gridevents --fix)")
@@ -114,18 +116,20 @@ def test_a_campaign_whose_data_raises_is_set_aside_until_its_event_is_fixed(cigr
     assert runs_per_task(cigri.work) == {f"g{i}": 1 for i in range(6)}
     why = cigri.json("gridstat", "-c", str(bad), "--why")
     assert why["scheduled"] is False and why["reason"] == f"{message} (event {event}: gridevents --fix -e {event})"
+    cigri.run("griddel", str(doomed))  # its owner may still cancel one
     assert cigri.json("cigri", "shares")["campaigns_set_aside"] == [{"campaign": bad, "event": event,
                                                                      "message": message}]
     cycles = cigri.run("cigri", "cycle", "--json")  # set aside: nothing raises again, nothing is logged again
     assert json.loads(cycles.stdout)["submitted"] == 0 and cycles.stderr == ""
+    assert cigri.stat(doomed)["state"] == "cancelled"
     log = (cigri.home / "log" / "cigri.log").read_text()
-    assert log.count("Traceback") == 1 and "campaign 1 set aside: the metascheduler raised on its data" in log
+    assert log.count("Traceback") == 2 and log.count(f"campaign {bad} set aside: the metascheduler raised") == 1
 
     plant(database, "DELETE FROM campaign_properties WHERE campaign_id = ? AND name = 'memory'", bad)
     cigri.run("gridevents", "--fix", "-e", str(event))  # its owner's act: the data is mended, try it again
     assert cigri.drain(bad)["state"] == "terminated"
     assert runs_per_task(cigri.work) == {**{f"g{i}": 1 for i in range(6)}, "b1": 1, "b2": 1}
-    assert open_events(database, "SET_ASIDE") == []
+    assert [campaign for _, campaign, _, _, _ in open_events(database, "SET_ASIDE")] == [doomed]
 
 
 def test_a_unit_set_aside_has_its_writes_undone_and_a_cluster_stays_out_until_fixed(

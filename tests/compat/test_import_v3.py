@@ -132,9 +132,9 @@ def test_import_a_cigri_site(cigri: Cigri, dsn: str) -> None:
     result = cigri.run("cigri", "import-v3", "--dsn", site, "--json")
     report = json.loads(result.stdout)
     assert {k: report[k] for k in ("clusters_added", "campaigns", "tasks", "jobs", "adopted", "events",
-                                   "subscriptions", "skipped_campaigns")} == {
+                                   "subscriptions", "skipped_campaigns", "converted", "refused")} == {
         "clusters_added": ["luke"], "campaigns": 4, "tasks": 9, "jobs": 7, "adopted": 1, "events": 5,
-        "subscriptions": 2, "skipped_campaigns": 0}
+        "subscriptions": 2, "skipped_campaigns": 0, "converted": 0, "refused": 0}
     assert report["notes"] == [
         "cluster luke was disabled in CiGri: it stays blacklisted here",
         "subscription of alice by xmpp to alice@jabber.org not imported: cigri sends mail and webhooks (gridnotify)",
@@ -144,7 +144,8 @@ def test_import_a_cigri_site(cigri: Cigri, dsn: str) -> None:
     before = dump(cigri)
     again = cigri.run("cigri", "import-v3", "--dsn", site)
     assert re.match(r"imported: 0 campaign\(s\), 0 task\(s\), 0 job\(s\) \(0 running or waiting, now followed\), "
-                    r"0 event\(s\), 0 subscription\(s\); 4 campaign\(s\) already imported\n", again.stdout)
+                    r"0 event\(s\), 0 subscription\(s\); 4 campaign\(s\) already imported; 0 parameter line\(s\) "
+                    r"converted, 0 refused\n", again.stdout)
     assert dump(cigri) == before
 
     ids = {row[1]: row[0] for row in before["campaigns"]}
