@@ -37,41 +37,49 @@ UNDECIDED = (JobState.FAILED, JobState.TIMEOUT, JobState.LOST, JobState.RESUBMIT
 
 
 def analyse(ctx: CycleContext) -> int:
-    """Decide every undecided ending; return how many tasks were decided."""
+    """Decide every undecided ending; return how many tasks were decided. A campaign whose data
+    makes a decision raise is set aside (:mod:`cigri.faults`); the others are decided."""
     _autofix_pairs(ctx)
     decided = 0
     for campaign_id, user in ctx.grid.db.execute("SELECT id, user FROM campaigns WHERE state IN (?, ?)",
                                                  [CampaignState.IN_TREATMENT, CampaignState.PAUSED]).fetchall():
-        jobs = list(ctx.grid.db.query(
-            "SELECT j.id, j.task_id, j.cluster_id, j.remote_id, j.state, j.exit_code, j.kill_reason, "
-            # from the campaign's tasks in flight (the bag's index), then their jobs: never from
-            # the jobs by state, which would read every failed job the grid ever had
-            "t.name, t.resubmits, t.walltime_kills FROM tasks t INDEXED BY tasks_bag CROSS JOIN jobs j "
-            f"ON j.task_id = t.id WHERE t.campaign_id = ? AND t.state IN (?, ?) AND {bag.indexed('t')} "
-            f"AND j.state IN ({','.join('?' * len(UNDECIDED))}) "
-            # Only the task's latest job: an earlier attempt's ending was decided when it ended,
-            # and deciding it again would re-queue the task while its current attempt runs. And
-            # only once no copy of the task is active: a replica (finalize scheduler) that ends
-            # badly decides nothing while another copy runs, since that copy may still win.
-            "AND j.id = (SELECT max(id) FROM jobs WHERE task_id = t.id) "
-            f"AND NOT EXISTS (SELECT 1 FROM jobs a WHERE a.task_id = t.id AND a.state IN {sql_in(JOB_ACTIVE)})",
-            [campaign_id, TaskState.WAITING, TaskState.RUNNING, *UNDECIDED]))
-        if not jobs:
-            continue
-        tails = {j["id"]: _stderr_tail(ctx, j, user) for j in jobs if j["state"] == JobState.FAILED}
-        settings = ctx.grid.campaign_properties([campaign_id])[campaign_id]
-        with database.write(ctx.grid.db) as conn:
-            exit_errors: Counter[int] = Counter()
-            for job in jobs:
-                limit = settings.get(job["cluster_id"], {}).get("walltime_resubmit", DEFAULT_WALLTIME_RESUBMIT)
-                if _decide(ctx, conn, campaign_id, job, tails.get(job["id"]), limit):
-                    exit_errors[job["cluster_id"]] += 1
-                decided += 1
-            for cluster_id, count in exit_errors.items():
-                _judge_pair(ctx, conn, campaign_id, cluster_id, count)
+        if campaign_id not in ctx.set_aside:
+            with ctx.isolated("colombo", campaign_id=campaign_id):
+                decided += _analyse_campaign(ctx, campaign_id, user)
     _stuck_launching(ctx)
     _script_failures(ctx)
     return decided
+
+
+def _analyse_campaign(ctx: CycleContext, campaign_id: int, user: str) -> int:
+    """Decide the campaign's undecided endings, in one transaction; return how many."""
+    jobs = list(ctx.grid.db.query(
+        "SELECT j.id, j.task_id, j.cluster_id, j.remote_id, j.state, j.exit_code, j.kill_reason, "
+        # from the campaign's tasks in flight (the bag's index), then their jobs: never from
+        # the jobs by state, which would read every failed job the grid ever had
+        "t.name, t.resubmits, t.walltime_kills FROM tasks t INDEXED BY tasks_bag CROSS JOIN jobs j "
+        f"ON j.task_id = t.id WHERE t.campaign_id = ? AND t.state IN (?, ?) AND {bag.indexed('t')} "
+        f"AND j.state IN ({','.join('?' * len(UNDECIDED))}) "
+        # Only the task's latest job: an earlier attempt's ending was decided when it ended,
+        # and deciding it again would re-queue the task while its current attempt runs. And
+        # only once no copy of the task is active: a replica (finalize scheduler) that ends
+        # badly decides nothing while another copy runs, since that copy may still win.
+        "AND j.id = (SELECT max(id) FROM jobs WHERE task_id = t.id) "
+        f"AND NOT EXISTS (SELECT 1 FROM jobs a WHERE a.task_id = t.id AND a.state IN {sql_in(JOB_ACTIVE)})",
+        [campaign_id, TaskState.WAITING, TaskState.RUNNING, *UNDECIDED]))
+    if not jobs:
+        return 0
+    tails = {j["id"]: _stderr_tail(ctx, j, user) for j in jobs if j["state"] == JobState.FAILED}
+    settings = ctx.grid.campaign_properties([campaign_id])[campaign_id]
+    with database.write(ctx.grid.db) as conn:
+        exit_errors: Counter[int] = Counter()
+        for job in jobs:
+            limit = settings.get(job["cluster_id"], {}).get("walltime_resubmit", DEFAULT_WALLTIME_RESUBMIT)
+            if _decide(ctx, conn, campaign_id, job, tails.get(job["id"]), limit):
+                exit_errors[job["cluster_id"]] += 1
+        for cluster_id, count in exit_errors.items():
+            _judge_pair(ctx, conn, campaign_id, cluster_id, count)
+    return len(jobs)
 
 
 def _stderr_tail(ctx: CycleContext, job: dict[str, Any], user: str) -> str | None:

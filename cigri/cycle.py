@@ -1,7 +1,9 @@
 """One scheduling cycle: updator → colombo → predictor → metascheduler → runner → nikita.
 
 A file lock makes cycles exclusive: a second ``cigri cycle`` started while one runs exits
-at once with :class:`Busy` instead of doing the same work twice.
+at once with :class:`Busy` instead of doing the same work twice. A campaign, task or cluster
+whose stored data makes a step raise is set aside by that step (:mod:`cigri.faults`) and the
+cycle goes on; any other error fails the cycle, logged with its traceback.
 """
 
 from __future__ import annotations

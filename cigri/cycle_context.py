@@ -6,16 +6,21 @@ error (CLUSTER_TIMEOUT, CLUSTER_AUTH_FAILURE...); a cluster with a failed call i
 with a real capacity call every ``autofix_delay`` seconds and lifted when the cluster answers.
 A cluster an admin blacklisted is drained: it gets no new job, but the jobs cigri has there are
 still polled (and killed on request, as on any cluster), so they end and their campaigns with them.
+A cluster set aside for a fault (:mod:`cigri.faults`) is neither used nor polled nor re-checked.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 from cigri import db as database
+from cigri import faults
 from cigri.backends import Capacity
 from cigri.errors import BackendError
 from cigri.events import CONNECTION_CODES, blacklist_cluster, close, close_cluster_problems, record
@@ -35,6 +40,7 @@ class CycleContext:
     names: dict[int, str] = field(default_factory=dict)  # each cluster's name, for what the cycle logs
     failed: set[int] = field(default_factory=set)  # clusters with a failed call this cycle
     drains: dict[tuple[int, int], int] = field(default_factory=dict)  # (campaign, cluster): jobs ending within a period
+    set_aside: set[int] = field(default_factory=set)  # campaigns no step touches (cigri.faults)
 
     def name(self, cluster_id: int) -> str:
         """The cluster's name, as logs and messages call it (its id if it is gone)."""
@@ -65,6 +71,42 @@ class CycleContext:
                                                     f"{what} ({code})")
                 log.warning("cluster %s blacklisted after %s failing cycle(s)", self.name(cluster_id), limit)
 
+    @contextmanager
+    def isolated(self, step: str, *, campaign_id: int | None = None, cluster_id: int | None = None,
+                 conn: sqlite3.Connection | None = None) -> Iterator[None]:
+        """Run one campaign's (or one cluster's) share of ``step``: if it raises a fault
+        (:mod:`cigri.faults`), the unit is set aside and the step goes on with the others.
+        ``conn``: the step's open transaction, where the unit's writes are undone by a
+        savepoint; without it, the block's own transaction has rolled them back."""
+        if conn is not None:
+            conn.execute("SAVEPOINT unit")
+        try:
+            yield
+        except faults.NOT_A_FAULT:
+            raise
+        except Exception as error:
+            if conn is not None:
+                conn.execute("ROLLBACK TO unit")
+                conn.execute("RELEASE unit")
+            self._set_aside(step, error, campaign_id, cluster_id, conn)
+        else:
+            if conn is not None:
+                conn.execute("RELEASE unit")
+
+    def _set_aside(self, step: str, error: Exception, campaign_id: int | None, cluster_id: int | None,
+                   conn: sqlite3.Connection | None) -> None:
+        unit = f"campaign {campaign_id}" if cluster_id is None else f"cluster {self.name(cluster_id)}"
+        log.error("%s set aside: the %s raised on its data", unit, step, exc_info=error)
+        with database.write(self.grid.db) if conn is None else nullcontext(conn) as writer:
+            if cluster_id is None:
+                assert campaign_id is not None
+                faults.set_aside_campaign(writer, campaign_id, step, error)
+                self.set_aside.add(campaign_id)
+            else:
+                faults.set_aside_cluster(writer, cluster_id, step, error)
+                self.capacities.pop(cluster_id, None)
+                self.draining.discard(cluster_id)
+
     def settle(self) -> None:
         """End of cycle: a cluster used without any failure starts its failure count again."""
         healthy = [cid for cid in self.capacities if cid not in self.failed]
@@ -77,11 +119,14 @@ class CycleContext:
 
 def gather(grid: Grid) -> CycleContext:
     """Ask every usable cluster for its capacity, and re-check automatic blacklists that are due."""
-    ctx = CycleContext(grid)
+    ctx = CycleContext(grid, set_aside=faults.set_aside_campaigns(grid.db.conn))
     now = database.now()
-    for cluster_id, name, backend, options, blacklisted, event_id, checked_at in grid.db.execute(
-            "SELECT id, name, backend, options, blacklisted, blacklist_event_id, checked_at FROM clusters").fetchall():
+    for cluster_id, name, backend, options, blacklisted, event_id, checked_at, held_by in grid.db.execute(
+            "SELECT c.id, c.name, c.backend, c.options, c.blacklisted, c.blacklist_event_id, c.checked_at, e.code "
+            "FROM clusters c LEFT JOIN events e ON e.id = c.blacklist_event_id").fetchall():
         ctx.options[cluster_id], ctx.backends[cluster_id], ctx.names[cluster_id] = json.loads(options), backend, name
+        if blacklisted and held_by == faults.CODE:  # set aside: lifted by fixing its event only
+            continue
         if blacklisted and event_id is None:  # an admin's blacklist, lifted by an admin only
             ctx.draining.add(cluster_id)
             continue

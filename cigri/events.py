@@ -85,6 +85,10 @@ CATALOGUE: dict[str, Code] = {
     "BLACKLISTED": Code("cluster", HIGH, True, "no new job on the cluster (class cluster) or for the campaign "
                                                "there (class campaign); re-checked after `autofix_delay` and "
                                                "lifted when healthy, or by `gridevents --fix`"),
+    "SET_ASIDE": Code("campaign", HIGH, True, "a cycle step raised on stored data: a task whose parameter line "
+                                              "cannot be split fails alone (class job); a campaign (or cluster) "
+                                              "whose data raised gets no new job and no decision (is not used) "
+                                              "until `gridevents --fix` on the event; the others go on"),
 }
 
 

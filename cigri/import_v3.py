@@ -7,6 +7,14 @@ jobs, their events and the notification subscriptions. A campaign still running 
 where it was: its running and waiting jobs keep their remote ids and are polled as cigri's own
 (adopted, never resubmitted), its tasks still in CiGri's bag or queues are pending here.
 
+A parameter line is read as gridsub reads one. CiGri appended it to a shell command line and
+stored what the shell could not read as well: a line holding a single quoting character (a lone
+quote as in ``p06 it's``, or a trailing backslash) pairs with nothing, so its words are its
+blank-separated words, and it is converted to them, that one quoted. Any other line cigri cannot
+read (quotes that pair some other way, a line break, a control character in the task name, no
+task name) is refused: that task and its jobs are not imported, and the rest is. The report has
+a line per row converted or refused.
+
 The whole import is one transaction (all or nothing; ``kill -9`` leaves nothing half done),
 and ``v3_imports`` records which CiGri row became which, so a second run changes nothing.
 What cigri keeps in its configuration (user priorities, admission rules) is not written: the
@@ -16,6 +24,7 @@ report says what to put there.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,7 +36,8 @@ from cigri import db as database
 from cigri.errors import CigriError, InputError
 from cigri.grid import Grid
 from cigri.jdl import parse_jdl, split_param
-from cigri.jdl.parser import cluster_keys
+from cigri.jdl.params import MAX_LINE_BYTES
+from cigri.jdl.parser import cluster_keys, control_character
 from cigri.states import CampaignState, JobState, KillReason, TaskState
 from cigri.users import require_admin
 
@@ -36,6 +46,8 @@ JOB_STATES = {"terminated": JobState.TERMINATED, "event": JobState.FAILED, "runn
               "remote_waiting": JobState.WAITING, "submitted": JobState.WAITING, "batch_waiting": JobState.WAITING}
 ACTIVE = ("running", "remote_waiting", "submitted", "batch_waiting")
 SEVERITIES = ("low", "medium", "high")
+QUOTING = ("'", '"', "\\")  # what makes a shell (and split_param) read a line other than by blanks
+_BLANKS = re.compile(r"[ \t]+")  # between a line's words (split_param's blanks; a line break is refused)
 
 
 @dataclass
@@ -50,11 +62,14 @@ class Report:
     events: int = 0
     subscriptions: int = 0
     skipped_campaigns: int = 0  # imported by an earlier run
+    converted: int = 0  # parameter lines cigri reads only once quoted
+    refused: int = 0  # parameter lines cigri cannot read: their tasks are not imported
     notes: list[str] = field(default_factory=list)
 
 
-def import_v3(grid: Grid, dsn: str, *, user: str) -> Report:
-    """Import the CiGri v3 database at ``dsn`` (a ``postgresql://`` URL); admins only."""
+def import_v3(grid: Grid, dsn: str, *, user: str, password_file: Path | None = None) -> Report:
+    """Import the CiGri v3 database at ``dsn`` (a ``postgresql://`` URL or libpq's ``key=value``
+    words, without a password); admins only."""
     require_admin(grid.config, user, "importing a CiGri v3 database")
     try:
         import psycopg
@@ -62,7 +77,8 @@ def import_v3(grid: Grid, dsn: str, *, user: str) -> Report:
     except ImportError:
         raise CigriError("import-v3 needs psycopg: pip install 'cigri[import]'") from None
     try:
-        with psycopg.connect(dsn, row_factory=dict_row, connect_timeout=10) as source:
+        with psycopg.connect(dsn, row_factory=dict_row, connect_timeout=10,
+                             password=_password(psycopg, dsn, password_file)) as source:
             source.read_only = True
             v3 = _read(source)
     except psycopg.errors.UndefinedTable as error:
@@ -82,6 +98,31 @@ def import_v3(grid: Grid, dsn: str, *, user: str) -> Report:
         _subscriptions(conn, v3["user_notifications"], done, report)
     _configuration_notes(v3, report)
     return report
+
+
+def _password(psycopg: Any, dsn: str, password_file: Path | None) -> str | None:
+    """The password libpq does not find by itself (``PGPASSWORD``, ``~/.pgpass`` or the file
+    ``PGPASSFILE`` names): ``--password-file``'s first line (None: libpq's). A DSN holding one
+    is refused: the command line is every local user's to read (``ps``)."""
+    try:
+        words = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as error:
+        raise InputError(f"--dsn: {' '.join(str(error).split())}", field="dsn") from None
+    if "password" in words:
+        raise InputError("--dsn: holds a password, which every user of this host reads in the process list: give "
+                         "it in PGPASSWORD, ~/.pgpass (or the file PGPASSFILE names) or --password-file FILE",
+                         field="dsn")
+    if password_file is None:
+        return None
+    try:
+        password = password_file.read_text(encoding="utf-8").partition("\n")[0].rstrip("\r")
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(f"--password-file: cannot read {password_file}: {getattr(error, 'strerror', None) or error}",
+                         field="password_file") from None
+    if not password:
+        raise InputError(f"--password-file: {password_file} holds no password on its first line",
+                         field="password_file")
+    return password
 
 
 def _read(source: Any) -> dict[str, list[dict[str, Any]]]:
@@ -141,8 +182,11 @@ def _campaign(conn: sqlite3.Connection, grid: Grid, v3: dict[str, list[dict[str,
     settings = _settings(grid, campaign, report)
     if settings is None:
         return
-    params = [p for p in v3["parameters"] if p["campaign_id"] == v3_id]
-    jobs = [j for j in v3["jobs"] if j["campaign_id"] == v3_id]
+    stored = [p for p in v3["parameters"] if p["campaign_id"] == v3_id]
+    lines = _parameters(campaign, stored, report)
+    params = [p for p in stored if p["id"] in lines]
+    refused = {p["id"] for p in stored} - set(lines)
+    jobs = [j for j in v3["jobs"] if j["campaign_id"] == v3_id and j["param_id"] not in refused]
     state = CampaignState(campaign["state"])
     submitted = _epoch(campaign["submission_time"]) or database.now()
     ended = [j["stop_time"].timestamp() for j in jobs if j["stop_time"] is not None]
@@ -159,7 +203,7 @@ def _campaign(conn: sqlite3.Connection, grid: Grid, v3: dict[str, list[dict[str,
                      [(campaign_id, names[cluster], key, json.dumps(_campaign_id(value, campaign_id)))
                       for cluster, values in settings.items() for key in cluster_keys() if key in values
                       for value in [values[key]]])
-    task_ids = _tasks(conn, v3, campaign_id, state, params, jobs)
+    task_ids = _tasks(conn, v3, campaign_id, state, params, lines, jobs)
     for job in jobs:
         _job(conn, job, campaign_id, task_ids, clusters, state, report)
     conn.execute("INSERT INTO v3_imports(kind, v3_id, cigri_id) VALUES ('campaign', ?, ?)", [v3_id, campaign_id])
@@ -194,8 +238,63 @@ def _settings(grid: Grid, campaign: dict[str, Any], report: Report) -> dict[str,
     return spec.clusters
 
 
+def _parameters(campaign: dict[str, Any], params: list[dict[str, Any]], report: Report) -> dict[int, tuple[str, str]]:
+    """``{CiGri parameter id: (task name, line)}`` of the lines cigri can read, converted where
+    :func:`_readable` does; a line per row converted or refused in the report."""
+    lines = {}
+    for param in params:
+        where = f"campaign {campaign['id']}, parameter {param['id']} ({json.dumps(param['name'])})"
+        try:
+            name, line = lines[param["id"]] = _readable(param["param"] or "")
+        except InputError as error:
+            report.refused += 1
+            report.notes.append(f"{where}: not imported, nor its jobs: {error}")
+            continue
+        if line != param["param"]:
+            report.converted += 1
+            report.notes.append(f"{where}: parameter line {json.dumps(param['param'])} imported as "
+                                f"{json.dumps(line)}: its lone {_quoting(param['param'])[0]} is the character "
+                                "itself, its words unchanged")
+    return lines
+
+
+def _quoting(line: str) -> list[str]:
+    return [c for c in line if c in QUOTING]
+
+
+def _readable(line: str) -> tuple[str, str]:
+    """A CiGri parameter line as gridsub would take it, ``(task name, line)``: as it is when
+    cigri reads it, else its blank-separated words quoted when it holds a single quoting
+    character (no other reading of its words exists). InputError, one line, otherwise."""
+    if "\n" in line or "\r" in line:
+        raise InputError("the line holds a line break")
+    if len(line.encode()) >= MAX_LINE_BYTES:
+        raise InputError(f"the line is longer than {MAX_LINE_BYTES} bytes")
+    try:
+        words = split_param(line)
+    except ValueError as error:
+        if len(_quoting(line)) != 1:
+            raise InputError(f"the line cannot be split as a shell would ({error}); its owner may quote it and "
+                             "submit it again") from None
+        words = [word for word in _BLANKS.split(line) if word]
+        line = " ".join(_quote(word) for word in words)
+    if not words or not words[0]:
+        raise InputError("the line has no task name")
+    if (control := control_character(words[0])) is not None:
+        raise InputError(f"the task name contains the control character U+{ord(control):04X}")
+    return words[0], line
+
+
+def _quote(word: str) -> str:
+    """A word holding one quoting character, quoted by the other kind of quote; others as they are."""
+    if "'" in word:
+        return f'"{word}"'
+    return f"'{word}'" if _quoting(word) else word
+
+
 def _tasks(conn: sqlite3.Connection, v3: dict[str, list[dict[str, Any]]], campaign_id: int, state: CampaignState,
-           params: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> dict[int, int]:
+           params: list[dict[str, Any]], lines: dict[int, tuple[str, str]],
+           jobs: list[dict[str, Any]]) -> dict[int, int]:
     """One task per CiGri parameter, in order, in one block with no fresh tail: a task still in
     CiGri's bag or queues is pending at the head of the bag (at its tail if CiGri put it there)."""
     bag_priority = {row["param_id"]: row["priority"] for row in v3["bag_of_tasks"]
@@ -220,11 +319,8 @@ def _tasks(conn: sqlite3.Connection, v3: dict[str, list[dict[str, Any]]], campai
             task_state = TaskState.FAILED
         if state == CampaignState.CANCELLED and task_state not in (TaskState.TERMINATED, TaskState.FAILED):
             task_state = TaskState.CANCELLED
-        try:
-            name = split_param(param["param"] or "")[0]
-        except (ValueError, IndexError):
-            name = param["name"] or str(param["id"])
-        rows.append((campaign_id, name, param["param"] or "", priority, task_state,
+        name, line = lines[param["id"]]
+        rows.append((campaign_id, name, line, priority, task_state,
                      len([j for j in attempts if j["state"] in JOB_STATES])))
     if not rows:
         return {}

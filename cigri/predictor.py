@@ -460,7 +460,7 @@ def predict(ctx: CycleContext) -> int:
     db, runner, now = ctx.grid.db, ctx.grid.config.runner, database.now()
     limits = TapLimits(runner.tap_initial, runner.tap_factor, runner.tap_max)
     campaign_ids = [r[0] for r in db.execute("SELECT id FROM campaigns WHERE state = ? ORDER BY id",
-                                             [CampaignState.IN_TREATMENT])]
+                                             [CampaignState.IN_TREATMENT]) if r[0] not in ctx.set_aside]
     pairs = [_Pair(c, k) for c, clusters in ctx.grid.campaign_properties(campaign_ids).items() for k in clusters
              if k in ctx.capacities]
     queued: dict[tuple[int, int], int] = defaultdict(int)

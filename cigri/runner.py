@@ -20,6 +20,11 @@ back to the head of the bag, nothing failed and no attempt counted. Where the cl
 also cover a job it can never run (slurmrestd), one job refused while the cluster holds none of
 the campaign's is such a job: it fails as any refusal.
 
+A batch is built from its campaign's stored data: a task whose parameter line no shell could
+split fails alone, and a campaign whose settings make building its batch raise is set aside
+(:mod:`cigri.faults`); the rest of such a batch goes back to the head of the bag, to be formed
+again without it.
+
 A gang campaign's jobs (JDL ``gang``) are grouped by whole gangs, each gang one remote job that
 starts its members together (:mod:`cigri.metascheduler.gangs`); a smaller last gang goes in a
 batch of its own, as a batch's gangs are alike.
@@ -32,7 +37,7 @@ from collections import Counter, deque
 from itertools import groupby
 from typing import Any
 
-from cigri import bag, cluster_caps, grouping
+from cigri import bag, cluster_caps, faults, grouping
 from cigri import db as database
 from cigri.backends import JobSpec
 from cigri.cycle_context import CycleContext
@@ -55,7 +60,8 @@ def run(ctx: CycleContext) -> int:
     leaves it out at once); return how many jobs were sent."""
     _form_batches(ctx)
     rows = list(ctx.grid.db.query(
-        "SELECT j.id, j.campaign_id, j.cluster_id, j.kind, j.batch, j.run_group, t.name AS task, t.param, c.user "
+        "SELECT j.id, j.campaign_id, j.cluster_id, j.kind, j.batch, j.run_group, j.task_id, t.name AS task, t.param, "
+        "c.user "
         "FROM jobs j JOIN campaigns c ON c.id = j.campaign_id LEFT JOIN tasks t ON t.id = j.task_id "
         "WHERE j.state = ? AND j.kill_reason IS NULL ORDER BY j.cluster_id, CAST(j.batch AS INTEGER), j.id",
         [JobState.SUBMITTING]))
@@ -70,18 +76,24 @@ def run(ctx: CycleContext) -> int:
         campaign_id, cluster_id = jobs[0]["campaign_id"], jobs[0]["cluster_id"]
         if cluster_id not in ctx.capacities:
             continue
-        if cluster_id in at_limit:
+        if cluster_id in at_limit or campaign_id in ctx.set_aside or _unreadable(ctx, jobs):
             _withdraw(ctx, jobs)
             continue
-        values = settings[campaign_id][cluster_id]
-        if gang[campaign_id] > 1:  # its members run side by side, each within its own walltime
-            group_walltime = values["walltime"] + GANG_MARGIN
-        else:
-            group_walltime = grouping.group_walltime(max(Counter(j["run_group"] for j in jobs).values()),
-                                                     values["walltime"],
-                                                     grouping.target_seconds(values, ctx.cluster_options(cluster_id)))
-        specs = batch_specs(jobs, values, ctx.home(cluster_id, jobs[0]["user"]), group_walltime, night,
-                            gang=gang[campaign_id] > 1)
+        specs: list[JobSpec] | None = None
+        with ctx.isolated("runner", campaign_id=campaign_id):
+            values = settings[campaign_id][cluster_id]
+            if gang[campaign_id] > 1:  # its members run side by side, each within its own walltime
+                group_walltime = values["walltime"] + GANG_MARGIN
+            else:
+                group_walltime = grouping.group_walltime(max(Counter(j["run_group"] for j in jobs).values()),
+                                                         values["walltime"],
+                                                         grouping.target_seconds(values,
+                                                                                 ctx.cluster_options(cluster_id)))
+            specs = batch_specs(jobs, values, ctx.home(cluster_id, jobs[0]["user"]), group_walltime, night,
+                                gang=gang[campaign_id] > 1)
+        if specs is None:  # the campaign was set aside
+            _withdraw(ctx, jobs)
+            continue
         try:
             remote_ids = ctx.grid.backend(cluster_id).submit(specs)
         except SubmitLimitReached as error:
@@ -111,6 +123,26 @@ def run(ctx: CycleContext) -> int:
     for cluster_id, words in at_limit.items():
         _learn_limit(ctx, cluster_id, words)
     return sent
+
+
+def _unreadable(ctx: CycleContext, jobs: list[dict[str, Any]]) -> bool:
+    """Fail the tasks of the batch whose parameter line cannot be split (:mod:`cigri.faults`);
+    whether there were any."""
+    unreadable = []
+    for job in jobs:
+        if job["kind"] == "task":
+            try:
+                split_param(job["param"])
+            except ValueError as error:
+                unreadable.append((job, f"its parameter line cannot be split as a shell would ({error})"))
+    if unreadable:
+        with database.write(ctx.grid.db) as conn:
+            for job, why in unreadable:
+                faults.set_aside_task(conn, job, why)
+        for job, why in unreadable:
+            log.error("campaign %s: task %s set aside: %s: %r", job["campaign_id"], job["task"], why,
+                      job["param"][:200])
+    return bool(unreadable)
 
 
 def _halve(ctx: CycleContext, jobs: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -195,19 +227,29 @@ def _form_batches(ctx: CycleContext) -> None:
     updates = []
     for (cluster_id, campaign_id, kind), group in groupby(rows, key=lambda r: (r[1], r[2], r[3])):
         ids = [r[0] for r in group]
-        options = ctx.cluster_options(cluster_id)
-        size = 1 if kind != "task" else gang[campaign_id] if gang[campaign_id] > 1 else \
-            _group_size(ctx, campaign_id, cluster_id, settings[campaign_id].get(cluster_id, {}), len(ids))
-        chunk = size * int(options.get("api_chunk_size", DEFAULT_CHUNK))
-        for start in range(0, len(ids), chunk):
-            batch = ids[start:start + chunk]
-            for first in range(0, len(batch), size):
-                members = batch[first:first + size]
-                run_group = members[0] if size > 1 else None
-                alike = gang[campaign_id] == 1 or kind != "task" or len(members) == size
-                updates += [(str(batch[0] if alike else members[0]), run_group, job_id) for job_id in members]
+        if campaign_id in ctx.set_aside:  # unbatched, its jobs go back to the bag
+            continue
+        with ctx.isolated("runner", campaign_id=campaign_id):
+            size = 1 if kind != "task" else gang[campaign_id] if gang[campaign_id] > 1 else \
+                _group_size(ctx, campaign_id, cluster_id, settings[campaign_id].get(cluster_id, {}), len(ids))
+            chunk = size * int(ctx.cluster_options(cluster_id).get("api_chunk_size", DEFAULT_CHUNK))
+            updates += _batches(ids, size, chunk, alike_gangs=gang[campaign_id] > 1 and kind == "task")
     with database.write(ctx.grid.db) as conn:
         conn.executemany("UPDATE jobs SET batch = ?, run_group = ? WHERE id = ? AND batch IS NULL", updates)
+
+
+def _batches(ids: list[int], size: int, chunk: int, alike_gangs: bool) -> list[tuple[str, int | None, int]]:
+    """``(batch, run_group, job id)`` of jobs in groups of ``size``, ``chunk`` jobs a batch; a
+    smaller last gang is a batch of its own (``alike_gangs``)."""
+    updates: list[tuple[str, int | None, int]] = []
+    for start in range(0, len(ids), chunk):
+        batch = ids[start:start + chunk]
+        for first in range(0, len(batch), size):
+            members = batch[first:first + size]
+            run_group = members[0] if size > 1 else None
+            alike = not alike_gangs or len(members) == size
+            updates += [(str(batch[0] if alike else members[0]), run_group, job_id) for job_id in members]
+    return updates
 
 
 def _group_size(ctx: CycleContext, campaign_id: int, cluster_id: int, values: dict[str, Any], jobs: int) -> int:

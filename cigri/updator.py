@@ -9,6 +9,7 @@ campaigns whose work is over.
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections import defaultdict
 
 from cigri import bag
@@ -58,7 +59,8 @@ def update(ctx: CycleContext) -> int:
         except Exception as error:  # the cluster is skipped this cycle; its jobs are polled later
             ctx.cluster_failed(cluster_id, "poll", error)
             continue
-        changed += _apply(ctx, jobs, answers)
+        with ctx.isolated("updator", cluster_id=cluster_id):  # an answer cigri cannot apply sets the cluster aside
+            changed += _apply(ctx, jobs, answers)
     return changed
 
 
@@ -129,33 +131,44 @@ def record_counts(ctx: CycleContext) -> None:
 def finish_campaigns(ctx: CycleContext) -> list[int]:
     """End campaigns with no open task, no active job and every epilogue run: ``terminated``, or
     ``failed`` when some task failed. Open events never hold a campaign back, nor the epilogue
-    of a cluster that now refuses the owner's jobs (it is never queued there)."""
+    of a cluster that now refuses the owner's jobs (it is never queued there). A campaign set
+    aside (:mod:`cigri.faults`) does not end until its event is fixed."""
     finished = []
     refused: dict[str, set[int]] = {}  # owner -> the clusters that refuse their jobs
     with database.write(ctx.grid.db) as conn:
         candidates = conn.execute("SELECT id, user FROM campaigns WHERE state IN (?, ?)",
                                   [CampaignState.IN_TREATMENT, CampaignState.PAUSED]).fetchall()
         for campaign_id, owner in candidates:
-            if bag.count(conn, campaign_id, TASK_OPEN, limit=1):
+            if campaign_id in ctx.set_aside:
                 continue
-            if conn.execute(f"SELECT 1 FROM jobs WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)} LIMIT 1",
-                            [campaign_id]).fetchone():
-                continue
-            if owner not in refused:
-                refused[owner] = ctx.grid.refused_cluster_ids(owner)
-            epilogues_due = {cluster_id for (cluster_id,) in conn.execute(
-                "SELECT p.cluster_id FROM campaign_properties p WHERE p.campaign_id = ? AND p.name = 'epilogue' "
-                "AND p.value != '\"\"' AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.campaign_id = p.campaign_id "
-                "AND j.cluster_id = p.cluster_id AND j.kind = 'epilogue')", [campaign_id])}
-            if epilogues_due - refused[owner]:
-                continue
-            failed = bag.count(conn, campaign_id, (TaskState.FAILED,))
-            end = CampaignState.FAILED if failed else CampaignState.TERMINATED
-            conn.execute("UPDATE campaigns SET state = ?, finished_at = ? WHERE id = ? AND state IN (?, ?)",
-                         [end, database.now(), campaign_id, CampaignState.IN_TREATMENT, CampaignState.PAUSED])
-            record(conn, "CAMPAIGN_FAILED" if failed else "CAMPAIGN_FINISHED",
-                   f"campaign {campaign_id} {end}" + (f": {failed} task(s) failed" if failed else ""),
-                   campaign_id=campaign_id)
-            finished.append(campaign_id)
-            log.info("campaign %s %s", campaign_id, end)
+            with ctx.isolated("updator", campaign_id=campaign_id, conn=conn):
+                if _finish(ctx, conn, campaign_id, owner, refused):
+                    finished.append(campaign_id)
     return finished
+
+
+def _finish(ctx: CycleContext, conn: sqlite3.Connection, campaign_id: int, owner: str,
+            refused: dict[str, set[int]]) -> bool:
+    """End the campaign if its work is over; whether it ended. ``refused``: the clusters that
+    refuse each owner's jobs, as far as asked."""
+    if bag.count(conn, campaign_id, TASK_OPEN, limit=1):
+        return False
+    if conn.execute(f"SELECT 1 FROM jobs WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)} LIMIT 1",
+                    [campaign_id]).fetchone():
+        return False
+    if owner not in refused:
+        refused[owner] = ctx.grid.refused_cluster_ids(owner)
+    epilogues_due = {cluster_id for (cluster_id,) in conn.execute(
+        "SELECT p.cluster_id FROM campaign_properties p WHERE p.campaign_id = ? AND p.name = 'epilogue' "
+        "AND p.value != '\"\"' AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.campaign_id = p.campaign_id "
+        "AND j.cluster_id = p.cluster_id AND j.kind = 'epilogue')", [campaign_id])}
+    if epilogues_due - refused[owner]:
+        return False
+    failed = bag.count(conn, campaign_id, (TaskState.FAILED,))
+    end = CampaignState.FAILED if failed else CampaignState.TERMINATED
+    conn.execute("UPDATE campaigns SET state = ?, finished_at = ? WHERE id = ? AND state IN (?, ?)",
+                 [end, database.now(), campaign_id, CampaignState.IN_TREATMENT, CampaignState.PAUSED])
+    record(conn, "CAMPAIGN_FAILED" if failed else "CAMPAIGN_FINISHED",
+           f"campaign {campaign_id} {end}" + (f": {failed} task(s) failed" if failed else ""), campaign_id=campaign_id)
+    log.info("campaign %s %s", campaign_id, end)
+    return True

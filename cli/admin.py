@@ -180,6 +180,8 @@ def shares(scenario: Optional[Path] = typer.Option(None, "--scenario", metavar="
         print(f"left out of this cycle: {cluster['name']} ({cluster['error']}); cigri's jobs there keep their place")
     for refusal in result.get("clusters_refused", ()):
         print(f"campaign {refusal['campaign']} never runs on {refusal['cluster']}: {refusal['why']}")
+    for aside in result.get("campaigns_set_aside", ()):
+        print(f"campaign {aside['campaign']} left out (event {aside['event']}): {common.printable(aside['message'])}")
 
 
 def _group_row(group: dict[str, Any]) -> list[Any]:
@@ -391,19 +393,21 @@ def purge(campaigns: list[int] = typer.Argument(None, metavar="CAMPAIGN", help="
 
 @app.command("import-v3")
 @common.errors_to_exit
-def import_v3(dsn: str = typer.Option(..., "--dsn", metavar="URL", help="The CiGri v3 database: postgresql://user:password@host:port/name."),
+def import_v3(dsn: str = typer.Option(..., "--dsn", metavar="URL", help="The CiGri v3 database, without its password: postgresql://user@host:port/name. The password comes from PGPASSWORD, ~/.pgpass (or PGPASSFILE) or --password-file; a DSN holding one is refused, as every user reads command lines."),
+              password_file: Optional[Path] = typer.Option(None, "--password-file", metavar="FILE", help="Read the database password from FILE's first line."),
               as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
     """Bring a CiGri v3 database's clusters, campaigns, tasks, jobs, events and subscriptions into cigri; running campaigns continue (their jobs adopted); a second run changes nothing."""
-    report = api.import_v3(_grid("import-v3"), dsn, user=api.current_user())
+    report = api.import_v3(_grid("import-v3"), dsn, user=api.current_user(), password_file=password_file)
     if as_json:
         return common.print_json(report.__dict__)
     print(f"imported: {report.campaigns} campaign(s), {report.tasks} task(s), {report.jobs} job(s) "
           f"({report.adopted} running or waiting, now followed), {report.events} event(s), "
-          f"{report.subscriptions} subscription(s); {report.skipped_campaigns} campaign(s) already imported")
+          f"{report.subscriptions} subscription(s); {report.skipped_campaigns} campaign(s) already imported; "
+          f"{report.converted} parameter line(s) converted, {report.refused} refused")
     for name in report.clusters_added:
         print(f"cluster {name} added from CiGri, blacklisted until its options are set")
     for note in report.notes:
-        print(f"note: {note}")
+        print(f"note: {common.printable(note)}")
 
 
 @cluster_app.command("unblacklist")

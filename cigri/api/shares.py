@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cigri import bag
+from cigri import bag, faults
 from cigri import db as database
 from cigri.config import ClassConfig, Config, UserConfig
 from cigri.api.access import campaign_row
@@ -59,6 +59,9 @@ def _blocking_events(grid: Grid, campaign_id: int) -> list[dict[str, Any]]:
 
 
 def _left_out(grid: Grid, campaign_id: int, state: str) -> str:
+    if set_aside := faults.set_aside_events(grid.db.conn, [campaign_id]):
+        event_id, message = set_aside[campaign_id]
+        return f"{message} (event {event_id}: gridevents --fix -e {event_id})"
     if state == CampaignState.PAUSED:
         return f"paused: starts no job until it is resumed (griddel -r {campaign_id})"
     if not bag.count(grid.db, campaign_id, (TaskState.PENDING,), limit=1):
@@ -89,6 +92,8 @@ def _live(grid: Grid) -> dict[str, Any]:
     result["clusters_refused"] = [{"campaign": campaign_id, "cluster": cluster, "why": why}
                                   for campaign_id, clusters in sorted(gathered.refused.items())
                                   for cluster, why in sorted(clusters.items())]
+    result["campaigns_set_aside"] = [{"campaign": campaign_id, "event": event_id, "message": message}
+                                     for campaign_id, (event_id, message) in faults.set_aside_events(grid.db.conn).items()]
     return result
 
 

@@ -5,6 +5,8 @@ scenario (:func:`gather`), run :func:`fairshare.allocate`, mark the youngest job
 campaign above its share for preemption (nikita kills them at the end of the cycle, and their
 tasks go back to the head of the bag), and let the workqueue scheduler take the started jobs'
 tasks from the bags, never letting more of a campaign's jobs wait on a cluster than its tap.
+A campaign set aside (:mod:`cigri.faults`) is left out of all of it, and one whose data makes
+this step raise is set aside, its share of the transaction undone.
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ import logging
 import re
 import sqlite3
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from cigri import bag, cluster_caps
 from cigri import db as database
-from cigri import predictor
+from cigri import faults, predictor
 from cigri.backends import Capacity
 from cigri.config import Config
 from cigri.cycle_context import CycleContext
@@ -36,6 +39,7 @@ _LEVELS = _NODE_LEVELS | {"cpu", "core", "resource_id"}
 _PART = re.compile(r"^\s*(\w+)\s*=\s*(\d+)\s*$")
 DEFAULT_MAX_WAITING = 100
 Amount = TypeVar("Amount", int, float)  # cores or GB
+Isolation = Callable[[int], AbstractContextManager[None]]  # one campaign's share of the step (CycleContext.isolated)
 
 
 @dataclass(frozen=True)
@@ -53,8 +57,11 @@ def schedule(ctx: CycleContext) -> dict[tuple[int, str], int]:
     """One metascheduler pass; return ``{(campaign, cluster): jobs started}``."""
     config = ctx.grid.config
     with database.write(ctx.grid.db) as conn:
-        _queue_scripts(conn, ctx)
-        gathered = gather(ctx.grid, ctx.capacities, database.now())
+        def isolated(campaign_id: int) -> AbstractContextManager[None]:
+            return ctx.isolated("metascheduler", campaign_id=campaign_id, conn=conn)
+
+        _queue_scripts(conn, ctx, isolated)
+        gathered = gather(ctx.grid, ctx.capacities, database.now(), isolated)
         allocation = allocate(config, gathered.scenario)
         for share in allocation.campaigns:
             for cluster, count in share.preempt.items():
@@ -77,8 +84,11 @@ def allocate(config: Config, scenario: fairshare.Scenario) -> fairshare.Allocati
                               init_cap=settings.init_cap, placement=settings.placement)
 
 
-def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gathered:
-    """Read the grid into a scenario (inside the caller's transaction, if any); nothing is written.
+def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float,
+           isolated: Isolation = lambda _: nullcontext()) -> Gathered:
+    """Read the grid into a scenario (inside the caller's transaction, if any); nothing is written
+    but, in a cycle, what ``isolated`` does to a campaign whose data raises (it is left out).
+    A campaign set aside (:mod:`cigri.faults`) is not in the scenario.
 
     A campaign holds its active jobs (queued ones included) not already marked for a kill, and
     may use the clusters its JDL names where its prologue has run and its type may run now; it
@@ -101,10 +111,16 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
     room = cluster_caps.room(conn, now)
     offered = _within(capacities, room)
     cluster_names = {cid: name for cid, name in conn.execute("SELECT id, name FROM clusters")}
-    rows = conn.execute("SELECT id, name, user, state, class, priority FROM campaigns WHERE state IN (?, ?) "
-                        "ORDER BY id", [CampaignState.IN_TREATMENT, CampaignState.PAUSED]).fetchall()
+    set_aside = faults.set_aside_campaigns(conn)
+    rows = [r for r in conn.execute("SELECT id, name, user, state, class, priority FROM campaigns "
+                                    "WHERE state IN (?, ?) ORDER BY id",
+                                    [CampaignState.IN_TREATMENT, CampaignState.PAUSED]) if r[0] not in set_aside]
     settings = grid.campaign_properties([r[0] for r in rows])
-    costs = {r[0]: task_cost(settings[r[0]]) for r in rows}  # (cores, memory GB) per task
+    costs: dict[int, tuple[int, float]] = {}  # (cores, memory GB) per task
+    for row in rows:
+        with isolated(row[0]):
+            costs[row[0]] = task_cost(settings[row[0]])
+    rows = [r for r in rows if r[0] in costs]
     held: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))  # campaign -> cluster -> jobs
     queued: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))  # of which still in a queue
     running_cores: dict[int, int] = defaultdict(int)  # per cluster
@@ -151,35 +167,39 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float) -> Gather
             succeeded[campaign_id][cluster_id] = count
     campaigns = []
     for campaign_id, _, user, state, class_name, priority in rows:
-        values = settings[campaign_id]
-        held_on = held.get(campaign_id, {})
-        running = {cluster_names[k]: n for k, n in held_on.items()}
-        waiting = {cluster_names[k]: n for k, n in queued.get(campaign_id, {}).items()}
-        usable = [k for k in values if k in capacities and state == CampaignState.IN_TREATMENT
-                  and k in ready.get(campaign_id, ()) and windows.job_type(values[k].get("type"), night) is not None
-                  and cluster_names[k] not in refused[campaign_id]]
-        pending = bag.count(conn, campaign_id, (TaskState.PENDING,), limit=limit) if usable else 0  # up to the cores
-        if not running and not pending:
-            continue
-        sent_as = {windows.job_type(values[k].get("type"), night) for k in {*usable, *held_on} if k in values}
-        campaigns.append(fairshare.CampaignSpec(
-            id=campaign_id, user=user, pending=pending, class_name=class_name if class_name in classes else None,
-            cores_per_task=costs[campaign_id][0], memory_gb_per_task=costs[campaign_id][1], priority=priority,
-            running=running, queued=waiting,
-            paused=state == CampaignState.PAUSED,
-            best_effort=sent_as <= {windows.BEST_EFFORT},  # its jobs are sent so now: a normal one is never killed
-            test_mode=any(test.is_test_mode(values[k]) for k in usable),
-            max_jobs_per_cluster={cluster_names[k]: cap for k in usable if (cap := test.job_cap(values[k])) is not None},
-            clusters=tuple(cluster_names[k] for k in usable) if usable else tuple(running),
-            affinity={cluster_names[k]: config.users.of(user).affinity.get(cluster_names[k], 0.0)
-                      - penalties[(campaign_id, k)] for k in usable if (campaign_id, k) in penalties},
-            throughput={cluster_names[k]: throughputs[(campaign_id, k)] for k in usable
-                        if (campaign_id, k) in throughputs},
-            gang=gang[campaign_id],
-            succeeded={cluster_names[k]: n for k, n in succeeded[campaign_id].items() if k in cluster_names}
-            if init_cap else None,
-            cap={cluster_names[k]: max(init_cap, 2 * held_on.get(k, 0)) for k, n in succeeded[campaign_id].items()
-                 if n and k in cluster_names}))
+        with isolated(campaign_id):  # its spec, or nothing
+            values = settings[campaign_id]
+            held_on = held.get(campaign_id, {})
+            running = {cluster_names[k]: n for k, n in held_on.items()}
+            waiting = {cluster_names[k]: n for k, n in queued.get(campaign_id, {}).items()}
+            usable = [k for k in values if k in capacities and state == CampaignState.IN_TREATMENT
+                      and k in ready.get(campaign_id, ())
+                      and windows.job_type(values[k].get("type"), night) is not None
+                      and cluster_names[k] not in refused[campaign_id]]
+            # up to the cores
+            pending = bag.count(conn, campaign_id, (TaskState.PENDING,), limit=limit) if usable else 0
+            if not running and not pending:
+                continue
+            sent_as = {windows.job_type(values[k].get("type"), night) for k in {*usable, *held_on} if k in values}
+            campaigns.append(fairshare.CampaignSpec(
+                id=campaign_id, user=user, pending=pending, class_name=class_name if class_name in classes else None,
+                cores_per_task=costs[campaign_id][0], memory_gb_per_task=costs[campaign_id][1], priority=priority,
+                running=running, queued=waiting,
+                paused=state == CampaignState.PAUSED,
+                best_effort=sent_as <= {windows.BEST_EFFORT},  # its jobs are sent so now: a normal one is never killed
+                test_mode=any(test.is_test_mode(values[k]) for k in usable),
+                max_jobs_per_cluster={cluster_names[k]: cap for k in usable
+                                      if (cap := test.job_cap(values[k])) is not None},
+                clusters=tuple(cluster_names[k] for k in usable) if usable else tuple(running),
+                affinity={cluster_names[k]: config.users.of(user).affinity.get(cluster_names[k], 0.0)
+                          - penalties[(campaign_id, k)] for k in usable if (campaign_id, k) in penalties},
+                throughput={cluster_names[k]: throughputs[(campaign_id, k)] for k in usable
+                            if (campaign_id, k) in throughputs},
+                gang=gang[campaign_id],
+                succeeded={cluster_names[k]: n for k, n in succeeded[campaign_id].items() if k in cluster_names}
+                if init_cap else None,
+                cap={cluster_names[k]: max(init_cap, 2 * held_on.get(k, 0)) for k, n in succeeded[campaign_id].items()
+                     if n and k in cluster_names}))
     known = {c.name for c in clusters}
     scenario = fairshare.Scenario(
         clusters=clusters, campaigns=tuple(campaigns),
@@ -266,25 +286,26 @@ def _ready_clusters(conn: sqlite3.Connection, settings: dict[int, dict[int, dict
     return ready
 
 
-def _queue_scripts(conn: sqlite3.Connection, ctx: CycleContext) -> None:
+def _queue_scripts(conn: sqlite3.Connection, ctx: CycleContext, isolated: Isolation) -> None:
     """Queue each prologue before a cluster's first task, and each epilogue after the last."""
-    owners = dict(conn.execute("SELECT id, user FROM campaigns WHERE state = ?", [CampaignState.IN_TREATMENT]))
-    ids = list(owners)
+    owners = {c: user for c, user in conn.execute("SELECT id, user FROM campaigns WHERE state = ?",
+                                                  [CampaignState.IN_TREATMENT]) if c not in ctx.set_aside}
     refusals: dict[str, set[int]] = {}  # user -> the clusters that refuse their jobs
     queued = {(c, k, kind) for c, k, kind in conn.execute(
         "SELECT j.campaign_id, j.cluster_id, j.kind FROM campaigns c JOIN jobs j INDEXED BY jobs_scripts "
         "ON j.campaign_id = c.id WHERE c.state = ? AND j.kind != 'task'", [CampaignState.IN_TREATMENT])}
-    for campaign_id, clusters in ctx.grid.campaign_properties(ids).items():
-        if not any(values.get("prologue") or values.get("epilogue") for values in clusters.values()):
-            continue
-        open_tasks = bag.count(conn, campaign_id, TASK_OPEN, limit=1) > 0
-        if owners[campaign_id] not in refusals:
-            refusals[owners[campaign_id]] = ctx.grid.refused_cluster_ids(owners[campaign_id])
-        for cluster_id, values in clusters.items():
-            kind = "prologue" if open_tasks else "epilogue"
-            if cluster_id in ctx.capacities and values.get(kind) and (campaign_id, cluster_id, kind) not in queued \
-                    and cluster_id not in refusals[owners[campaign_id]]:
-                workqueue.add_script_job(conn, campaign_id, cluster_id, kind)
+    for campaign_id, clusters in ctx.grid.campaign_properties(list(owners)).items():
+        with isolated(campaign_id):
+            if not any(values.get("prologue") or values.get("epilogue") for values in clusters.values()):
+                continue
+            open_tasks = bag.count(conn, campaign_id, TASK_OPEN, limit=1) > 0
+            if owners[campaign_id] not in refusals:
+                refusals[owners[campaign_id]] = ctx.grid.refused_cluster_ids(owners[campaign_id])
+            for cluster_id, values in clusters.items():
+                kind = "prologue" if open_tasks else "epilogue"
+                if cluster_id in ctx.capacities and values.get(kind) and (campaign_id, cluster_id, kind) not in queued \
+                        and cluster_id not in refusals[owners[campaign_id]]:
+                    workqueue.add_script_job(conn, campaign_id, cluster_id, kind)
 
 
 def _preempt(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, count: int) -> int:

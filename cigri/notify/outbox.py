@@ -39,7 +39,7 @@ def collect(grid: Grid) -> int:
         for subscription_id, user, least in subscriptions:
             for event in events:
                 readers = {event["owner"]} if event["owner"] else set()
-                if event["class"] == "cluster" or event["code"] == "BLACKLISTED":
+                if event["class"] == "cluster" or event["code"] in ("BLACKLISTED", "SET_ASIDE"):
                     readers |= admins
                 if user in readers and Severity(event["severity"]).rank >= Severity(least).rank:
                     chosen[subscription_id].append(event)

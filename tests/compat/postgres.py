@@ -1,6 +1,7 @@
 """A throwaway PostgreSQL server for the import tests: Debian's ``postgresql`` package (``.ci/run``
 installs it), a data directory and a port of its own under /tmp, listening on 127.0.0.1 only,
-run as ``postgres`` when the tests run as root (the server refuses root)."""
+run as ``postgres`` when the tests run as root (the server refuses root). Its superuser ``cigri``
+is trusted; any other role logs in with its password (SCRAM), as at a site."""
 
 from __future__ import annotations
 
@@ -49,6 +50,8 @@ def server() -> Iterator[str]:
 
     try:
         run(str(bindir / "initdb"), "-D", str(data), "-U", "cigri", "--auth=trust", "-E", "UTF8")
+        (data / "pg_hba.conf").write_text("local all all trust\nhost all cigri 127.0.0.1/32 trust\n"
+                                          "host all all 127.0.0.1/32 scram-sha-256\n")
         run(str(bindir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-w", "-t", "60", "-o",
             f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
         yield f"postgresql://cigri@127.0.0.1:{port}/postgres"

@@ -4,9 +4,12 @@ with its running job adopted (never run twice), and a second import that changes
 
 from __future__ import annotations
 
+import getpass
 import json
 import re
+import secrets
 import sqlite3
+import subprocess
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -129,9 +132,9 @@ def test_import_a_cigri_site(cigri: Cigri, dsn: str) -> None:
     result = cigri.run("cigri", "import-v3", "--dsn", site, "--json")
     report = json.loads(result.stdout)
     assert {k: report[k] for k in ("clusters_added", "campaigns", "tasks", "jobs", "adopted", "events",
-                                   "subscriptions", "skipped_campaigns")} == {
+                                   "subscriptions", "skipped_campaigns", "converted", "refused")} == {
         "clusters_added": ["luke"], "campaigns": 4, "tasks": 9, "jobs": 7, "adopted": 1, "events": 5,
-        "subscriptions": 2, "skipped_campaigns": 0}
+        "subscriptions": 2, "skipped_campaigns": 0, "converted": 0, "refused": 0}
     assert report["notes"] == [
         "cluster luke was disabled in CiGri: it stays blacklisted here",
         "subscription of alice by xmpp to alice@jabber.org not imported: cigri sends mail and webhooks (gridnotify)",
@@ -141,7 +144,8 @@ def test_import_a_cigri_site(cigri: Cigri, dsn: str) -> None:
     before = dump(cigri)
     again = cigri.run("cigri", "import-v3", "--dsn", site)
     assert re.match(r"imported: 0 campaign\(s\), 0 task\(s\), 0 job\(s\) \(0 running or waiting, now followed\), "
-                    r"0 event\(s\), 0 subscription\(s\); 4 campaign\(s\) already imported\n", again.stdout)
+                    r"0 event\(s\), 0 subscription\(s\); 4 campaign\(s\) already imported; 0 parameter line\(s\) "
+                    r"converted, 0 refused\n", again.stdout)
     assert dump(cigri) == before
 
     ids = {row[1]: row[0] for row in before["campaigns"]}
@@ -180,3 +184,111 @@ def test_a_database_that_is_not_cigris_is_one_line(cigri: Cigri, dsn: str) -> No
     assert result.stderr == 'cigri: --dsn: not a CiGri v3 database: relation "clusters" does not exist\n'
     unreachable = cigri.run("cigri", "import-v3", "--dsn", "postgresql://cigri@127.0.0.1:1/x", expect=2)
     assert unreachable.stderr.startswith("cigri: --dsn: ") and len(unreachable.stderr.splitlines()) == 1
+
+
+def new_database(dsn: str, name: str) -> str:
+    """A database of CiGri's schema, empty; return its DSN (the trusted superuser's)."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name}")
+        admin.execute(f"CREATE DATABASE {name} ENCODING 'UTF8' TEMPLATE template0")
+    site = dsn.rsplit("/", 1)[0] + f"/{name}"
+    with psycopg.connect(site) as conn:
+        conn.execute(SCHEMA.read_text())
+    return site
+
+
+@on_systems()
+def test_parameter_lines_cigri_cannot_read_are_converted_or_refused_one_line_each(cigri: Cigri, dsn: str) -> None:
+    import psycopg
+
+    site = new_database(dsn, "cigri3params")
+    program = cigri.script("args.sh", 'printf "%s\\n" "$@" > "args.$1"\n')
+    settings = {**DEFAULTS, "exec_file": str(program), "exec_directory": str(cigri.work)}
+    lines = {51: "p05 x", 52: "p06 it's", 53: 'p07 say"', 54: "p08 dir\\", 55: "p09 'a' 'b", 56: "p10\x01 y"}
+    with psycopg.connect(site) as conn:  # as CiGri stored them: its shell read them, never its parser
+        conn.execute("INSERT INTO clusters(id, name, api_url, batch) VALUES (1, 'local', 'http://x/oarapi/', 'oar2_5')")
+        conn.execute("INSERT INTO campaigns(id, grid_user, state, type, name, submission_time, nb_jobs, jdl) "
+                     "VALUES (5, %s, 'in_treatment', 'normal', 'quotes', now(), %s, %s)",  # the local cluster's user
+                     [getpass.getuser(), len(lines), json.dumps({"name": "quotes", "clusters": {"local": settings}})])
+        for pid, line in lines.items():
+            conn.execute("INSERT INTO parameters(id, campaign_id, name, param) VALUES (%s, 5, %s, %s)",
+                         [pid, line.split()[0], line])
+        conn.execute("INSERT INTO jobs(id, campaign_id, param_id, cluster_id, state, return_code, remote_id, "
+                     "submission_time, stop_time) VALUES (700, 5, 55, 1, 'event', 512, 7700, now(), now())")
+        conn.execute("INSERT INTO bag_of_tasks(campaign_id, param_id, priority) SELECT 5, id, 10 FROM parameters")
+
+    report = json.loads(cigri.run("cigri", "import-v3", "--dsn", site, "--json").stdout)
+    assert (report["campaigns"], report["tasks"], report["jobs"], report["converted"], report["refused"]) == \
+        (1, 4, 0, 3, 2)
+    assert report["notes"][:5] == [  # then the configuration's (its admission rule)
+        'campaign 5, parameter 52 ("p06"): parameter line "p06 it\'s" imported as "p06 \\"it\'s\\"": its lone \' '
+        "is the character itself, its words unchanged",
+        'campaign 5, parameter 53 ("p07"): parameter line "p07 say\\"" imported as "p07 \'say\\"\'": its lone " '
+        "is the character itself, its words unchanged",
+        'campaign 5, parameter 54 ("p08"): parameter line "p08 dir\\\\" imported as "p08 \'dir\\\\\'": its lone '
+        "\\ is the character itself, its words unchanged",
+        'campaign 5, parameter 55 ("p09"): not imported, nor its jobs: the line cannot be split as a shell would '
+        "(No closing quotation); its owner may quote it and submit it again",
+        'campaign 5, parameter 56 ("p10\\u0001"): not imported, nor its jobs: the task name contains the control '
+        "character U+0001"]
+    again = cigri.run("cigri", "import-v3", "--dsn", site).stdout
+    assert "1 campaign(s) already imported; 0 parameter line(s) converted, 0 refused\n" in again
+
+    assert cigri.drain(1, timeout=120)["state"] == "terminated"  # each task gets its line's words
+    words = {path.name.split(".", 1)[1]: path.read_text().splitlines() for path in cigri.work.glob("args.*")}
+    assert words == {"p05": ["p05", "x"], "p06": ["p06", "it's"], "p07": ["p07", 'say"'], "p08": ["p08", "dir\\"]}
+
+
+@on_systems()
+def test_the_password_comes_from_the_environment_or_a_file_never_the_command_line(cigri: Cigri, dsn: str,
+                                                                                  tmp_path: Path) -> None:
+    import psycopg
+
+    site = new_database(dsn, "cigri3secret")
+    password = secrets.token_hex(12)
+    with psycopg.connect(site, autocommit=True) as conn:  # the site's reader, who logs in with a password
+        conn.execute("DROP ROLE IF EXISTS reader")  # from an earlier run against the same server
+        conn.execute(f"CREATE ROLE reader LOGIN PASSWORD '{password}'")
+        conn.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader")
+    host, port = re.search(r"@([\d.]+):(\d+)/", site).groups()  # type: ignore[union-attr]
+    reader = f"postgresql://reader@{host}:{port}/cigri3secret"
+    home = tmp_path / "admin-home"  # no ~/.pgpass but the one written below
+    home.mkdir()
+    base = {k: v for k, v in cigri.env.items() if not k.startswith("PG")} | {"HOME": str(home)}
+
+    def run(*args: str, expect: int = 0, **env: str) -> subprocess.CompletedProcess[str]:
+        cigri.env = {**base, **env}
+        return cigri.run("cigri", "import-v3", *args, expect=expect)
+
+    def private(name: str, text: str) -> Path:
+        path = tmp_path / name
+        path.write_text(text)
+        path.chmod(0o600)
+        return path
+
+    refused = run("--dsn", f"postgresql://reader:{password}@{host}:{port}/cigri3secret", expect=2)
+    assert refused.stderr == ("cigri: --dsn: holds a password, which every user of this host reads in the process "
+                              "list: give it in PGPASSWORD, ~/.pgpass (or the file PGPASSFILE names) or "
+                              "--password-file FILE\n")
+    assert password not in refused.stdout + refused.stderr
+    keywords = run("--dsn", f"host={host} port={port} dbname=cigri3secret user=reader password={password}", expect=2)
+    assert keywords.stderr == refused.stderr
+    for missing in (run("--dsn", reader, expect=2),  # no password anywhere
+                    run("--dsn", reader, "--password-file", str(private("wrong", "not-it\n")), expect=2)):
+        assert missing.stderr.startswith("cigri: --dsn: ") and missing.stderr.count("\n") == 1, missing.stderr
+        assert "password" in missing.stderr and password not in missing.stderr
+
+    imported = "imported: 0 campaign(s), 0 task(s)"
+    assert run("--dsn", reader, PGPASSWORD=password).stdout.startswith(imported)
+    assert run("--dsn", reader, PGPASSFILE=str(private("pgpass", f"{host}:{port}:*:reader:{password}\n"))
+               ).stdout.startswith(imported)
+    (home / ".pgpass").write_text(f"*:*:cigri3secret:reader:{password}\n")
+    (home / ".pgpass").chmod(0o600)
+    assert run("--dsn", reader).stdout.startswith(imported)
+    (home / ".pgpass").unlink()
+    assert run("--dsn", reader, "--password-file", str(private("password", f"{password}\n"))
+               ).stdout.startswith(imported)
+    unreadable = run("--dsn", reader, "--password-file", str(tmp_path / "absent"), expect=2)
+    assert unreadable.stderr == f"cigri: --password-file: cannot read {tmp_path / 'absent'}: No such file or directory\n"
