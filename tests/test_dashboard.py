@@ -95,6 +95,7 @@ def browser() -> Iterator[Any]:
                      "--window-size=1280,1000", "--disable-background-networking", "--disable-component-update",
                      "--disable-default-apps", "--disable-sync", "--no-first-run", "--metrics-recording-only"):
         options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console: CSP violations land there
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     driver.set_page_load_timeout(60)
     ARTIFACTS.mkdir(exist_ok=True)
@@ -432,6 +433,26 @@ def test_a_session_ends_with_logout_and_with_its_token(site: Site, browser: Any,
     browser.get(site.url + "/")
     assert "/login" in browser.current_url  # the next page asked for the token again
     assert "revoked" in text(browser, "p.notice")
+
+
+def test_the_api_docs_come_from_the_server_under_its_policy(site: Site, browser: Any) -> None:
+    """``/api/v1/docs`` loads Swagger UI from the server itself, under the dashboard's
+    Content-Security-Policy (no CDN, no inline script), and it renders the contract."""
+    page = httpx.get(site.url + "/api/v1/docs")
+    policy = page.headers["content-security-policy"]
+    assert "default-src 'self'" in policy and "unsafe-inline" not in policy and "unsafe-eval" not in policy
+    assert not re.search(r"(src|href)=\"(https?:)?//", page.text), "an asset from elsewhere"
+    assert "<script>" not in page.text, "an inline script"
+    for asset in re.findall(r'(?:src|href)="(/[^"]+)"', page.text):
+        assert httpx.get(site.url + asset).status_code == 200, asset
+    browser.get_log("browser")  # what earlier pages logged
+    browser.get(site.url + "/api/v1/docs")
+    WebDriverWait(browser, 60).until(lambda b: b.find_elements(By.CSS_SELECTOR, ".swagger-ui .info .title"))
+    assert text(browser, ".swagger-ui .info .title").startswith("cigri")
+    assert browser.find_elements(By.CSS_SELECTOR, ".opblock-summary-path[data-path='/api/v1/campaigns']")
+    shot(browser, "api-docs")
+    refused = [entry["message"] for entry in browser.get_log("browser") if "Content Security Policy" in entry["message"]]
+    assert not refused, refused
 
 
 def test_a_trusted_front_names_the_user_of_the_pages_too(site: Site, live: int) -> None:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import sqlite3
 from typing import Any
 
 from cigri import db as database
 from cigri.api.access import may_see, storable
 from cigri.config import parse_duration
-from cigri.errors import InputError, NotFound, Unauthenticated
+from cigri.errors import InputError, LimitExceeded, NotFound, Unauthenticated
 from cigri.grid import Grid
 from cigri.users import require_admin
 
@@ -47,11 +48,29 @@ def create_token(grid: Grid, *, user: str, owner: str | None = None, ttl: str | 
     secret = PREFIX + secrets.token_urlsafe(32)
     now = database.now()
     with database.write(grid.db) as conn:
+        _room_for_one(conn, grid.config.limits.tokens_per_user, owner, now)
         token_id = conn.execute(
             "INSERT INTO tokens(user, hash, note, created_by, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
             [owner, _hash(secret), note, user, now, now + seconds]).lastrowid
     return {"id": token_id, "user": owner, "token": secret, "note": note, "created_at": now,
             "expires_at": now + seconds}
+
+
+ENDED_KEPT = 100  # revoked or expired tokens of a user still listed; older ones are forgotten
+
+
+def _room_for_one(conn: sqlite3.Connection, most: int, owner: str, now: float) -> None:
+    """LimitExceeded if ``owner`` holds ``most`` valid tokens; and their ended tokens beyond the
+    newest :data:`ENDED_KEPT` are forgotten, so that a loop of creating and revoking tokens
+    keeps a user's rows bounded."""
+    valid = conn.execute("SELECT count(*) FROM tokens WHERE user = ? AND revoked_at IS NULL AND expires_at > ?",
+                         [owner, now]).fetchone()[0]
+    if valid >= most:
+        raise LimitExceeded(f"{owner}: {valid} valid tokens, the most one user holds (limits.tokens_per_user); "
+                            "revoke one first (cigri token list, cigri token revoke ID)")
+    conn.execute("DELETE FROM tokens WHERE user = ? AND (revoked_at IS NOT NULL OR expires_at <= ?) AND id NOT IN "
+                 "(SELECT id FROM tokens WHERE user = ? AND (revoked_at IS NOT NULL OR expires_at <= ?) "
+                 "ORDER BY id DESC LIMIT ?)", [owner, now, owner, now, ENDED_KEPT])
 
 
 def list_tokens(grid: Grid, *, user: str, all_users: bool = False) -> list[dict[str, Any]]:

@@ -3,8 +3,9 @@ API, reading through the same use cases (:mod:`cigri.api`) with the viewer's nam
 
 One router per page family (:mod:`.grid`, :mod:`.campaigns`, :mod:`.events`, :mod:`.admin`,
 :mod:`.login`); what they share is :mod:`.web`; the plots' geometry is :mod:`.plots`, drawn as
-SVG by the templates (``cigri/server/templates``). The stylesheet is the only static file;
-there is no script.
+SVG by the templates (``cigri/server/templates``). The pages' only static file is their
+stylesheet, and they have no script (the API's docs page, :mod:`cigri.server.routes.docs`, has
+its own).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from cigri import __version__
 from starlette.concurrency import run_in_threadpool
 
-from cigri.server.app import Session, session
+from cigri.server.app import Session, peer_of, session
 
 router = APIRouter(tags=["health"])  # at the root, outside /api/v1
 identity = APIRouter(tags=["health"])
@@ -20,8 +20,10 @@ identity = APIRouter(tags=["health"])
 async def healthz(request: Request) -> JSONResponse:
     """200 while the database answers and cycles run (the last one ended less than three cycle
     periods ago, or one is under way), else 503: what a monitoring probe asks. No
-    authentication, and nothing about any user's work."""
+    authentication, and nothing about any user's work; counted against the rate of the
+    address (or uid) asking, as it takes a database connection."""
     state = request.app.state.cigri
+    state.rate.take(f"healthz from {peer_of(request.scope)}")
     try:
         async with state.pool.grid() as grid:
             await run_in_threadpool(lambda: grid.db.execute("SELECT count(*) FROM clusters").fetchone())
