@@ -82,9 +82,9 @@ class CycleContext:
             conn.execute("SAVEPOINT unit")
         try:
             yield
-        except faults.NOT_A_FAULT:
-            raise
         except Exception as error:
+            if not faults.is_fault(error):
+                raise
             if conn is not None:
                 conn.execute("ROLLBACK TO unit")
                 conn.execute("RELEASE unit")

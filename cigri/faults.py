@@ -27,14 +27,22 @@ from collections.abc import Mapping
 from typing import Any
 
 from cigri import db as database
-from cigri.errors import CigriError
+from cigri.errors import CigriError, ConfigError, InputError
 from cigri.events import record
 from cigri.states import CAMPAIGN_ACTIVE, JobState, TaskState, sql_in
 
 CODE = "SET_ASIDE"
 # The system's and the database's errors (a full disk, a lock held too long, memory, a cluster's
-# call): they say nothing of the unit being processed, so they stop the cycle as before.
+# call, the configuration): they say nothing of the unit being processed, so they stop the cycle
+# as before. Bad input read from the unit's stored data (an InputError) is the unit's.
 NOT_A_FAULT = (OSError, sqlite3.OperationalError, CigriError, MemoryError)
+
+
+def is_fault(error: Exception) -> bool:
+    """Whether ``error`` is the unit's own: its data, not the system, the database or a cluster."""
+    if isinstance(error, InputError):
+        return not isinstance(error, ConfigError)
+    return not isinstance(error, NOT_A_FAULT)
 _LONGEST = 300  # characters of the error kept in the event's one line
 
 

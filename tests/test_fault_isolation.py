@@ -22,7 +22,7 @@ from service import Site
 from cigri import api, config
 from cigri import db as database
 from cigri.cycle_context import gather
-from cigri.errors import CigriError
+from cigri.errors import CigriError, ConfigError, InputError
 from cigri.grid import open_grid
 
 
@@ -163,7 +163,14 @@ def test_a_unit_set_aside_has_its_writes_undone_and_a_cluster_stays_out_until_fi
         with pytest.raises(CigriError):  # the system's errors are no unit's fault: they stop the step
             with ctx.isolated("updator", cluster_id=a):
                 raise CigriError("database: database is locked")
-        api.fix_events(grid, user="root", event_id=event)
+        with pytest.raises(ConfigError):  # nor is the configuration's
+            with ctx.isolated("updator", cluster_id=a):
+                raise ConfigError("clusters.a: bad")
+        with ctx.isolated("colombo", campaign_id=None, cluster_id=a):  # bad input read from its data is the unit's
+            raise InputError("walltime: not a duration")
+        assert set(gather(grid).capacities) == set()
+        for event, *_ in open_events(grid.config.database_path, "SET_ASIDE"):
+            api.fix_events(grid, user="root", event_id=event)
         assert set(gather(grid).capacities) == {a, b}
     finally:
         grid.close()
