@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -108,7 +108,7 @@ def pool(request: Request) -> GridPool:
     return request.app.state.cigri.pool  # type: ignore[no-any-return]
 
 
-def peer_of(scope: dict[str, Any]) -> str:
+def peer_of(scope: Mapping[str, Any]) -> str:
     """Who is at the other end before anyone is identified: an address, or a uid on the socket."""
     client = scope.get("client")
     return client[0] if client else f"uid {scope.get('state', {}).get(PEER_UID)}"

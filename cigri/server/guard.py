@@ -101,7 +101,7 @@ class GuardedProtocol(HttpToolsProtocol):
 
     # --- admission, TLS and release --------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         sock = transport.get_extra_info("socket")
         uid = _peer_uid(sock) if sock is not None and sock.family == socket.AF_UNIX else None
         peer: object = uid if uid is not None else (transport.get_extra_info("peername") or ("?",))[0]
@@ -119,7 +119,7 @@ class GuardedProtocol(HttpToolsProtocol):
         else:
             self.loop.create_task(self._handshake(transport))
 
-    async def _handshake(self, raw: asyncio.BaseTransport) -> None:
+    async def _handshake(self, raw: asyncio.Transport) -> None:
         """TLS within the header timeout; a failed or abandoned handshake frees its place."""
         try:
             tls = await self.loop.start_tls(raw, self, self.limits.tls,  # type: ignore[arg-type]
@@ -228,7 +228,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self._disarm()
         super().on_message_complete()
 
-    def eof_received(self) -> bool | None:
+    def eof_received(self) -> bool | None:  # type: ignore[override]
         """The client will send nothing more (a half-close): a request it already sent is
         still answered, then the connection closed; with none under way it is closed now."""
         if self.started and self.cycle is not None and not self.cycle.response_complete:
