@@ -43,10 +43,10 @@ def _real(name: str) -> Any:
 
 
 @pytest.fixture(params=["local", _real("slurm-a-ssh"), _real("slurm-a-rest"), _real("oar-ssh"), _real("oar-rest")])
-def site(request: pytest.FixtureRequest) -> Iterator[tuple[Site, str]]:
+def site(request: pytest.FixtureRequest) -> Iterator[tuple[Site, str, Path]]:
     """A site whose campaigns may use the cluster named by the parameter (every job on a real
     cluster as its account), letting many of a campaign's jobs queue there and none be killed
-    for waiting."""
+    for waiting; and the tasks' directory, whose waiting jobs are released after the test."""
     cluster = request.param
     lines = ["[runner]", "tap_initial = 20", "flood_grace = 3600", "remote_waiting_timeout = 3600"]
     if cluster != "local":
@@ -57,10 +57,12 @@ def site(request: pytest.FixtureRequest) -> Iterator[tuple[Site, str]]:
         system = "slurm" if cluster.startswith("slurm") else "oar"
         wait_for(lambda: busy_jobs(system) == 0, 120, f"{system}'s last jobs to end", step=1)
     built = Site("\n".join(lines) + "\n")
+    exec_dir = _exec_dir(built, cluster)
     try:
         built.start()
-        yield built, cluster
+        yield built, cluster, exec_dir
     finally:
+        (exec_dir / "release").touch()  # a job the test left waiting ends: the next test has the cluster
         built.close()
 
 
@@ -87,7 +89,7 @@ def _queued_on(site: Site, cluster: str) -> int:
         return subprocess.run(["ssh", "-F", str(clusters_dir() / "ssh" / "ssh_config"), host, *command],
                               capture_output=True, text=True, timeout=30, check=True).stdout
     if host.startswith("slurm"):
-        return len(front_end("squeue", "-h", "-t", "PD,CF", "-o", "%i").split())
+        return len(front_end("squeue", "-h", "-r", "-t", "PD,CF", "-o", "%i").split())  # -r: each array task
     jobs = json.loads(front_end("oarstat", "-J") or "{}")
     return sum(job["state"] in ("Waiting", "Hold", "toLaunch", "Launching", "toAckReservation")
                for job in jobs.values())
@@ -97,17 +99,16 @@ def _server_db(site: Site) -> sqlite3.Connection:
     return sqlite3.connect(f"file:{site.home / 'cigri.db'}?mode=ro", uri=True, timeout=30)
 
 
-def test_pause_withdraws_the_jobs_not_started_and_resume_sends_them_again(site: tuple[Site, str]) -> None:
+def test_pause_withdraws_the_jobs_not_started_and_resume_sends_them_again(site: tuple[Site, str, Path]) -> None:
     """A campaign fills the cluster (its first jobs start and wait for the test) and queues the
     rest. ``griddel -p``: the queued jobs leave the cluster within a cycle, their tasks are
     pending again, the started ones run on. Released, those end and nothing else starts while
     cycles go by. ``griddel -r``: the rest run; every task ran once, with one attempt and no
     preemption counted."""
-    site, cluster = site
+    site, cluster, exec_dir = site
     user = site.users[0]
     started = 4 if cluster == "local" else CORES // TASK_CORES  # the cluster's room: the local pool has 4 slots
     tasks = 3 * started
-    exec_dir = _exec_dir(site, cluster)
     campaign_id = site.submit(user, site.jdl(user, "paused", exec_directory=str(exec_dir),
                                              exec_file=str(exec_dir / "task.sh"), params=[f"t{i:02d}" for i in range(tasks)],
                                              clusters={cluster: {"resources": f"core={TASK_CORES}"}}, **TASK_FIELDS))
