@@ -22,7 +22,7 @@ def griddel(
                                           autocompletion=common.complete_campaign),
     campaign_ids: list[str] = typer.Option([], "-c", "--campaign_ids", "--campaign-ids", metavar="N,N,...",
                                            help="Campaigns to act on, comma-separated (CiGri's form)."),
-    pause: bool = typer.Option(False, "-p", "--pause", help="Pause: no new jobs; running ones go on."),
+    pause: bool = typer.Option(False, "-p", "--pause", help="Pause: no new jobs, those not started withdrawn; running ones go on."),
     resume: bool = typer.Option(False, "-r", "--resume", help="Resume paused campaigns."),
     purge: bool = typer.Option(False, "--purge", help="Delete ended campaigns with their tasks, jobs and events."),
     job: Optional[int] = typer.Option(None, "-j", "--job", help="Kill this job only (its task is cancelled)."),
