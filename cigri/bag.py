@@ -117,7 +117,8 @@ def withdrawn(conn: sqlite3.Connection, task_ids: Iterable[int]) -> None:
     are gone."""
     conn.executemany(
         f"UPDATE tasks SET state = ?, priority = {PRIORITY_HEAD}, attempts = attempts - 1 WHERE id = ? "
-        f"AND state IN (?, ?) AND NOT EXISTS (SELECT 1 FROM jobs WHERE task_id = tasks.id AND state IN {sql_in(JOB_ACTIVE)})",
+        "AND state IN (?, ?) "
+        f"AND NOT EXISTS (SELECT 1 FROM jobs WHERE task_id = tasks.id AND state IN {sql_in(JOB_ACTIVE)})",
         [(TaskState.PENDING, task_id, TaskState.WAITING, TaskState.RUNNING) for task_id in task_ids])
 
 

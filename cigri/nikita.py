@@ -6,8 +6,9 @@ control, a losing replica, a pause); the reason decides the job's end and so its
 a user's kill cancels the task, a preemption or flood kill ends the job ``preempted`` so that
 colombo puts the task back at the head of the bag without charging an attempt (counted as a
 preemption), a pause's withdrawal of a job not yet started puts its task back at the head of
-the bag here, nothing counted, and a losing replica just stops. Each job gets a grace period (SIGTERM, then kill): the local pool's,
-Slurm's ``KillWait``, or for OAR, whose ``oardel`` kills at once, the backend's ``kill_grace``.
+the bag here, nothing counted, and a losing replica just stops. Each job gets a grace period
+(SIGTERM, then kill): the local pool's, Slurm's ``KillWait``, or for OAR, whose ``oardel``
+kills at once, the backend's ``kill_grace``.
 CiGri v3 stopped after the first kill per cluster (its bug 11.21).
 """
 

@@ -96,7 +96,8 @@ def test_a_job_over_the_sites_walltime_limit_is_refused_and_is_no_submit_limit(c
     stat = cigri.stat(campaign_id)
     assert stat["state"] == "in_treatment" and stat["tasks"]["pending"] == 3, stat
     with sqlite3.connect(cigri.home / "cigri.db") as db:
-        events = {code: (message, count) for code, message, count in db.execute("SELECT code, message, count FROM events")}
+        events = {code: (message, count)
+                  for code, message, count in db.execute("SELECT code, message, count FROM events")}
         learned = db.execute("SELECT submit_limit FROM clusters WHERE name = ?", [name]).fetchone()[0]
     assert set(events) == {"SUBMISSION_ERROR"} and "QOS policy" in events["SUBMISSION_ERROR"][0], events
     assert events["SUBMISSION_ERROR"][1] == 1  # the cluster is out of the campaign until the event is fixed

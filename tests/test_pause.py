@@ -109,9 +109,10 @@ def test_pause_withdraws_the_jobs_not_started_and_resume_sends_them_again(site: 
     user = site.users[0]
     started = 4 if cluster == "local" else CORES // TASK_CORES  # the cluster's room: the local pool has 4 slots
     tasks = 3 * started
-    campaign_id = site.submit(user, site.jdl(user, "paused", exec_directory=str(exec_dir),
-                                             exec_file=str(exec_dir / "task.sh"), params=[f"t{i:02d}" for i in range(tasks)],
-                                             clusters={cluster: {"resources": f"core={TASK_CORES}"}}, **TASK_FIELDS))
+    jdl = site.jdl(user, "paused", exec_directory=str(exec_dir), exec_file=str(exec_dir / "task.sh"),
+                   params=[f"t{i:02d}" for i in range(tasks)], clusters={cluster: {"resources": f"core={TASK_CORES}"}},
+                   **TASK_FIELDS)
+    campaign_id = site.submit(user, jdl)
     seen: dict[str, Any] = {}
 
     def counts() -> dict[str, int]:
@@ -120,7 +121,8 @@ def test_pause_withdraws_the_jobs_not_started_and_resume_sends_them_again(site: 
 
     full = {"pending": 0, "waiting": tasks - started, "running": started}
     wait_for(lambda: {k: counts()[k] for k in full} == full and len(runs_per_task(exec_dir)) == started, 180,
-             "the cluster full and the rest queued", step=0.3, seen=lambda: (seen.get("tasks"), runs_per_task(exec_dir)))
+             "the cluster full and the rest queued", step=0.3,
+             seen=lambda: (seen.get("tasks"), runs_per_task(exec_dir)))
     assert _queued_on(site, cluster) == tasks - started
 
     site.run(user, "griddel", "-p", str(campaign_id))
@@ -201,6 +203,7 @@ def test_the_live_view_of_a_paused_campaign_says_paused_instead_of_a_countdown(c
         view.wait(60)
         reader.join(10)
         os.close(controller)
-    paused = [line for line in _terminal_lines(bytes(drawn)) if f"campaign {campaign_id}" in line and "paused (" in line]
+    paused = [line for line in _terminal_lines(bytes(drawn))
+              if f"campaign {campaign_id}" in line and "paused (" in line]
     assert paused and all(line.rstrip().endswith("paused") for line in paused), paused[-5:]
     assert not [line for line in paused if COUNTDOWN.search(line)], paused[-5:]

@@ -102,8 +102,8 @@ def test_a_campaign_in_tmp_runs_there_over_oars_rest_api(cigri: Cigri) -> None:
     program = exec_dir / "where.sh"
     program.write_text(f'#!/bin/sh\npwd > "{exec_dir}/ran.$1.$$"\n')
     program.chmod(0o755)
-    campaign_id = cigri.submit(cigri.jdl("in-tmp", exec_file=str(program), exec_directory="/tmp", params=["a", "b", "c"],
-                                         clusters={"oar-rest": {}}, **TASK_FIELDS))
+    campaign_id = cigri.submit(cigri.jdl("in-tmp", exec_file=str(program), exec_directory="/tmp",
+                                         params=["a", "b", "c"], clusters={"oar-rest": {}}, **TASK_FIELDS))
     try:
         summary = cigri.drain(campaign_id, timeout=180)
     finally:

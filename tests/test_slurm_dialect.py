@@ -367,11 +367,12 @@ def test_rest_an_array_whose_pending_tasks_were_cancelled_has_only_its_running_o
     task: read as task 0, it ended the running task 0 in cigri's books whenever it came after
     that task's record (``GET jobs`` lists them in any order)."""
     answer = recorded("slurmrestd-array-pending-cancelled.json")
+    assert isinstance(answer, dict)
     ids = ["966_0", "966_1", "966_2", "966_3"]
     expected = {"966_0": RemoteState.RUNNING, "966_1": RemoteState.RUNNING, "966_2": RemoteState.UNKNOWN,
                 "966_3": RemoteState.UNKNOWN}
     for order in (1, -1):
-        jobs = rest.parse_jobs({**answer, "jobs": answer["jobs"][::order]}, ids)  # type: ignore[dict-item]
+        jobs = rest.parse_jobs({**answer, "jobs": answer["jobs"][::order]}, ids)
         assert {i: j.state for i, j in jobs.items()} == expected
 
 

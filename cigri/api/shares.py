@@ -55,8 +55,8 @@ def _blocking_events(grid: Grid, campaign_id: int) -> list[dict[str, Any]]:
     cluster's refusal of its jobs)."""
     return [{"code": code, "cluster": cluster, "message": message} for code, cluster, message in grid.db.execute(
         "SELECT e.code, c.name, e.message FROM events e LEFT JOIN clusters c ON c.id = e.cluster_id "
-        "WHERE e.campaign_id = ? AND e.state = 'open' AND e.code IN ('BLACKLISTED', 'PROLOGUE_FAILED', 'SUBMISSION_ERROR') "
-        "ORDER BY e.id",
+        "WHERE e.campaign_id = ? AND e.state = 'open' "
+        "AND e.code IN ('BLACKLISTED', 'PROLOGUE_FAILED', 'SUBMISSION_ERROR') ORDER BY e.id",
         [campaign_id])]
 
 

@@ -66,7 +66,7 @@ def schedule(ctx: CycleContext) -> dict[tuple[int, str], int]:
         started = _start(conn, ctx, gathered, allocation, room)
         singles = [c.id for c in gathered.scenario.campaigns if c.gang == 1]  # a gang's member is never replicated
         refused = refused_clusters(conn)  # no replica where the campaign's jobs were refused
-        replicable = {campaign_id: {k: values for k, values in clusters.items() if k not in refused.get(campaign_id, ())}
+        replicable = {campaign_id: {k: v for k, v in clusters.items() if k not in refused.get(campaign_id, ())}
                       for campaign_id, clusters in ctx.grid.campaign_properties(singles).items()}
         finalize.replicate(conn, _within(ctx.capacities, room), replicable,
                            {c.name: c.finalize for c in config.classes}, config.metascheduler.replica_delay)
