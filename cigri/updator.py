@@ -98,7 +98,8 @@ def _apply(ctx: CycleContext, jobs: list[tuple[int, str, str, int | None]], answ
 # do, and so do the jobs of its temporal group or gang (one remote job, started with the first).
 _RUN_ON = f"""
 UPDATE jobs SET kill_reason = NULL WHERE kill_reason = '{KillReason.PAUSE.value}' AND state IN {sql_in(JOB_ACTIVE)}
-AND (state = 'running' OR (SELECT f.state FROM jobs f WHERE f.id = jobs.run_group) NOT IN ('submitting', 'waiting'))
+AND (state = '{JobState.RUNNING.value}'
+     OR (SELECT f.state FROM jobs f WHERE f.id = jobs.run_group) NOT IN {sql_in((JobState.SUBMITTING, JobState.WAITING))})
 """
 
 

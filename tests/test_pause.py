@@ -4,8 +4,8 @@ until ``griddel -r``, which sends them again. On the local pool, Slurm and OAR, 
 ``cigri server`` and the real commands. Before, ``griddel -p`` only stopped new submissions: the
 jobs already queued on the cluster started during the pause.
 
-And the live view says so: a paused campaign's time left is ``paused``, not the countdown rich
-drew from its last jobs ending.
+And the live view, ``gridstat`` and the dashboard say so: a paused campaign's time left is
+``paused``, not the countdown rich drew from its last jobs ending.
 
 Each task writes ``marker.TASK.…`` when it starts and then waits for the file ``release`` (or
 ``release.TASK``) in its directory, so which jobs run while the test looks is the test's choice.
@@ -131,6 +131,9 @@ def test_pause_withdraws_the_jobs_not_started_and_resume_sends_them_again(site: 
              seen=lambda: seen.get("tasks"))
     assert _queued_on(site, cluster) == 0  # cancelled on the cluster, not only in cigri's books
     assert seen["state"] == "paused" and seen["eta"] is None
+    assert "remaining: paused   ETA: paused" in site.run(user, "gridstat", "-c", str(campaign_id)).stdout
+    [(status, page, _)] = site.http(user, [("GET", f"/campaigns/{campaign_id}", {})], root=True)
+    assert status == 200 and '<dd data-field="eta">paused</dd>' in page, page[:2000]
 
     (exec_dir / "release").touch()
     wait_for(lambda: counts()["terminated"] == started and seen["tasks"]["running"] == 0, 180,
@@ -151,6 +154,27 @@ def test_pause_withdraws_the_jobs_not_started_and_resume_sends_them_again(site: 
                           [campaign_id]).fetchone() == (1, 0)
     assert not [e for e in site.json(user, "gridevents", "-c", str(campaign_id), "-a")
                 if e["code"] not in ("CAMPAIGN_FINISHED",)]
+
+
+def test_a_job_that_started_before_cigri_saw_it_runs_on_through_the_pause(cigri: Cigri) -> None:
+    """Paused right after a cycle sent its jobs: the pool had started four of them, which cigri
+    still counted as waiting. The next cycle's poll sees them run: they run on, not killed and
+    sent again; only the two still queued are withdrawn."""
+    cigri.config.write_text(cigri.config.read_text() + "[runner]\ntap_initial = 20\n")
+    program = cigri.script("task.sh", f': > "marker.$1.$$"\n{GATE}')
+    tasks = [f"t{i}" for i in range(6)]
+    campaign_id = cigri.submit(cigri.jdl("lagging", exec_file=str(program), params=tasks))
+    cigri.cycle()
+    wait_for(lambda: len(runs_per_task(cigri.work)) == 4, 60, "the pool to start four jobs")
+    assert cigri.stat(campaign_id)["tasks"]["waiting"] == 6  # not polled since
+    cigri.run("griddel", "-p", str(campaign_id))
+    cigri.cycle()
+    counts = cigri.stat(campaign_id)["tasks"]
+    assert (counts["running"], counts["pending"], counts["waiting"]) == (4, 2, 0), counts
+    (cigri.work / "release").touch()
+    cigri.run("griddel", "-r", str(campaign_id))
+    assert cigri.drain(campaign_id)["state"] == "terminated"
+    assert runs_per_task(cigri.work) == Counter(dict.fromkeys(tasks, 1))
 
 
 # --- the live view ----------------------------------------------------------------------------
