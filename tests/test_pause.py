@@ -78,21 +78,23 @@ def _exec_dir(site: Site, cluster: str) -> Path:
     return path
 
 
-def _queued_on(site: Site, cluster: str) -> int:
-    """The jobs queued on the cluster now, asked of the cluster itself (the test holds it)."""
+def _queued_on(site: Site, cluster: str, exec_dir: Path) -> int:
+    """The campaign's jobs queued on the cluster now (those running in ``exec_dir``), asked of
+    the cluster itself: another test may have left a job there that will never start."""
     if cluster == "local":
         with sqlite3.connect(f"file:{site.home / 'spool' / 'local' / 'spool.db'}?mode=ro", uri=True) as spool:
-            return int(spool.execute("SELECT count(*) FROM jobs WHERE state = 'queued'").fetchone()[0])
+            return int(spool.execute("SELECT count(*) FROM jobs WHERE state = 'queued' "
+                                     "AND json_extract(spec, '$.directory') = ?", [str(exec_dir)]).fetchone()[0])
     host = cluster.rsplit("-", 1)[0]  # slurm-a, oar
 
     def front_end(*command: str) -> str:
         return subprocess.run(["ssh", "-F", str(clusters_dir() / "ssh" / "ssh_config"), host, *command],
                               capture_output=True, text=True, timeout=30, check=True).stdout
-    if host.startswith("slurm"):
-        return len(front_end("squeue", "-h", "-r", "-t", "PD,CF", "-o", "%i").split())  # -r: each array task
-    jobs = json.loads(front_end("oarstat", "-J") or "{}")
+    if host.startswith("slurm"):  # -r: each task of an array; %Z: its working directory
+        return front_end("squeue", "-h", "-r", "-t", "PD,CF", "-o", "%Z").split().count(str(exec_dir))
+    jobs = json.loads(front_end("oarstat", "-J", "-f") or "{}")
     return sum(job["state"] in ("Waiting", "Hold", "toLaunch", "Launching", "toAckReservation")
-               for job in jobs.values())
+               and str(exec_dir) in str(job.get("command")) for job in jobs.values())
 
 
 def _server_db(site: Site) -> sqlite3.Connection:
@@ -123,13 +125,13 @@ def test_pause_withdraws_the_jobs_not_started_and_resume_sends_them_again(site: 
     wait_for(lambda: {k: counts()[k] for k in full} == full and len(runs_per_task(exec_dir)) == started, 180,
              "the cluster full and the rest queued", step=0.3,
              seen=lambda: (seen.get("tasks"), runs_per_task(exec_dir)))
-    assert _queued_on(site, cluster) == tasks - started
+    assert _queued_on(site, cluster, exec_dir) == tasks - started
 
     site.run(user, "griddel", "-p", str(campaign_id))
     withdrawn = {"pending": tasks - started, "waiting": 0, "running": started}
     wait_for(lambda: {k: counts()[k] for k in withdrawn} == withdrawn, 120, "the queued jobs withdrawn", step=0.3,
              seen=lambda: seen.get("tasks"))
-    assert _queued_on(site, cluster) == 0  # cancelled on the cluster, not only in cigri's books
+    assert _queued_on(site, cluster, exec_dir) == 0  # cancelled on the cluster, not only in cigri's books
     assert seen["state"] == "paused" and seen["eta"] is None
     assert "remaining: paused   ETA: paused" in site.run(user, "gridstat", "-c", str(campaign_id)).stdout
     [(status, page, _)] = site.http(user, [("GET", f"/campaigns/{campaign_id}", {})], root=True)
@@ -143,7 +145,8 @@ def test_pause_withdraws_the_jobs_not_started_and_resume_sends_them_again(site: 
     wait_for(lambda: _server_db(site).execute("SELECT count(DISTINCT at) FROM counts WHERE at > ?", [now])
              .fetchone()[0] >= 3, 60, "three more cycles")
     assert counts()["pending"] == tasks - started and seen["state"] == "paused"
-    assert len(runs_per_task(exec_dir)) == started and _queued_on(site, cluster) == 0  # nothing started meanwhile
+    assert len(runs_per_task(exec_dir)) == started  # nothing started meanwhile
+    assert _queued_on(site, cluster, exec_dir) == 0
 
     site.run(user, "griddel", "-r", str(campaign_id))
     summary = site.drain(user, campaign_id, timeout=300)
