@@ -5,10 +5,10 @@ with ``script`` (the API writes it to a file byte for byte in its temporary dire
 it into ``workdir`` and submits it from there) and ``param_file`` (written to a file the same
 way). The jobs are launched from the home of the login they run as, and the script enters each
 job's directory: launched from that directory, a campaign whose directory was the API's own
-temporary directory (``/tmp``) was refused (``cp: … are the same file``). Nothing variable goes into
-``command``: OAR 2.5's API pastes the command, and every option, into a ``bash -c "..."``
+temporary directory (``/tmp``) was refused (``cp: … are the same file``). Nothing variable goes
+into ``command``: OAR 2.5's API pastes the command, and every option, into a ``bash -c "..."``
 line escaping only double quotes, so ``$``, backquotes and backslashes would be evaluated.
-The options it does get (name, resources, the plain launch directory, properties, project)
+The options it does get (name, resources, the home, OAR's stderr file, properties, project)
 are checked for those characters.
 """
 
