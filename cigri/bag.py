@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 from sqlite_utils import Database
 
-from cigri.states import TaskState, sql_in
+from cigri.states import JOB_ACTIVE, TaskState, sql_in
 
 Reader = Database | sqlite3.Connection
 
@@ -108,6 +108,18 @@ def requeue_never_run(conn: sqlite3.Connection, campaign_id: int) -> int:
                         f"WHERE campaign_id = ? AND state = ? AND {INDEXED} "
                         "AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.task_id = tasks.id)",
                         [TaskState.PENDING, campaign_id, TaskState.FAILED]).rowcount
+
+
+def withdrawn(conn: sqlite3.Connection, task_ids: Iterable[int]) -> None:
+    """Put back at the head of the bag the tasks whose jobs were withdrawn before they started
+    (a cluster's submit limit or refusal, a pause), their attempt not counted. A task another
+    copy still runs (a replica's) stays as it is; call it once the withdrawn jobs have ended or
+    are gone."""
+    conn.executemany(
+        f"UPDATE tasks SET state = ?, priority = {PRIORITY_HEAD}, attempts = attempts - 1 WHERE id = ? "
+        "AND state IN (?, ?) "
+        f"AND NOT EXISTS (SELECT 1 FROM jobs WHERE task_id = tasks.id AND state IN {sql_in(JOB_ACTIVE)})",
+        [(TaskState.PENDING, task_id, TaskState.WAITING, TaskState.RUNNING) for task_id in task_ids])
 
 
 def end_all(conn: sqlite3.Connection, campaign_id: int, states: Iterable[TaskState], end: TaskState) -> int:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from cigri import db as database
+from cigri.states import CAMPAIGN_ACTIVE, sql_in
 
 
 class Severity(StrEnum):
@@ -67,9 +68,13 @@ CATALOGUE: dict[str, Code] = {
     "EPILOGUE_FAILED": Code("campaign", MEDIUM, True, "none: the campaign ends anyway"),
     "CAMPAIGN_FINISHED": Code("campaign", LOW, False, "none (notified)"),
     "CAMPAIGN_FAILED": Code("campaign", HIGH, False, "none (notified): every task ended, some failed"),
-    "SUBMISSION_ERROR": Code("cluster", MEDIUM, True, "the call failed: jobs stay `submitting`, re-sent next "
-                                                      "cycle, counts toward `blacklist_after`; the cluster refused "
-                                                      "the jobs as described: they and their tasks fail"),
+    "SUBMISSION_ERROR": Code("cluster", HIGH, True, "the cluster refused a campaign's jobs as described: their "
+                                                    "tasks go back to the head of the bag for the campaign's other "
+                                                    "clusters (no attempt counted), and none of its jobs go to "
+                                                    "that cluster until the event is fixed; with no cluster "
+                                                    "left, its tasks wait in the bag. Another call refused so "
+                                                    "(a cancel as a user with no login there) counts toward "
+                                                    "`blacklist_after`"),
     "SUBMIT_LIMIT": Code("cluster", LOW, False, "the cluster took no more jobs from cigri's account (a site's "
                                                 "submit limit): the jobs that did not fit go back to the head "
                                                 "of the bag, nothing fails; cigri holds at most what it held "
@@ -134,6 +139,19 @@ def record(conn: sqlite3.Connection, code: str, message: str, *, campaign_id: in
 def open_event(conn: sqlite3.Connection, kind: str, code: str, message: str, **where: int | str | None) -> int:
     """:func:`record` with the event's class given first (the runner's calls)."""
     return record(conn, code, message, kind=kind, **where)  # type: ignore[arg-type]
+
+
+def refused_clusters(conn: sqlite3.Connection) -> dict[int, set[int]]:
+    """Per active campaign, the clusters that refused its jobs as described (its open
+    ``SUBMISSION_ERROR`` events): none of its jobs, prologues and epilogues included, go there
+    until the event is fixed."""
+    refused: dict[int, set[int]] = {}
+    for campaign_id, cluster_id in conn.execute(
+            "SELECT campaign_id, cluster_id FROM events WHERE code = 'SUBMISSION_ERROR' AND state = 'open' "
+            f"AND class = 'campaign' AND cluster_id IS NOT NULL AND campaign_id IN "
+            f"(SELECT id FROM campaigns WHERE state IN {sql_in(CAMPAIGN_ACTIVE)})"):
+        refused.setdefault(campaign_id, set()).add(cluster_id)
+    return refused
 
 
 def first_line(text: str | None) -> str:

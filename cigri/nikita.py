@@ -2,11 +2,13 @@
 call acts as the jobs' owner, :mod:`cigri.backends.identity`).
 
 Whoever asks writes a :class:`KillReason` on the job (griddel, fair-share preemption, flood
-control, a losing replica); the reason decides the job's end and so its task's fate:
+control, a losing replica, a pause); the reason decides the job's end and so its task's fate:
 a user's kill cancels the task, a preemption or flood kill ends the job ``preempted`` so that
-colombo puts the task back at the head of the bag without charging an attempt, and a losing
-replica just stops. Each job gets a grace period (SIGTERM, then kill): the local pool's,
-Slurm's ``KillWait``, or for OAR, whose ``oardel`` kills at once, the backend's ``kill_grace``.
+colombo puts the task back at the head of the bag without charging an attempt (counted as a
+preemption), a pause's withdrawal of a job not yet started puts its task back at the head of
+the bag here, nothing counted, and a losing replica just stops. Each job gets a grace period
+(SIGTERM, then kill): the local pool's, Slurm's ``KillWait``, or for OAR, whose ``oardel``
+kills at once, the backend's ``kill_grace``.
 CiGri v3 stopped after the first kill per cluster (its bug 11.21).
 """
 
@@ -16,6 +18,7 @@ import logging
 from collections import Counter, defaultdict
 from typing import NamedTuple
 
+from cigri import bag
 from cigri import db as database
 from cigri.cycle_context import CycleContext
 from cigri.states import JOB_ACTIVE, KILL_REQUEUES, JobState, KillReason, TaskState, sql_in
@@ -56,6 +59,7 @@ def kill(ctx: CycleContext) -> int:
                     conn.execute("UPDATE tasks SET state = ? WHERE id = ? AND state IN (?, ?, ?)",
                                  [TaskState.CANCELLED, k.task_id, TaskState.PENDING, TaskState.WAITING,
                                   TaskState.RUNNING])
+            bag.withdrawn(conn, [k.task_id for k in jobs if k.task_id is not None and k.reason == KillReason.PAUSE])
         log.info("cluster %s: killed %s", ctx.name(cluster_id),
                  ", ".join(f"{n} {reason}" for reason, n in Counter(k.reason.value for k in jobs).items()))
     return killed

@@ -9,16 +9,19 @@ If the process dies during the call, the next runner sends the same batch again 
 backend's idempotent submit adopts what already started instead of starting it twice.
 
 A cluster that refuses a batch outright (:class:`~cigri.errors.SubmissionRefused`: more cores
-than it has, an unknown partition...) would refuse it forever: its jobs fail at once with one
-``SUBMISSION_ERROR`` event carrying the cluster's words, instead of waiting silently. Any other
-failure (unreachable, timeout) leaves them ``submitting``, to be re-sent next cycle.
+than it has, an unknown partition...) would refuse it forever: its jobs are forgotten, their
+tasks go back to the head of the bag for the campaign's other clusters (no attempt counted),
+and an opening ``SUBMISSION_ERROR`` event carrying the cluster's words keeps that cluster out
+of the campaign until someone fixes it (CiGri's blacklist of a cluster for a campaign). With no
+cluster left, the tasks wait in the bag and the event says so. Any other failure (unreachable,
+timeout) leaves the jobs ``submitting``, to be re-sent next cycle.
 
 A cluster that refuses a batch for its submit limit (:class:`~cigri.errors.SubmitLimitReached`)
 takes the same jobs later: the batch is halved until what fits is sent (a few calls, once an
 hour at most: :mod:`cigri.cluster_caps` remembers the limit), and the jobs that do not fit go
 back to the head of the bag, nothing failed and no attempt counted. Where the cluster's words
 also cover a job it can never run (slurmrestd), one job refused while the cluster holds none of
-the campaign's is such a job: it fails as any refusal.
+the campaign's is such a job: it is refused as any other.
 
 A batch is built from its campaign's stored data: a task whose parameter line no shell could
 split fails alone, and a campaign whose settings make building its batch raise is set aside
@@ -33,6 +36,7 @@ batch of its own, as a batch's gangs are alike.
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections import Counter, deque
 from itertools import groupby
 from typing import Any
@@ -42,7 +46,7 @@ from cigri import db as database
 from cigri.backends import JobSpec
 from cigri.cycle_context import CycleContext
 from cigri.errors import SubmissionRefused, SubmitLimitReached
-from cigri.events import open_event, record
+from cigri.events import open_event, record, refused_clusters
 from cigri.jdl import split_param
 from cigri.jdl.parser import oar_job_types
 from cigri.jdl.walltime import format_walltime
@@ -70,13 +74,15 @@ def run(ctx: CycleContext) -> int:
     night = windows.is_night(ctx.grid.config.metascheduler, database.now())  # semi-best-effort runs normal by night
     batches = deque(list(group) for _, group in groupby(rows, key=lambda r: (r["cluster_id"], r["batch"])))
     at_limit: dict[int, SubmitLimitReached] = {}  # clusters that took no more this cycle, and their words
+    refused: set[tuple[int, int]] = set()  # (campaign, cluster): refused this cycle, its other batches not sent
     sent = 0
     while batches:
         jobs = batches.popleft()
         campaign_id, cluster_id = jobs[0]["campaign_id"], jobs[0]["cluster_id"]
         if cluster_id not in ctx.capacities:
             continue
-        if cluster_id in at_limit or campaign_id in ctx.set_aside or _unreadable(ctx, jobs):
+        if cluster_id in at_limit or (campaign_id, cluster_id) in refused or campaign_id in ctx.set_aside \
+                or _unreadable(ctx, jobs):
             _withdraw(ctx, jobs)
             continue
         specs: list[JobSpec] | None = None
@@ -101,13 +107,15 @@ def run(ctx: CycleContext) -> int:
             if halves:  # the first half may fit; whatever fits of the second is tried after it
                 batches.extendleft(reversed(halves))
             elif error.maybe_job and not _holds(ctx, campaign_id, cluster_id):
-                _refused(ctx, campaign_id, cluster_id, [job["id"] for job in jobs], error)
+                _refused(ctx, jobs, error)
+                refused.add((campaign_id, cluster_id))
             else:
                 at_limit[cluster_id] = error
                 _withdraw(ctx, jobs)
             continue
         except SubmissionRefused as error:
-            _refused(ctx, campaign_id, cluster_id, [job["id"] for job in jobs], error)
+            _refused(ctx, jobs, error)
+            refused.add((campaign_id, cluster_id))
             continue
         except Exception as error:  # unreachable, timeout...: the jobs stay `submitting`, re-sent next cycle
             ctx.cluster_failed(cluster_id, "submission", error, campaign_id=campaign_id)
@@ -172,18 +180,18 @@ def _holds(ctx: CycleContext, campaign_id: int, cluster_id: int) -> bool:
 
 
 def _withdraw(ctx: CycleContext, jobs: list[dict[str, Any]]) -> None:
-    """The cluster is at its submit limit: these jobs never reached it. They are forgotten and
-    their tasks go back to the head of the bag, their attempt not counted (a task another copy
-    still runs, a replica's, stays as it is)."""
-    job_ids = [job["id"] for job in jobs]
+    """These jobs never reached their cluster (at its submit limit, or refusing their campaign):
+    they are forgotten and their tasks go back to the head of the bag, their attempt not counted
+    (a task another copy still runs, a replica's, stays as it is)."""
     with database.write(ctx.grid.db) as conn:
-        task_ids = [r[0] for r in conn.execute(
-            f"DELETE FROM jobs WHERE id IN ({','.join('?' * len(job_ids))}) AND state = ? RETURNING task_id",
-            [*job_ids, JobState.SUBMITTING]) if r[0] is not None]
-        conn.executemany(
-            f"UPDATE tasks SET state = ?, priority = ?, attempts = attempts - 1 WHERE id = ? AND state IN (?, ?) "
-            f"AND NOT EXISTS (SELECT 1 FROM jobs WHERE task_id = tasks.id AND state IN {sql_in(JOB_ACTIVE)})",
-            [(TaskState.PENDING, bag.PRIORITY_HEAD, t, TaskState.WAITING, TaskState.RUNNING) for t in task_ids])
+        _forget(conn, [job["id"] for job in jobs])
+
+
+def _forget(conn: sqlite3.Connection, job_ids: list[int]) -> None:
+    task_ids = [r[0] for r in conn.execute(
+        f"DELETE FROM jobs WHERE id IN ({','.join('?' * len(job_ids))}) AND state = ? RETURNING task_id",
+        [*job_ids, JobState.SUBMITTING]) if r[0] is not None]
+    bag.withdrawn(conn, task_ids)
 
 
 def _learn_limit(ctx: CycleContext, cluster_id: int, error: SubmitLimitReached) -> None:
@@ -197,20 +205,29 @@ def _learn_limit(ctx: CycleContext, cluster_id: int, error: SubmitLimitReached) 
     log.info("cluster %s: submit limit reached at %s job(s): %s", ctx.name(cluster_id), limit, error)
 
 
-def _refused(ctx: CycleContext, campaign_id: int, cluster_id: int, job_ids: list[int], error: Exception) -> None:
-    """The cluster will never run these jobs as described: fail them and their tasks, say why once."""
-    log.warning("campaign %s: cluster %s refused %s job(s): %s", campaign_id, ctx.name(cluster_id), len(job_ids),
-                error)
-    now = database.now()
+def _refused(ctx: CycleContext, jobs: list[dict[str, Any]], error: Exception) -> None:
+    """The cluster will never run these jobs of one campaign as described: they are forgotten,
+    their tasks go back to the head of the bag, and an opening event with the cluster's words
+    keeps the cluster out of the campaign (:func:`cigri.events.refused_clusters`) until it is
+    fixed, saying which of its clusters are left."""
+    campaign_id, cluster_id, user = jobs[0]["campaign_id"], jobs[0]["cluster_id"], jobs[0]["user"]
+    name = ctx.name(cluster_id)
+    log.warning("campaign %s: cluster %s refused %s job(s): %s", campaign_id, name, len(jobs), error)
+    names = {cid: cluster for cluster, cid in ctx.grid.cluster_ids().items()}
+    closed = ctx.grid.refused_cluster_ids(user)
     with database.write(ctx.grid.db) as conn:
-        conn.executemany("UPDATE jobs SET state = ?, finished_at = ? WHERE id = ? AND state = ?",
-                         [(JobState.FAILED, now, job_id, JobState.SUBMITTING) for job_id in job_ids])
-        conn.executemany("UPDATE tasks SET state = ? WHERE id = (SELECT task_id FROM jobs WHERE id = ?) "
-                         "AND state IN (?, ?)",
-                         [(TaskState.FAILED, job_id, TaskState.WAITING, TaskState.RUNNING) for job_id in job_ids])
+        _forget(conn, [job["id"] for job in jobs])
+        closed |= refused_clusters(conn).get(campaign_id, set())
+        left = [names[k] for k in ctx.grid.campaign_properties([campaign_id])[campaign_id]
+                if k != cluster_id and k not in closed]
         open_event(conn, "campaign", "SUBMISSION_ERROR",
-                   f"the cluster refused {len(job_ids)} job(s), which failed: {error}",
-                   campaign_id=campaign_id, cluster_id=cluster_id, job_id=job_ids[0])
+                   f"cluster {name} refused {len(jobs)} job(s): {error}. Their tasks are back in the bag "
+                   + (f"for the campaign's other clusters ({', '.join(left)})" if left else
+                      f"and wait there: no other cluster of the campaign takes its jobs (griddel {campaign_id} "
+                      "cancels it)")
+                   + f"; no job of the campaign goes to {name} until this event is fixed (gridevents --fix, "
+                     "once the cluster can run them)",
+                   campaign_id=campaign_id, cluster_id=cluster_id)
 
 
 def _form_batches(ctx: CycleContext) -> None:

@@ -56,6 +56,7 @@ class KillReason(StrEnum):
     PREEMPT = "preempt"  # fair share: the task goes back to the head of the bag, no attempt counted
     FLOOD = "flood"  # waited too long on a cluster: back to the bag, to run elsewhere
     REPLICA = "replica"  # another copy of the task won: the task is left as it is
+    PAUSE = "pause"  # its campaign was paused before it started: back to the head of the bag, nothing counted
 
 
 KILL_REQUEUES = (KillReason.PREEMPT, KillReason.FLOOD)  # killed jobs end as PREEMPTED

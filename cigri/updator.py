@@ -17,9 +17,9 @@ from cigri import db as database
 from cigri import predictor
 from cigri.backends import RemoteJob, RemoteState
 from cigri.cycle_context import CycleContext
-from cigri.events import record
+from cigri.events import record, refused_clusters
 from cigri.states import (EXIT_RESUBMIT_HEAD, EXIT_RESUBMIT_TAIL, JOB_ACTIVE, JOB_ENDED, TASK_OPEN, CampaignState, JobState,
-                          TaskState, sql_in)
+                          KillReason, TaskState, sql_in)
 
 log = logging.getLogger("cigri.updator")
 
@@ -66,6 +66,7 @@ def update(ctx: CycleContext) -> int:
 
 def _apply(ctx: CycleContext, jobs: list[tuple[int, str, str, int | None]], answers: dict[str, RemoteJob]) -> int:
     changed = 0
+    started = False
     with database.write(ctx.grid.db) as conn:
         for job_id, remote_id, old_state, task_id in jobs:
             remote = answers.get(remote_id, RemoteJob(remote_id, RemoteState.UNKNOWN))
@@ -78,6 +79,7 @@ def _apply(ctx: CycleContext, jobs: list[tuple[int, str, str, int | None]], answ
                 [new_state, remote.exit_code, remote.node, remote.started_at,
                  remote.finished_at if new_state not in (JobState.WAITING, JobState.RUNNING) else None,
                  job_id, old_state]).rowcount
+            started |= new_state == JobState.RUNNING
             if task_id is None:
                 continue
             if new_state in JOB_ENDED:
@@ -89,7 +91,18 @@ def _apply(ctx: CycleContext, jobs: list[tuple[int, str, str, int | None]], answ
             elif new_state in (JobState.WAITING, JobState.RUNNING):
                 conn.execute("UPDATE tasks SET state = ? WHERE id = ? AND state IN (?, ?)",
                              [new_state, task_id, TaskState.WAITING, TaskState.RUNNING])
+        if started:
+            conn.execute(_RUN_ON)
     return changed
+
+
+# A job a pause was to withdraw that started meanwhile runs on, as its campaign's running jobs
+# do, and so do the jobs of its temporal group or gang (one remote job, started with the first).
+_RUN_ON = f"""
+UPDATE jobs SET kill_reason = NULL WHERE kill_reason = '{KillReason.PAUSE.value}' AND state IN {sql_in(JOB_ACTIVE)}
+AND (state = '{JobState.RUNNING.value}'
+     OR (SELECT f.state FROM jobs f WHERE f.id = jobs.run_group) NOT IN {sql_in((JobState.SUBMITTING, JobState.WAITING))})
+"""
 
 
 _RECORD_ENDING = """
@@ -131,26 +144,29 @@ def record_counts(ctx: CycleContext) -> None:
 def finish_campaigns(ctx: CycleContext) -> list[int]:
     """End campaigns with no open task, no active job and every epilogue run: ``terminated``, or
     ``failed`` when some task failed. Open events never hold a campaign back, nor the epilogue
-    of a cluster that now refuses the owner's jobs (it is never queued there). A campaign set
-    aside (:mod:`cigri.faults`) does not end until its event is fixed."""
+    of a cluster that now refuses the owner's jobs or refused the campaign's (it is never
+    queued there). A campaign set aside (:mod:`cigri.faults`) does not end until its event is
+    fixed."""
     finished = []
     refused: dict[str, set[int]] = {}  # owner -> the clusters that refuse their jobs
     with database.write(ctx.grid.db) as conn:
+        refused_jobs = refused_clusters(conn)  # campaign -> the clusters that refused its jobs
         candidates = conn.execute("SELECT id, user FROM campaigns WHERE state IN (?, ?)",
                                   [CampaignState.IN_TREATMENT, CampaignState.PAUSED]).fetchall()
         for campaign_id, owner in candidates:
             if campaign_id in ctx.set_aside:
                 continue
             with ctx.isolated("updator", campaign_id=campaign_id, conn=conn):
-                if _finish(ctx, conn, campaign_id, owner, refused):
+                if _finish(ctx, conn, campaign_id, owner, refused, refused_jobs.get(campaign_id, set())):
                     finished.append(campaign_id)
     return finished
 
 
 def _finish(ctx: CycleContext, conn: sqlite3.Connection, campaign_id: int, owner: str,
-            refused: dict[str, set[int]]) -> bool:
+            refused: dict[str, set[int]], refused_jobs: set[int]) -> bool:
     """End the campaign if its work is over; whether it ended. ``refused``: the clusters that
-    refuse each owner's jobs, as far as asked."""
+    refuse each owner's jobs, as far as asked; ``refused_jobs``: those that refused this
+    campaign's."""
     if bag.count(conn, campaign_id, TASK_OPEN, limit=1):
         return False
     if conn.execute(f"SELECT 1 FROM jobs WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)} LIMIT 1",
@@ -162,7 +178,7 @@ def _finish(ctx: CycleContext, conn: sqlite3.Connection, campaign_id: int, owner
         "SELECT p.cluster_id FROM campaign_properties p WHERE p.campaign_id = ? AND p.name = 'epilogue' "
         "AND p.value != '\"\"' AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.campaign_id = p.campaign_id "
         "AND j.cluster_id = p.cluster_id AND j.kind = 'epilogue')", [campaign_id])}
-    if epilogues_due - refused[owner]:
+    if epilogues_due - refused[owner] - refused_jobs:
         return False
     failed = bag.count(conn, campaign_id, (TaskState.FAILED,))
     end = CampaignState.FAILED if failed else CampaignState.TERMINATED

@@ -57,11 +57,20 @@ CAMPAIGN_FIELDS = {
     **{count: _Field(count.capitalize(), _count(count))
        for count in ("total", "pending", "waiting", "running", "terminated", "failed", "cancelled")},
     "rate": _Field("Tasks/h", lambda c: _rate(c["throughput_per_hour"])),
-    "remaining": _Field("Remaining", lambda c: common.duration(c["remaining_seconds"])),
-    "eta": _Field("ETA", lambda c: common.when(c["eta"]) or "?"),
+    "remaining": _Field("Remaining", lambda c: _remaining(c, c["state"])),
+    "eta": _Field("ETA", lambda c: _eta(c, c["state"])),
     "events": _Field("Events", lambda c: c["open_events"]),
 }
 DEFAULT_CAMPAIGN_FIELDS = "id,name,user,submitted,s,progress,rate,eta"
+
+
+def _remaining(figures: dict[str, Any], state: str) -> str:
+    """A campaign's (or one of its clusters') time left: none while it is paused."""
+    return "paused" if state == "paused" else common.duration(figures["remaining_seconds"])
+
+
+def _eta(figures: dict[str, Any], state: str) -> str:
+    return "paused" if state == "paused" else common.when(figures["eta"]) or "?"
 
 
 def _last_job(task: dict[str, Any], key: str) -> Any:
@@ -359,7 +368,7 @@ def _campaign(detail: dict[str, Any]) -> None:
     common.print_table("Tasks", list(t), [list(t.values())])
     print(f"Progress: {detail['progress']}%   throughput: {_rate(detail['throughput_per_hour'])} tasks/h "
           f"({'its life' if detail['finished_at'] else 'last hour'})   "
-          f"remaining: {common.duration(detail['remaining_seconds'])}   ETA: {common.when(detail['eta']) or '?'}")
+          f"remaining: {_remaining(detail, detail['state'])}   ETA: {_eta(detail, detail['state'])}")
     print(f"Duration: {common.duration(detail['average_duration'])} ± {common.duration(detail['duration_stddev'])}   "
           f"open events: {detail['open_events']}   replicas: {detail['replicas']}")
     if t["failed"] or detail["open_events"]:
@@ -371,7 +380,7 @@ def _campaign(detail: dict[str, Any]) -> None:
                             "ETA", "tap", "penalty"],
                            [[c["cluster"], *[c["jobs"].get(s, 0) for s in states],
                              common.duration(c["average_duration"]), _rate(c["throughput_per_hour"]),
-                             common.duration(c["remaining_seconds"]), common.when(c["eta"]) or "?",
+                             _remaining(c, detail["state"]), _eta(c, detail["state"]),
                              "?" if c["tap"] is None else c["tap"],
                              f"{c['affinity_penalty']:.2f}"] for c in detail["clusters"]])
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from cigri.cli import common
 from cigri.client import Client
@@ -68,7 +68,7 @@ def follow(client: Client, ids: list[int], period: float, quiet: bool) -> tuple[
     prints it.
     """
     columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.fields[detail]}"), TimeRemainingColumn()]
+               TextColumn("{task.fields[detail]}"), TextColumn("{task.fields[left]}")]
     with Progress(*columns, console=common.stderr, disable=quiet or not common.fancy()) as progress, \
             _sigint_as_flag() as interrupted:
         view = _View(progress, ids, quiet)
@@ -143,11 +143,13 @@ def _sigint_as_flag() -> Iterator[threading.Event]:
 
 
 class _View:
-    """The campaigns' progress: rich bars on a terminal, else a line per campaign every 2 s."""
+    """The campaigns' progress: rich bars on a terminal, else a line per campaign every 2 s.
+    A bar's time left is the campaign's own (the predictor's, as gridstat shows it), ``paused``
+    while it is: the rate at which a paused campaign's last jobs end says nothing of its end."""
 
     def __init__(self, progress: Progress, ids: list[int], quiet: bool) -> None:
         self.progress, self.quiet = progress, quiet
-        self.bars = {i: progress.add_task(f"campaign {i}", total=None, detail="") for i in ids}
+        self.bars = {i: progress.add_task(f"campaign {i}", total=None, detail="", left="") for i in ids}
         self.started = time.monotonic()
         self.done_before: dict[int, int] = {}
         self.last_line = 0.0
@@ -161,8 +163,9 @@ class _View:
             detail = (f"done {t['terminated']} running {t['running']} waiting {t['waiting']} "
                       f"pending {t['pending']} failed {t['failed']}" + (f" {rate:.1f}/s" if rate else ""))
             paused = f"paused (griddel -r {s['id']} resumes)" if s["state"] == "paused" else ""
+            left = "paused" if paused else f"{common.duration(s['remaining_seconds'])} left"
             self.progress.update(self.bars[s["id"]], total=t["total"], completed=done,  # a still bar says why
-                                 detail=f"{paused} {detail}" if paused else detail)
+                                 detail=f"{paused} {detail}" if paused else detail, left=left)
             if show_line:
                 print(f"campaign {s['id']}: {paused or s['state']} {detail}", file=sys.stderr)
         if show_line:

@@ -7,8 +7,9 @@ halves it until what fits is sent, learns the cap exactly and is never refused a
 task runs once and none fails. Before this, the refusal failed the batch's tasks.
 
 ``walled`` has a 10-minute ``MaxWall`` without ``DenyOnLimit`` (Slurm's default): a longer job
-is accepted and would pend forever. Its tasks fail at submission instead; before this, flood
-control killed and requeued them every ``remote_waiting_timeout``, for ever."""
+is accepted and would pend forever. It is refused at submission instead (its tasks back in the
+bag, the cluster out of the campaign until the event is fixed); before this, flood control
+killed and requeued them every ``remote_waiting_timeout``, for ever."""
 
 from __future__ import annotations
 
@@ -82,21 +83,26 @@ def test_a_site_submit_limit_fails_nothing_and_is_learned_exactly(capped: tuple[
     assert runs_per_task(exec_dir) == Counter({f"t{i:02d}": 1 for i in range(TASKS)})
 
 
-def test_a_job_over_the_sites_walltime_limit_fails_and_is_no_submit_limit(capped: tuple[Cigri, Path, str]) -> None:
+def test_a_job_over_the_sites_walltime_limit_is_refused_and_is_no_submit_limit(capped: tuple[Cigri, Path, str]) -> None:
     """The QOS's MaxWall (10 min, DenyOnLimit) refuses a 20-minute job with the same policy
-    words (slurmrestd: the same error 2050): its tasks fail at once, nothing is learned."""
+    words (slurmrestd: the same error 2050): refused once, its tasks wait in the bag (the
+    campaign has no other cluster), nothing is learned."""
     cigri, exec_dir, name = capped
     campaign_id = cigri.submit(cigri.jdl("too-long", exec_file=str(exec_dir / "task.sh"),
                                          exec_directory=str(exec_dir), walltime="00:20:00", type="normal",
                                          params=["t0", "t1", "t2"], clusters={name: {}}))
     for _ in range(3):
         cigri.cycle()
-    assert cigri.stat(campaign_id)["state"] == "failed"
+    stat = cigri.stat(campaign_id)
+    assert stat["state"] == "in_treatment" and stat["tasks"]["pending"] == 3, stat
     with sqlite3.connect(cigri.home / "cigri.db") as db:
-        events = dict(db.execute("SELECT code, message FROM events WHERE code != 'CAMPAIGN_FAILED'"))
+        events = {code: (message, count)
+                  for code, message, count in db.execute("SELECT code, message, count FROM events")}
         learned = db.execute("SELECT submit_limit FROM clusters WHERE name = ?", [name]).fetchone()[0]
-    assert set(events) == {"SUBMISSION_ERROR"} and "QOS policy" in events["SUBMISSION_ERROR"], events
+    assert set(events) == {"SUBMISSION_ERROR"} and "QOS policy" in events["SUBMISSION_ERROR"][0], events
+    assert events["SUBMISSION_ERROR"][1] == 1  # the cluster is out of the campaign until the event is fixed
     assert learned is None and not runs_per_task(exec_dir)
+    cigri.run("griddel", str(campaign_id))
 
 
 def pending_in(partition: str) -> list[str]:
@@ -107,23 +113,25 @@ def pending_in(partition: str) -> list[str]:
     return out.split("\n")[:-1]
 
 
-def test_a_job_the_site_would_leave_pending_forever_fails_at_submission(walled: tuple[Cigri, Path, str]) -> None:
+def test_a_job_the_site_would_leave_pending_forever_is_refused_at_submission(walled: tuple[Cigri, Path, str]) -> None:
     """A 20-minute campaign on a 10-minute MaxWall without DenyOnLimit: Slurm accepts the array
-    and gives it reason QOSMaxWallDurationPerJobLimit. cigri cancels it and fails the tasks
-    with the reason, in the cycle that sent it; a 5-minute campaign beside it runs."""
+    and gives it reason QOSMaxWallDurationPerJobLimit. cigri cancels it in the cycle that sent
+    it and refuses it with the reason: its tasks wait in the bag, not failed; a 5-minute
+    campaign beside it runs."""
     cigri, exec_dir, name = walled
     fields = dict(exec_file=str(exec_dir / "task.sh"), exec_directory=str(exec_dir), type="normal",
                   clusters={name: {}})
     too_long = cigri.submit(cigri.jdl("too-long", walltime="00:20:00", params=["t0", "t1", "t2"], **fields))
     fits = cigri.submit(cigri.jdl("fits", walltime="00:05:00", params=["f0", "f1"], **fields))
     cigri.cycle()
-    assert cigri.stat(too_long)["tasks"]["failed"] == 3  # the campaign is marked failed next cycle
+    assert cigri.stat(too_long)["tasks"]["pending"] == 3
     assert not [job for job in pending_in("walled") if "PerJob" in job]  # cancelled, not left pending
     with sqlite3.connect(cigri.home / "cigri.db") as db:
-        events = dict(db.execute("SELECT code, message FROM events WHERE campaign_id = ? AND code != 'CAMPAIGN_FAILED'",
-                                 [too_long]))
+        events = dict(db.execute("SELECT code, message FROM events WHERE campaign_id = ?", [too_long]))
     assert set(events) == {"SUBMISSION_ERROR"}, events
     assert "pending reason QOSMaxWallDurationPerJobLimit" in events["SUBMISSION_ERROR"]
     cigri.drain(fits, timeout=120)
-    assert (cigri.stat(too_long)["state"], cigri.stat(fits)["state"]) == ("failed", "terminated")
+    assert (cigri.stat(too_long)["state"], cigri.stat(fits)["state"]) == ("in_treatment", "terminated")
+    assert cigri.stat(too_long)["tasks"]["pending"] == 3
     assert runs_per_task(exec_dir) == Counter({"f0": 1, "f1": 1})
+    cigri.run("griddel", str(too_long))

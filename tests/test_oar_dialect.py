@@ -209,17 +209,21 @@ def test_oarsub_command_line() -> None:
 
 
 def test_rest_payload() -> None:
+    """Launched from the login's home (the API copies its script there; a copy into /tmp, its own
+    temporary directory, was refused), OAR's stderr in the job's directory's plain ancestor."""
     built = build([spec("1", directory="/w/odd dir", best_effort=True)])
-    payload = rest.submit(built)
-    assert payload == {"name": built.name, "resource": "core=1,walltime=01:00:00", "workdir": "/w",
-                       "directory": "/w", "stdout": "/dev/null", "stderr": "cigri.100.oar.stderr",
+    payload = rest.submit(built, "/home/u")
+    assert payload == {"name": built.name, "resource": "core=1,walltime=01:00:00", "workdir": "/home/u",
+                       "directory": "/home/u", "stdout": "/dev/null", "stderr": "/w/cigri.100.oar.stderr",
                        "type": ["besteffort"], "script": built.script, "param_file": "'/w/odd dir' 1\n"}
-    assert rest.submit(build([spec("1", job_types=("idempotent", "timesharing=user,*"))]))["type"] == \
+    assert rest.submit(build([spec("1", job_types=("idempotent", "timesharing=user,*"))]), "/h")["type"] == \
         ["idempotent", "timesharing=user,*"]
     for bad in ({"project": "$HOME"}, {"resources": "core=1\\"},
                 {"job_types": ("idempotent", "x$(id)")}):
         with pytest.raises(SubmissionRefused, match="evaluate"):
-            rest.submit(build([spec("1", **bad)]))
+            rest.submit(build([spec("1", **bad)]), "/h")
+    with pytest.raises(SubmissionRefused, match="evaluate"):
+        rest.submit(built, "/home/$USER")
 
 
 # --- the state table ---------------------------------------------------------------------------

@@ -575,14 +575,17 @@ def test_a_scenario_cannot_point_the_simulation_at_a_real_database_or_cluster(tm
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_task_no_cluster_can_run_fails_at_submission_instead_of_waiting_forever() -> None:
-    """As Slurm refuses a job no node can run: the sim cluster refuses it, so its tasks fail
-    with SUBMISSION_ERROR at once; before, they waited until flood control killed them, and
-    were sent again, for ever."""
+def test_a_task_no_cluster_can_run_is_refused_once_and_waits_in_the_bag(caplog: pytest.LogCaptureFixture) -> None:
+    """As Slurm refuses a job no node can run: the sim cluster refuses it, once, with
+    SUBMISSION_ERROR; the cluster is then out of that campaign, whose tasks wait in the bag (no
+    other cluster) instead of failing; the other campaign runs. Before, the tasks waited until
+    flood control killed them, and were sent again, for ever; then they failed at once."""
     report = simulate(parse_scenario({
         "seed": 1, "cycle_period": 30, "max_hours": 1, "clusters": {"c1": {"cores": 4}},
         "campaigns": [{"user": "a", "tasks": 3, "cores_per_task": 8}, {"user": "b", "tasks": 4}]}))
-    assert report["tasks"] == {"failed": 3, "terminated": 4} and report["cycles"] < 10  # both campaigns over
+    assert report["tasks"] == {"pending": 3, "terminated": 4} and not report["finished"]
+    assert report["jobs"] == {"terminated": 4}  # the refused jobs were forgotten, never sent again
+    assert sum("cluster c1 refused 3 job(s)" in r.getMessage() for r in caplog.records) == 1
     assert "flood" not in report["kills"] and report["resubmissions"] == 0
     with clock.virtual(1000.0):  # 2 cores fit a 4-core node, 9 GB do not fit its 8 GB
         nodes = SimBackend("n", {"cores": 8, "node_cores": 4, "memory_gb": 16})

@@ -361,6 +361,21 @@ def test_rest_finds_an_earlier_array_by_name() -> None:
     assert rest.find_array(answer, "cigri.nothing", "gridtest") is None
 
 
+def test_rest_an_array_whose_pending_tasks_were_cancelled_has_only_its_running_ones() -> None:
+    """GET job/{id} of a 4-task array of which 2 run, recorded after its 2 pending tasks were
+    cancelled (a pause): their record stays, CANCELLED, its task string empty. It stands for no
+    task: read as task 0, it ended the running task 0 in cigri's books whenever it came after
+    that task's record (``GET jobs`` lists them in any order)."""
+    answer = recorded("slurmrestd-array-pending-cancelled.json")
+    assert isinstance(answer, dict)
+    ids = ["966_0", "966_1", "966_2", "966_3"]
+    expected = {"966_0": RemoteState.RUNNING, "966_1": RemoteState.RUNNING, "966_2": RemoteState.UNKNOWN,
+                "966_3": RemoteState.UNKNOWN}
+    for order in (1, -1):
+        jobs = rest.parse_jobs({**answer, "jobs": answer["jobs"][::order]}, ids)
+        assert {i: j.state for i, j in jobs.items()} == expected
+
+
 def test_rest_reads_why_an_accepted_array_will_never_start() -> None:
     """GET job/{id} of a 20-minute array in slurm-b's partition ``walled`` (QOS MaxWall 10
     minutes without DenyOnLimit), recorded right after its POST: accepted, pending for good."""

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 import json
+import sqlite3
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -30,20 +31,38 @@ def cancel(grid: Grid, campaign_id: int, *, user: str) -> None:
         record(conn, "USER_CANCEL", f"campaign cancelled by {user}", campaign_id=campaign_id)
 
 
+NOT_STARTED = (JobState.SUBMITTING, JobState.WAITING)  # a job a pause withdraws
+
+
 def pause(grid: Grid, campaign_id: int, *, user: str) -> None:
-    _move_campaign(grid, campaign_id, user, CampaignState.IN_TREATMENT, CampaignState.PAUSED)
+    """Pause a campaign: it starts no job until it is resumed. Its jobs that have not started
+    are withdrawn (nikita cancels them at the end of the next cycle, and their tasks go back to
+    the head of the bag, nothing counted: :data:`KillReason.PAUSE`); its running jobs run on, and
+    so do a temporal group's or a gang's jobs once their remote job has started (it runs them
+    all), and its prologues and epilogues."""
+    with database.write(grid.db) as conn:
+        _move_campaign(grid, conn, campaign_id, user, CampaignState.IN_TREATMENT, CampaignState.PAUSED)
+        conn.execute("UPDATE jobs SET kill_reason = ? WHERE campaign_id = ? AND state IN (?, ?) AND kind = 'task' "
+                     "AND kill_reason IS NULL AND (run_group IS NULL "  # a group starts with its first job
+                     "OR (SELECT f.state FROM jobs f WHERE f.id = jobs.run_group) IN (?, ?))",
+                     [KillReason.PAUSE, campaign_id, *NOT_STARTED, *NOT_STARTED])
 
 
 def resume(grid: Grid, campaign_id: int, *, user: str) -> None:
-    _move_campaign(grid, campaign_id, user, CampaignState.PAUSED, CampaignState.IN_TREATMENT)
-
-
-def _move_campaign(grid: Grid, campaign_id: int, user: str, before: CampaignState, after: CampaignState) -> None:
+    """Resume a paused campaign: the scheduler sends its tasks again; the withdrawals its pause
+    asked for that nikita has not done yet are called off."""
     with database.write(grid.db) as conn:
-        campaign = owned_campaign(grid, conn, campaign_id, user)
-        if campaign["state"] != before:
-            raise Refused(f"campaign {campaign_id} is {campaign['state']}, not {before}")
-        conn.execute("UPDATE campaigns SET state = ? WHERE id = ? AND state = ?", [after, campaign_id, before])
+        _move_campaign(grid, conn, campaign_id, user, CampaignState.PAUSED, CampaignState.IN_TREATMENT)
+        conn.execute(f"UPDATE jobs SET kill_reason = NULL WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)} "
+                     "AND kill_reason = ?", [campaign_id, KillReason.PAUSE])
+
+
+def _move_campaign(grid: Grid, conn: sqlite3.Connection, campaign_id: int, user: str, before: CampaignState,
+                   after: CampaignState) -> None:
+    campaign = owned_campaign(grid, conn, campaign_id, user)
+    if campaign["state"] != before:
+        raise Refused(f"campaign {campaign_id} is {campaign['state']}, not {before}")
+    conn.execute("UPDATE campaigns SET state = ? WHERE id = ? AND state = ?", [after, campaign_id, before])
 
 
 TASK_COUNT_KEYS = ("total", "pending", "waiting", "running", "terminated", "failed", "cancelled")

@@ -51,10 +51,12 @@ def campaign_share(grid: Grid, campaign_id: int, *, user: str) -> dict[str, Any]
 
 
 def _blocking_events(grid: Grid, campaign_id: int) -> list[dict[str, Any]]:
-    """The campaign's open events that keep it off a cluster (a blacklist, a failed prologue)."""
+    """The campaign's open events that keep it off a cluster (a blacklist, a failed prologue, a
+    cluster's refusal of its jobs)."""
     return [{"code": code, "cluster": cluster, "message": message} for code, cluster, message in grid.db.execute(
         "SELECT e.code, c.name, e.message FROM events e LEFT JOIN clusters c ON c.id = e.cluster_id "
-        "WHERE e.campaign_id = ? AND e.state = 'open' AND e.code IN ('BLACKLISTED', 'PROLOGUE_FAILED') ORDER BY e.id",
+        "WHERE e.campaign_id = ? AND e.state = 'open' "
+        "AND e.code IN ('BLACKLISTED', 'PROLOGUE_FAILED', 'SUBMISSION_ERROR') ORDER BY e.id",
         [campaign_id])]
 
 
@@ -66,8 +68,8 @@ def _left_out(grid: Grid, campaign_id: int, state: str) -> str:
         return f"paused: starts no job until it is resumed (griddel -r {campaign_id})"
     if not bag.count(grid.db, campaign_id, (TaskState.PENDING,), limit=1):
         return "nothing to start: no task waits in its bag"
-    return (f"no cluster takes its jobs now (blacklisted for it, unreachable, its prologue failed, or its type "
-            f"waits for the night): see gridevents -c {campaign_id}")
+    return (f"no cluster takes its jobs now (blacklisted for it, unreachable, its prologue failed, the cluster "
+            f"refused its jobs, or its type waits for the night): see gridevents -c {campaign_id}")
 
 
 def _live(grid: Grid) -> dict[str, Any]:

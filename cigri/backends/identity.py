@@ -80,6 +80,12 @@ def remote_home(options: Mapping[str, Any], user: str = "") -> str:
     name = str(options.get("user", ""))
     if user and per_user(options):
         name = login(options, user) or name
+    return login_home(options, name)
+
+
+def login_home(options: Mapping[str, Any], name: str) -> str:
+    """The home of the login ``name`` on a Slurm or OAR cluster: the ``home`` option with
+    ``{login}`` replaced (default ``/home/{login}``)."""
     return str(options.get("home") or "/home/{login}").replace("{login}", name)
 
 

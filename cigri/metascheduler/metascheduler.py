@@ -28,6 +28,7 @@ from cigri import faults, predictor
 from cigri.backends import Capacity
 from cigri.config import Config
 from cigri.cycle_context import CycleContext
+from cigri.events import refused_clusters
 from cigri.grid import Grid
 from cigri.metascheduler import fairshare, gangs, windows
 from cigri.metascheduler.schedulers import finalize, test, workqueue
@@ -71,7 +72,10 @@ def schedule(ctx: CycleContext) -> dict[tuple[int, str], int]:
         room = dict(gathered.room)
         started = _start(conn, ctx, gathered, allocation, room)
         singles = [c.id for c in gathered.scenario.campaigns if c.gang == 1]  # a gang's member is never replicated
-        finalize.replicate(conn, _within(ctx.capacities, room), ctx.grid.campaign_properties(singles),
+        refused = refused_clusters(conn)  # no replica where the campaign's jobs were refused
+        replicable = {campaign_id: {k: v for k, v in clusters.items() if k not in refused.get(campaign_id, ())}
+                      for campaign_id, clusters in ctx.grid.campaign_properties(singles).items()}
+        finalize.replicate(conn, _within(ctx.capacities, room), replicable,
                            {c.name: c.finalize for c in config.classes}, config.metascheduler.replica_delay)
     return started
 
@@ -269,8 +273,9 @@ def task_cost(values: Mapping[int, Mapping[str, Any]]) -> tuple[int, float]:
 
 
 def _ready_clusters(conn: sqlite3.Connection, settings: dict[int, dict[int, dict[str, Any]]]) -> dict[int, set[int]]:
-    """Per campaign, the clusters where tasks may run: no prologue asked, or it terminated, and
-    colombo has not blacklisted the cluster for the campaign."""
+    """Per campaign, the clusters where tasks may run: no prologue asked, or it terminated,
+    colombo has not blacklisted the cluster for the campaign, and the cluster has not refused
+    its jobs (:func:`refused_clusters`)."""
     ready: dict[int, set[int]] = {}
     done = {(c, k) for c, k in conn.execute(  # the campaigns under way's: not every script the grid ever ran
         "SELECT j.campaign_id, j.cluster_id FROM campaigns c JOIN jobs j INDEXED BY jobs_scripts "
@@ -279,6 +284,7 @@ def _ready_clusters(conn: sqlite3.Connection, settings: dict[int, dict[int, dict
     blacklisted = {(c, k) for c, k in conn.execute(
         "SELECT campaign_id, cluster_id FROM campaign_cluster_health INDEXED BY health_blacklisted "
         "WHERE blacklisted_at IS NOT NULL")}
+    blacklisted |= {(c, k) for c, clusters in refused_clusters(conn).items() for k in clusters}
     for campaign_id, clusters in settings.items():
         ready[campaign_id] = {k for k, values in clusters.items()
                               if (not values.get("prologue") or (campaign_id, k) in done)
@@ -287,10 +293,12 @@ def _ready_clusters(conn: sqlite3.Connection, settings: dict[int, dict[int, dict
 
 
 def _queue_scripts(conn: sqlite3.Connection, ctx: CycleContext, isolated: Isolation) -> None:
-    """Queue each prologue before a cluster's first task, and each epilogue after the last."""
+    """Queue each prologue before a cluster's first task, and each epilogue after the last, on
+    the clusters that take the campaign's jobs."""
     owners = {c: user for c, user in conn.execute("SELECT id, user FROM campaigns WHERE state = ?",
                                                   [CampaignState.IN_TREATMENT]) if c not in ctx.set_aside}
     refusals: dict[str, set[int]] = {}  # user -> the clusters that refuse their jobs
+    refused = refused_clusters(conn)  # campaign -> the clusters that refused its jobs
     queued = {(c, k, kind) for c, k, kind in conn.execute(
         "SELECT j.campaign_id, j.cluster_id, j.kind FROM campaigns c JOIN jobs j INDEXED BY jobs_scripts "
         "ON j.campaign_id = c.id WHERE c.state = ? AND j.kind != 'task'", [CampaignState.IN_TREATMENT])}
@@ -304,7 +312,8 @@ def _queue_scripts(conn: sqlite3.Connection, ctx: CycleContext, isolated: Isolat
             for cluster_id, values in clusters.items():
                 kind = "prologue" if open_tasks else "epilogue"
                 if cluster_id in ctx.capacities and values.get(kind) and (campaign_id, cluster_id, kind) not in queued \
-                        and cluster_id not in refusals[owners[campaign_id]]:
+                        and cluster_id not in refusals[owners[campaign_id]] \
+                        and cluster_id not in refused.get(campaign_id, ()):
                     workqueue.add_script_job(conn, campaign_id, cluster_id, kind)
 
 

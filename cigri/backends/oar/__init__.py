@@ -103,8 +103,8 @@ class _OverSSH:
 class _OverREST:
     """oarapi; ``owner`` is the login named in ``X-Remote-Ident`` ("": the account's own requests)."""
 
-    def __init__(self, http: HTTPTransport) -> None:
-        self.http = http
+    def __init__(self, http: HTTPTransport, options: dict[str, Any]) -> None:
+        self.http, self.options = http, options
 
     @staticmethod
     def _as(owner: str) -> dict[str, str] | None:
@@ -114,7 +114,7 @@ class _OverREST:
         return self.http.request("GET", path, params=params)
 
     def submit(self, batch: Batch, keys: list[str], login: str, owner: str) -> dict[str, str]:
-        payload = rest.submit(batch)
+        payload = rest.submit(batch, identity.login_home(self.options, login))
         named = [job_id for path, params in rest.recent_jobs(login, time.time())
                  for job_id in rest.named(self._get(path, params), batch.name)]
         if named:
@@ -194,7 +194,7 @@ class OARBackend:
             else:
                 headers["X-Remote-Ident"] = user
             self._transport = HTTPTransport(name, str(options["base_url"]), headers, timeout, auth, pace)
-            self._via = _OverREST(self._transport)
+            self._via = _OverREST(self._transport, options)
         else:
             from cigri.backends._ssh import SSHTransport
 

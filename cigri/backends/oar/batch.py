@@ -16,7 +16,9 @@ every value arrives literally.
 OAR itself cannot launch a job in just any directory (its launcher puts the path between single
 quotes in a Perl script; its REST API pastes it unquoted into shell lines), so OAR launches the
 job in the directory's longest plain ancestor (usually the directory itself), where the script
-and parameter file are also written, and the script enters the real directory.
+and parameter file are also written, and the script enters the real directory. Over REST the
+jobs launch from their login's home instead (see :mod:`.rest`); OAR's own stderr file stays in
+that ancestor.
 
 A gang of N jobs is one OAR job on one host asking N times a task's resources
 (``/host=1/core=4N`` for ``core=4``), its members started in the background by the script: OAR

@@ -1,11 +1,14 @@
 """The OAR dialect over its REST API (OAR 2.5 ``oarapi``): requests to send and answer parsers.
 
 Pure: nothing here talks to a cluster. How the script reaches the cluster: ``POST /jobs``
-with ``script`` (the API writes it to a file byte for byte, copies it into ``workdir`` and
-submits it) and ``param_file`` (written to a file the same way). Nothing variable goes into
-``command``: OAR 2.5's API pastes the command, and every option, into a ``bash -c "..."``
+with ``script`` (the API writes it to a file byte for byte in its temporary directory, copies
+it into ``workdir`` and submits it from there) and ``param_file`` (written to a file the same
+way). The jobs are launched from the home of the login they run as, and the script enters each
+job's directory: launched from that directory, a campaign whose directory was the API's own
+temporary directory (``/tmp``) was refused (``cp: … are the same file``). Nothing variable goes
+into ``command``: OAR 2.5's API pastes the command, and every option, into a ``bash -c "..."``
 line escaping only double quotes, so ``$``, backquotes and backslashes would be evaluated.
-The options it does get (name, resources, the plain launch directory, properties, project)
+The options it does get (name, resources, the home, OAR's stderr file, properties, project)
 are checked for those characters.
 """
 
@@ -73,15 +76,16 @@ def found_ids(answer: Any, keys: list[str]) -> dict[str, str]:
     return {key: found[key] for key in keys}
 
 
-def submit(batch: Batch) -> dict[str, Any]:
-    """The ``POST /jobs.json`` payload submitting the batch as one array job."""
+def submit(batch: Batch, home: str) -> dict[str, Any]:
+    """The ``POST /jobs.json`` payload submitting the batch as one array job, launched from
+    ``home`` (the login's), OAR's own stderr in the batch's launch directory."""
     payload: dict[str, Any] = {
         "name": batch.name,
         "resource": batch.resources,
-        "workdir": batch.launch_directory,  # where the API copies the script and runs oarsub
-        "directory": batch.launch_directory,
+        "workdir": home,  # where the API copies the script and runs oarsub: never its temporary directory
+        "directory": home,
         "stdout": "/dev/null",
-        "stderr": batch.oar_stderr,
+        "stderr": f"{batch.launch_directory.rstrip('/')}/{batch.oar_stderr}",
     }
     if batch.properties:
         payload["property"] = batch.properties

@@ -2,7 +2,8 @@
 
 Pure, like :mod:`~cigri.backends.slurm.commands`. Quirks it absorbs: ``environment`` is
 mandatory at submit; ``exit_code`` is a raw wait status (768 is exit 3); a pending array is
-one record whose ``array_task_string`` (``8-11``) stands for the tasks not yet started;
+one record whose ``array_task_string`` (``8-11``) stands for the tasks not yet started, and
+for none once they are all cancelled (an empty string, the record ``CANCELLED``);
 ``GET jobs`` lists every user's jobs, filtered here by cigri's name prefix (a poll reads the jobs
 of every cigri user at once).
 slurmrestd cannot read files: output tails need SSH (see :class:`~cigri.backends.slurm.SlurmBackend`).
@@ -108,8 +109,8 @@ def parse_submit(answer: Any) -> str:
 
 
 def _indexes(text: str) -> Iterator[int]:
-    """Expand an ``array_task_string``: ``8-11``, ``0,2-5``, ``1-9:2``, ``0-99%8``."""
-    for part in text.split("%", 1)[0].split(","):
+    """Expand an ``array_task_string``: ``8-11``, ``0,2-5``, ``1-9:2``, ``0-99%8``, or ``""``."""
+    for part in filter(None, text.split("%", 1)[0].split(",")):
         bounds, _, step = part.partition(":")
         first, _, last = bounds.partition("-")
         yield from range(int(first), int(last or first) + 1, int(step or 1))
@@ -137,8 +138,10 @@ def parse_jobs(answer: Any, remote_ids: list[str]) -> dict[str, RemoteJob]:
         array = array_id(job)
         if job.get("array_task_id") is not None:
             indexes: Iterator[int] = iter([int(job["array_task_id"])])
+        elif job.get("array_job_id"):  # the array's tasks not started, if any
+            indexes = _indexes(str(job.get("array_task_string") or ""))
         else:
-            indexes = _indexes(str(job.get("array_task_string") or "0"))
+            indexes = iter([0])
         for index in indexes:
             remote_id = f"{array}_{index}"
             if remote_id in wanted:
