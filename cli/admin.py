@@ -16,9 +16,9 @@ from cigri.cli import common
 from cigri import api, db, logs
 from cigri import config as configuration
 from cigri.cycle import run_logged
-from cigri.daemon import run_daemon
+from cigri.daemon import daemon_running, run_daemon
 from cigri.doctor import diagnose
-from cigri.errors import CigriError, InputError
+from cigri.errors import Busy, CigriError, InputError
 from cigri.users import require_admin
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, help="Administer the cigri grid.")
@@ -61,9 +61,11 @@ def _grid(command: str):
 @app.command()
 @common.errors_to_exit
 def cycle(as_json: bool = typer.Option(False, "--json", help="Print the cycle report as JSON.")) -> None:
-    """Run exactly one scheduling cycle and exit (for cron); log to {log_dir}/cigri.log; exit 1 if it fails or another cycle runs."""
+    """Run exactly one scheduling cycle and exit (for cron); log to {log_dir}/cigri.log; exit 1 if it fails, another cycle runs, or a daemon or server runs the grid's cycles."""
     grid = _grid("cycle")
     logs.log_to_file(grid.config.log_path / "cigri.log", grid.config.settings)
+    if daemon_running(grid):  # they drive this grid's cycles (and the cycle lock keeps any two apart)
+        raise Busy(f"a cigri daemon or server runs the cycles of {grid.config.home}: not running one beside it")
     report = run_logged(grid)
     if as_json:
         common.print_json(report.__dict__)
