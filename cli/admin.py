@@ -15,6 +15,7 @@ from cigri.cli import common
 
 from cigri import api, db, logs
 from cigri import config as configuration
+from cigri.client import TOKEN_FILE, prepare_token_file, save_token
 from cigri.cycle import run_logged
 from cigri.daemon import daemon_running, run_daemon
 from cigri.doctor import diagnose
@@ -114,14 +115,21 @@ def server(listen: Optional[str] = typer.Option(None, "--listen", metavar="HOST:
 def token_create(user: Optional[str] = typer.Option(None, "--user", metavar="USER", help="Whose token (admins; default: yours)."),
                  ttl: Optional[str] = typer.Option(None, "--ttl", metavar="DURATION", help="Lifetime: 30d, 12h, 90m (default: server.token_ttl)."),
                  note: str = typer.Option("", "--note", help="What it is for (shown by cigri token list)."),
+                 save: bool = typer.Option(False, "--save", help="Write it to ~/.config/cigri/token (0600, the directory made 0700) instead of printing it."),
                  as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
-    """Make a token and print it once: put it in ~/.config/cigri/token (chmod 600) or CIGRI_TOKEN on the machine you submit from."""
+    """Make a token and print it once (or --save it where the commands read it): on the machine you submit from, in ~/.config/cigri/token (0600) or CIGRI_TOKEN."""
+    if save:
+        prepare_token_file()  # before the token exists: a directory that cannot be made costs none
     token = common.client(overrides).create_token(owner=user, ttl=ttl, note=note)
+    if save:
+        save_token(token.pop("token"))
+        token["file"] = str(TOKEN_FILE)
     if as_json:
         return common.print_json(token)
-    print(token["token"])
+    if not save:
+        print(token["token"])
     print(f"token {token['id']} for {token['user']}, valid until {common.when(token['expires_at'])}: "
-          "it is shown only now", file=sys.stderr)
+          + (f"saved in {TOKEN_FILE}" if save else "it is shown only now"), file=sys.stderr)
     return None
 
 
