@@ -92,6 +92,7 @@ class NotifySettings:
     max_tries: int = 8
     retry_delay: float = 30.0
     webhook_allow: tuple[str, ...] = ()  # CIDR networks webhooks may reach besides public addresses
+    user_address: str = ""  # each user's own mail address, "{user}@example.org"; others are confirmed first
 
 
 @dataclass(frozen=True)
@@ -650,6 +651,10 @@ def _check_notify(notify: NotifySettings) -> None:
             ipaddress.ip_network(network)
         except ValueError as error:
             raise ConfigError(f"notify.webhook_allow: {error}") from None
+    if notify.user_address and not re.fullmatch(r"[\w.+-]*\{user\}[\w.+-]*@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*",
+                                                notify.user_address, re.ASCII):
+        raise ConfigError(f"notify.user_address: expected an address with {{user}} in its local part, such as "
+                          f"\"{{user}}@example.org\", got {notify.user_address!r}")
 
 
 def _check_server(server: ServerSettings, limits: LimitSettings) -> None:

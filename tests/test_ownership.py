@@ -179,8 +179,9 @@ def test_tokens_and_passwords_never_appear_in_logs_errors_or_json(cigri: Cigri) 
                        f'base_url = "http://127.0.0.1:{server.server_address[1]}"\n'
                        f'token_file = "{secrets / "slurm.token"}"\n'
                        f'[notify]\nsmtp_host = "127.0.0.1"\nsmtp_port = 1\nsmtp_user = "cigri"\n'
-                       f'smtp_password_file = "{secrets / "smtp.password"}"\nretry_delay = 0.0\n')
-        cigri.run("gridnotify", "subscribe", "--mail", "root@example.org", "-s", "low")
+                       f'smtp_password_file = "{secrets / "smtp.password"}"\nretry_delay = 0.0\n'
+                       'user_address = "{user}@example.org"\n')
+        cigri.run("gridnotify", "subscribe", "--mail", f"{acting_user()}@example.org", "-s", "low")  # no code
         outputs = [cigri.run("cigri", "-v", "cycle", "--json", expect=None) for _ in range(2)]
         outputs += [cigri.run(*argv, expect=None) for argv in (
             ("gridclusters", "--json"), ("cigri", "cluster", "list", "--json"), ("gridevents", "-a", "--json"),
