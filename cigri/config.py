@@ -221,7 +221,8 @@ _REMOTE_KEYS: dict[str, type] = {
 }
 CLUSTER_KEYS: dict[str, dict[str, type]] = {
     "local": {"slots": int, "max_waiting": int, "max_jobs": int, "job_ratio": str,
-              "remote_waiting_timeout": float, "stress_factor": float, "logins": dict, "logins_only": bool},
+              "remote_waiting_timeout": float, "stress_factor": float, "logins": dict, "logins_only": bool,
+              "pool_account": str},
     "slurm": {**_REMOTE_KEYS, "token_file": str, "partition": str, "best_effort_partition": str,
               "best_effort_qos": str},
     "oar": {**_REMOTE_KEYS, "password_file": str, "kill_grace": float},

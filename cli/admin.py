@@ -19,8 +19,8 @@ from cigri.client import TOKEN_FILE, prepare_token_file, save_token
 from cigri.cycle import run_logged
 from cigri.daemon import daemon_running, run_daemon
 from cigri.doctor import diagnose
-from cigri.errors import Busy, CigriError, InputError
-from cigri.users import require_admin
+from cigri.errors import Busy, CigriError, InputError, Refused
+from cigri.users import owner_of, require_admin
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, help="Administer the cigri grid.")
 db_app = typer.Typer(no_args_is_help=True, help="The database.")
@@ -56,7 +56,23 @@ def _grid(command: str):
     config = configuration.load(overrides)
     if config.database_path.exists():
         require_admin(config, api.current_user(), f"cigri {command}")
+    if command in DRIVERS:
+        _as_the_grids_account(config, command)
     return common.grid(overrides)
+
+
+DRIVERS = ("cycle", "daemon", "server")  # they make the grid's files: logs, locks, the spool, the socket
+
+
+def _as_the_grids_account(config: configuration.Config, command: str) -> None:
+    """Root driving a grid that another account owns (its database, else its home) would leave it
+    files that account cannot use, and run the local cluster's jobs with root's rights: refused,
+    naming the account."""
+    owned = next((path for path in (config.database_path, config.home) if path.exists()), None)
+    owner = owner_of(owned) if owned is not None else "root"
+    if os.geteuid() == 0 and owner != "root":
+        raise Refused(f"cigri {command}: the grid at {config.home} is {owner}'s: run it as {owner} "
+                      f"(sudo -u {owner} cigri {command}), not as root")
 
 
 @app.command()
@@ -108,6 +124,30 @@ def server(listen: Optional[str] = typer.Option(None, "--listen", metavar="HOST:
     grid.close()
     logs.log_to_file(grid.config.log_path / "cigri.log", grid.config.settings)
     serve(grid.config)
+
+
+@app.command()
+@common.errors_to_exit
+def pool(cluster: str = typer.Argument("local", help="The local cluster of the configuration whose pool this is.")) -> None:
+    """Run a local cluster's pool in the foreground until SIGTERM, as a service of its own (conf/cigri-pool.service): as the cluster's pool_account, root on a site, it runs each job as its owner."""
+    from cigri.backends.local import slots
+    from cigri.backends.local.pool import run_service, spool_problems
+
+    config = configuration.load(overrides)
+    found = next((c for c in config.clusters if c.name == cluster and c.backend == "local"), None)
+    if found is None:
+        raise InputError(f"cluster {cluster}: no local cluster of that name in the configuration")
+    account = str(found.options.get("pool_account") or "")
+    if not account:
+        raise InputError(f"clusters.{cluster}.pool_account: not set: the cycles start that cluster's pool themselves")
+    if api.current_user() != account:
+        raise Refused(f"cigri pool: clusters.{cluster}.pool_account is {account}: run it as {account}, "
+                      f"not as {api.current_user()}")
+    spool = config.spool_path / cluster
+    problems = spool_problems(str(spool)) if os.geteuid() == 0 else []
+    if problems:
+        raise Refused(f"cigri pool: {problems[0]}")
+    raise typer.Exit(run_service(str(spool), slots(found.options)))
 
 
 @token_app.command("create")
