@@ -101,8 +101,10 @@ def hook() -> Iterator[str]:
 
 @pytest.fixture
 def grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, smtp: tuple[Mailbox, int]) -> Iterator[Grid]:
+    # bob is a name, not a Unix account: his jobs on the local cluster run as the account running the tests
     grid = make_grid(tmp_path, monkeypatch, f'[notify]\nsmtp_host = "127.0.0.1"\nsmtp_port = {smtp[1]}\n'
-                                            f'subject_tag = "[grid]"\nretry_delay = 0.2\nmax_tries = 3\n{ALLOW_LOOPBACK}')
+                                            f'subject_tag = "[grid]"\nretry_delay = 0.2\nmax_tries = 3\n{ALLOW_LOOPBACK}'
+                                            f'[clusters.local.logins]\nbob = "{USER}"\n')
     yield grid
     grid.close()
 

@@ -26,8 +26,10 @@ from cigri.users import acting_user, is_admin, require_admin
 
 @pytest.fixture
 def grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Grid]:
-    # bob is a name, not a Unix account: his jobs on the local cluster run as the account running the tests
-    grid = make_grid(tmp_path, monkeypatch, f'[cigri]\nadmins = "carol, dave"\n[clusters.local.logins]\nbob = "{acting_user()}"\n')
+    # alice and bob are names, not Unix accounts: their jobs on the local cluster run as the account
+    # running the tests, which may run them whether it is root or not
+    grid = make_grid(tmp_path, monkeypatch, f'[cigri]\nadmins = "carol, dave"\n[clusters.local.logins]\n'
+                                            f'alice = "{acting_user()}"\nbob = "{acting_user()}"\n')
     yield grid
     grid.close()
 
