@@ -43,6 +43,7 @@ MODES: dict[tuple[str, str], tuple[str, ...]] = {  # (backend, transport) -> the
 LOGIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
 # What OAR 2.5's REST API keeps of a user name: its first run of \w (it reads "a-b" as "a")
 OAR_REST_LOGIN = re.compile(r"\w+\Z", re.ASCII)
+OAR_REFUSED = ("root", "oar")  # logins whose jobs OAR's default admission rule refuses ("root and oar users...")
 
 
 def mode(options: Mapping[str, Any]) -> str:
@@ -101,6 +102,9 @@ def refusal(backend: str, options: Mapping[str, Any], user: str, service_account
         return None
     if not LOGIN.match(name):
         return f"{user}'s login {name!r} is not a plain user name"
+    if backend == "oar" and name in OAR_REFUSED:
+        return (f"OAR refuses the jobs of {name} (its admission rules admit neither root nor oar): "
+                f"{user}'s jobs need another login there (logins)")
     if mode(options) == IDENT and not OAR_REST_LOGIN.match(name):
         return (f"{user}'s login {name!r} cannot be named to OAR's REST API, which keeps only letters, "
                 "digits and '_' (map it to such a login in logins)")

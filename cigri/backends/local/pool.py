@@ -218,7 +218,7 @@ class Pool:
         # the spawners act on the jobs' directories through descriptors, with all of the pool's rights
         self.spawner = ThreadPoolExecutor(max_workers=min(slots, SPAWNERS), thread_name_prefix="spawn",
                                           initializer=_set_fs_ids, initargs=(os.geteuid(), os.getegid()))
-        self.starting: dict[Future[Running], tuple[int, str, str]] = {}  # -> seq, key, owner
+        self.starting: dict[Future[Running], int] = {}  # -> seq
         self.early: dict[int, int] = {}  # pid -> exit status, reaped before its start was collected
         self.cancel_on_start: set[int] = set()  # cancelled while being started
         self.last_seq = 0
@@ -310,7 +310,7 @@ class Pool:
             self.last_seq = rows[-1][0]
         cancels = [r[0] for r in self.conn.execute("SELECT seq FROM jobs WHERE cancel = 1")]
         if cancels:
-            starting = {seq for seq, _, _ in self.starting.values()}
+            starting = set(self.starting.values())
             with transaction(self.conn):
                 for seq in cancels:
                     if seq in starting:
@@ -418,7 +418,7 @@ class Pool:
                         claimed.append((seq, row[0], row[1]))
         for seq, key, spec in claimed:
             future = self.spawner.submit(self.start, seq, key, spec)
-            self.starting[future] = (seq, key, str(json.loads(spec).get("user") or ""))
+            self.starting[future] = seq
             future.add_done_callback(self._wake_up)
         return bool(claimed)
 
@@ -446,7 +446,7 @@ class Pool:
             return False
         started, failed = [], []
         for future in done:
-            seq, key, user = self.starting.pop(future)
+            seq = self.starting.pop(future)
             try:
                 job = future.result()
             except (OSError, ValueError, KeyError, TypeError, subprocess.SubprocessError):
