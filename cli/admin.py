@@ -158,6 +158,8 @@ def token_create(user: Optional[str] = typer.Option(None, "--user", metavar="USE
                  save: bool = typer.Option(False, "--save", help="Write it to ~/.config/cigri/token (0600, the directory made 0700) instead of printing it."),
                  as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
     """Make a token and print it once (or --save it where the commands read it): on the machine you submit from, in ~/.config/cigri/token (0600) or CIGRI_TOKEN."""
+    if save and user is not None:
+        raise InputError("--save writes your own token file: not with --user")
     if save:
         prepare_token_file()  # before the token exists: a directory that cannot be made costs none
     token = common.client(overrides).create_token(owner=user, ttl=ttl, note=note)

@@ -214,6 +214,8 @@ def test_token_create_save_writes_the_file_the_commands_read(site: Site) -> None
     assert site.json(u1, "gridstat", "-a", env={**env, "CIGRI_SERVER": site.url}) is not None  # read from the file
     again = site.json(u1, "cigri", "token", "create", "--save", env=env)
     assert "token" not in again and again["file"] == str(path) and path.read_text() != secret
+    assert site.run("root", "cigri", "token", "create", "--save", "--user", u1, expect=2).stderr == \
+        "cigri: --save writes your own token file: not with --user\n"
 
 
 def test_admins_see_and_act_on_everything(site: Site, campaigns: dict[str, Any]) -> None:
