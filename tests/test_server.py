@@ -94,7 +94,8 @@ def test_every_route_answers_another_users_objects_as_missing(site: Site, campai
                                            "/api/v1/notifications/{subscription_id}"}
     requests = []
     for method, path in routes:
-        options: dict[str, Any] = {"content": "x 1\n"} if path.endswith("/tasks") and method == "POST" else {}
+        options: dict[str, Any] = {"content": "x 1\n"} if path.endswith("/tasks") and method == "POST" else \
+            {"json": {"code": "0"}} if path.endswith("/confirm") else {}
         requests.append((method, path.removeprefix("/api/v1").format(**ids), options))
     answers = site.http(u2, requests)
     for (method, path, _), (status, body, _) in zip(requests, answers):
