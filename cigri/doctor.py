@@ -29,7 +29,7 @@ from cigri.backends import open_backend
 from cigri.backends.local.pool import Spool, spool_problems
 from cigri.errors import CigriError
 from cigri.locks import held
-from cigri.users import acting_user, owner_of
+from cigri.users import acting_user, grid_account, owner_of
 
 SECRET_KEYS = tuple(k for k in configuration.FILE_KEYS if k != "known_hosts")  # files holding a secret
 
@@ -52,7 +52,7 @@ def diagnose(overrides: dict[str, object] | None = None) -> list[Check]:
         return [Check("configuration", False, str(error))]
     checks = [Check("configuration", True, f"{len(config.clusters)} cluster(s), home {config.home}")]
     checks += _permissions(config)
-    account = _account(config)
+    account = grid_account(config) or acting_user()
     checks += _ownership(config, account)
     checks += _server(config)
     db_check, clusters = _database(config.database_path)
@@ -97,15 +97,6 @@ def _permissions(config: configuration.Config) -> list[Check]:
             if key in cluster.options:
                 paths.append((Path(str(cluster.options[key])), f"clusters.{cluster.name}.{key}", False))
     return [check for path, what, directory in paths if (check := _private(path, what, directory)) is not None]
-
-
-def _account(config: configuration.Config) -> str:
-    """The grid's account: the owner of its database, else of its home (whoever runs a grid's
-    command there first makes the database)."""
-    for path in (config.database_path, config.home):
-        if path.exists():
-            return owner_of(path)
-    return acting_user()
 
 
 def _ownership(config: configuration.Config, account: str) -> list[Check]:

@@ -20,7 +20,7 @@ from cigri.cycle import run_logged
 from cigri.daemon import daemon_running, run_daemon
 from cigri.doctor import diagnose
 from cigri.errors import Busy, CigriError, InputError, Refused
-from cigri.users import owner_of, require_admin
+from cigri.users import grid_account, require_admin
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, help="Administer the cigri grid.")
 db_app = typer.Typer(no_args_is_help=True, help="The database.")
@@ -68,8 +68,7 @@ def _as_the_grids_account(config: configuration.Config, command: str) -> None:
     """Root driving a grid that another account owns (its database, else its home) would leave it
     files that account cannot use, and run the local cluster's jobs with root's rights: refused,
     naming the account."""
-    owned = next((path for path in (config.database_path, config.home) if path.exists()), None)
-    owner = owner_of(owned) if owned is not None else "root"
+    owner = grid_account(config) or "root"
     if os.geteuid() == 0 and owner != "root":
         raise Refused(f"cigri {command}: the grid at {config.home} is {owner}'s: run it as {owner} "
                       f"(sudo -u {owner} cigri {command}), not as root")

@@ -2,11 +2,12 @@
 
 The backend never runs jobs itself: it drops specs into the spool and makes sure the pool
 daemon (:mod:`cigri.backends.local.pool`) is alive, so jobs outlive the caller exactly as
-they would on a real batch system. With ``pool_account`` the pool is a service of its own (``cigri
-pool``, as root on a site, beside a server under its account): the backend never starts it, and a
-pool that does not run is the cluster's failure, with its event. The pool runs each job as its owner; cancelling and reading
-outputs act as the owner too: a user's cancel reaches only their jobs, and an output is read
-only from a regular file the job's owner owns (their job could have put a link there).
+they would on a real batch system. With ``pool_account`` the pool is a service of its own
+(``cigri pool``, as root on a site, beside a server under its account): the backend never starts
+it, and a pool that does not run is the cluster's failure, with its event. The pool runs each job
+as its owner; cancelling and reading outputs act as the owner too: a user's cancel reaches only
+their jobs, and an output is read only from a regular file the job's owner owns (their job could
+have put a link there).
 """
 
 from __future__ import annotations
