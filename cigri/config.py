@@ -92,6 +92,7 @@ class NotifySettings:
     max_tries: int = 8
     retry_delay: float = 30.0
     webhook_allow: tuple[str, ...] = ()  # CIDR networks webhooks may reach besides public addresses
+    user_address: str = ""  # each user's own mail address, "{user}@example.org"; others are confirmed first
 
 
 @dataclass(frozen=True)
@@ -239,7 +240,8 @@ _REMOTE_KEYS: dict[str, type] = {
 }
 CLUSTER_KEYS: dict[str, dict[str, type]] = {
     "local": {"slots": int, "max_waiting": int, "max_jobs": int, "job_ratio": str,
-              "remote_waiting_timeout": float, "stress_factor": float, "logins": dict, "logins_only": bool},
+              "remote_waiting_timeout": float, "stress_factor": float, "logins": dict, "logins_only": bool,
+              "pool_account": str},
     "slurm": {**_REMOTE_KEYS, "token_file": str, "partition": str, "best_effort_partition": str,
               "best_effort_qos": str},
     "oar": {**_REMOTE_KEYS, "password_file": str, "kill_grace": float},
@@ -669,6 +671,10 @@ def _check_notify(notify: NotifySettings) -> None:
             ipaddress.ip_network(network)
         except ValueError as error:
             raise ConfigError(f"notify.webhook_allow: {error}") from None
+    if notify.user_address and not re.fullmatch(r"[\w.+-]*\{user\}[\w.+-]*@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*",
+                                                notify.user_address, re.ASCII):
+        raise ConfigError(f"notify.user_address: expected an address with {{user}} in its local part, such as "
+                          f"\"{{user}}@example.org\", got {notify.user_address!r}")
 
 
 def _check_server(server: ServerSettings, limits: LimitSettings) -> None:

@@ -569,3 +569,26 @@ def m017_ids_never_reused(db: Database) -> None:
         db.conn.execute(f"ALTER TABLE {table}_rebuilt RENAME TO {table}")
         for sql in attached:
             db.conn.execute(sql)
+
+
+@migration
+def m018_mail_confirmations(db: Database) -> None:
+    """A mail subscription to an address other than its user's own (``notify.user_address``) is
+    sent nothing until the user types the one-time code mailed there (``confirmed_at``). The
+    codes mailed are kept hashed, with their expiry and the wrong tries spent on them, one row
+    per mail sent, so that neither guessing nor asking again and again gets past the bounds.
+    Webhooks need no code; other mail subscriptions made before wait for one (subscribe again)."""
+    db.executescript("""
+    ALTER TABLE subscriptions ADD COLUMN confirmed_at REAL;
+    UPDATE subscriptions SET confirmed_at = created_at WHERE kind = 'webhook';
+    CREATE TABLE mail_codes (
+        id INTEGER PRIMARY KEY,
+        user TEXT NOT NULL,
+        address TEXT NOT NULL,
+        hash TEXT NOT NULL,                           -- SHA-256 of the code, never the code
+        sent_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        tries INTEGER NOT NULL DEFAULT 0              -- wrong codes typed
+    );
+    CREATE INDEX mail_codes_of ON mail_codes(user, address);
+    """)

@@ -3,15 +3,19 @@
 Configuration (it loads), database (it opens, ``PRAGMA integrity_check``, no pending
 migration), permissions (the database, its directory, the spool, the logs and every file
 holding a secret are private to their owner; a directory may let others through, not read or
-write it), the server's layout (its socket reachable by every local user and answering, TLS
-for a TCP port that is not loopback), and each cluster (it answers a capacity request within
-its ``timeout``). Each check is one :class:`Check`; the command exits 1 if any failed.
+write it), ownership (the grid's files are all its account's, the database's owner), the
+server's layout (its socket reachable by every local user and answering, TLS for a TCP port
+that is not loopback), and each cluster (it answers a capacity request within its ``timeout``;
+a local cluster's pool runs as the account that can run its users' jobs, and a root pool's spool
+is one only the grid's account writes). Each check is one :class:`Check`; the command exits 1 if
+any failed.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pwd
 import sqlite3
 import stat
 from dataclasses import asdict, dataclass
@@ -22,7 +26,10 @@ from sqlite_utils import Database
 from cigri import config as configuration
 from cigri import db as database
 from cigri.backends import open_backend
+from cigri.backends.local.pool import Spool, spool_problems
 from cigri.errors import CigriError
+from cigri.locks import held
+from cigri.users import acting_user, grid_account, owner_of
 
 SECRET_KEYS = tuple(k for k in configuration.FILE_KEYS if k != "known_hosts")  # files holding a secret
 
@@ -45,6 +52,8 @@ def diagnose(overrides: dict[str, object] | None = None) -> list[Check]:
         return [Check("configuration", False, str(error))]
     checks = [Check("configuration", True, f"{len(config.clusters)} cluster(s), home {config.home}")]
     checks += _permissions(config)
+    account = grid_account(config) or acting_user()
+    checks += _ownership(config, account)
     checks += _server(config)
     db_check, clusters = _database(config.database_path)
     checks.append(db_check)
@@ -52,7 +61,8 @@ def diagnose(overrides: dict[str, object] | None = None) -> list[Check]:
     configured = {c.name: (c.backend, c.options) for c in config.clusters}
     for name, (backend, options, blacklisted) in {**{n: (*v, False) for n, v in configured.items()},
                                                   **clusters}.items():
-        checks.append(_cluster(name, backend, options, blacklisted, spool))
+        checks.append(_local(config, name, options, account) if backend == "local" else  # contacts nothing
+                      _cluster(name, backend, options, blacklisted, spool))
     return checks
 
 
@@ -87,6 +97,58 @@ def _permissions(config: configuration.Config) -> list[Check]:
             if key in cluster.options:
                 paths.append((Path(str(cluster.options[key])), f"clusters.{cluster.name}.{key}", False))
     return [check for path, what, directory in paths if (check := _private(path, what, directory)) is not None]
+
+
+def _ownership(config: configuration.Config, account: str) -> list[Check]:
+    """The grid's own files are its account's: one that root left (a cycle or a server run as root)
+    is a file the server cannot write."""
+    paths = [config.home, config.database_path, config.spool_path, config.log_path, config.log_path / "cigri.log",
+             config.home / "cycle.lock", config.home / "daemon.lock"]
+    paths += [config.spool_path / c.name / name for c in config.clusters if c.backend == "local"
+              for name in ("", "spool.db", "jobs")]
+    others = [(path, owner) for path in paths if path.exists() and (owner := owner_of(path)) != account]
+    if not others:
+        return [Check("ownership", True, f"the grid's files are {account}'s")]
+    path, owner = others[0]
+    return [Check("ownership", False, f"{path} is {owner}'s, not {account}'s (the database's owner): "
+                                      f"chown {account} {path}" + (f", and {len(others) - 1} more" if others[1:] else ""))]
+
+
+def _local(config: configuration.Config, name: str, options: dict[str, object], account: str) -> Check:
+    """A local cluster's pool: as the grid's account it runs that account's jobs only, which a
+    site's users cannot use; as its ``pool_account`` (root on a site) it runs as a service of its
+    own, which must be running, as that account, over a spool only the grid's account writes."""
+    spool = Spool(str(config.spool_path / name))
+    pool_account = str(options.get("pool_account") or "")
+    if not pool_account:
+        if account != "root" and Path(config.server.socket).exists():
+            return Check(f"cluster {name}", False, f"its pool runs as {account}, which runs only {account}'s jobs: "
+                                                   "the users' campaigns naming it are refused; run it as root "
+                                                   "(pool_account = \"root\", conf/cigri-pool.service) or remove it")
+        writable = os.access(config.spool_path, os.W_OK) or not config.spool_path.exists()
+        return Check(f"cluster {name}", writable, f"local: {config.spool_path} writable" if writable else
+                     f"local: {config.spool_path} is not writable by {acting_user()}")
+    if pool_account == "root" and (problems := spool_problems(spool.root)):
+        return Check(f"cluster {name}", False, f"its pool runs as root: {problems[0]}")
+    runs_as = _pool_user(spool)
+    if runs_as != pool_account:
+        return Check(f"cluster {name}", False, f"its pool runs as {runs_as}, not {pool_account} (pool_account)"
+                     if runs_as else f"its pool does not run: start it as {pool_account} (cigri pool {name}; "
+                                     "conf/cigri-pool.service)")
+    return Check(f"cluster {name}", True, f"its pool runs as {pool_account}, over {account}'s spool")
+
+
+def _pool_user(spool: Spool) -> str | None:
+    """Whom the live pool of ``spool`` runs as (its lock's holder); None: no pool runs."""
+    lock = Path(spool.lock)
+    try:
+        if not held(lock):
+            return None
+        with open(f"/proc/{int(lock.read_text().strip())}/status") as status:
+            uid = int(next(line for line in status if line.startswith("Uid:")).split()[2])  # effective
+        return pwd.getpwuid(uid).pw_name
+    except (OSError, ValueError, StopIteration, KeyError):
+        return "an unknown account"
 
 
 def _server(config: configuration.Config) -> list[Check]:

@@ -54,6 +54,13 @@ def owner_of(path: os.PathLike[str] | str) -> str:
     return _name(os.stat(path).st_uid)
 
 
+def grid_account(config: Config) -> str | None:
+    """The account the grid is: the owner of its database, else of its home (whoever runs the
+    grid's first command there makes the database); None before either exists."""
+    found = next((path for path in (config.database_path, config.home) if path.exists()), None)
+    return None if found is None else owner_of(found)
+
+
 def _primary_gid(user: str) -> int | None:
     try:
         return pwd.getpwnam(user).pw_gid

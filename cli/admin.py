@@ -15,11 +15,12 @@ from cigri.cli import common
 
 from cigri import api, db, logs
 from cigri import config as configuration
+from cigri.client import TOKEN_FILE, prepare_token_file, save_token
 from cigri.cycle import run_logged
-from cigri.daemon import run_daemon
+from cigri.daemon import daemon_running, run_daemon
 from cigri.doctor import diagnose
-from cigri.errors import CigriError, InputError
-from cigri.users import require_admin
+from cigri.errors import Busy, CigriError, InputError, Refused
+from cigri.users import grid_account, require_admin
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, help="Administer the cigri grid.")
 db_app = typer.Typer(no_args_is_help=True, help="The database.")
@@ -55,15 +56,32 @@ def _grid(command: str):
     config = configuration.load(overrides)
     if config.database_path.exists():
         require_admin(config, api.current_user(), f"cigri {command}")
+    if command in DRIVERS:
+        _as_the_grids_account(config, command)
     return common.grid(overrides)
+
+
+DRIVERS = ("cycle", "daemon", "server")  # they make the grid's files: logs, locks, the spool, the socket
+
+
+def _as_the_grids_account(config: configuration.Config, command: str) -> None:
+    """Root driving a grid that another account owns (its database, else its home) would leave it
+    files that account cannot use, and run the local cluster's jobs with root's rights: refused,
+    naming the account."""
+    owner = grid_account(config) or "root"
+    if os.geteuid() == 0 and owner != "root":
+        raise Refused(f"cigri {command}: the grid at {config.home} is {owner}'s: run it as {owner} "
+                      f"(sudo -u {owner} cigri {command}), not as root")
 
 
 @app.command()
 @common.errors_to_exit
 def cycle(as_json: bool = typer.Option(False, "--json", help="Print the cycle report as JSON.")) -> None:
-    """Run exactly one scheduling cycle and exit (for cron); log to {log_dir}/cigri.log; exit 1 if it fails or another cycle runs."""
+    """Run exactly one scheduling cycle and exit (for cron); log to {log_dir}/cigri.log; exit 1 if it fails, another cycle runs, or a daemon or server runs the grid's cycles."""
     grid = _grid("cycle")
     logs.log_to_file(grid.config.log_path / "cigri.log", grid.config.settings)
+    if daemon_running(grid):  # they drive this grid's cycles (and the cycle lock keeps any two apart)
+        raise Busy(f"a cigri daemon or server runs the cycles of {grid.config.home}: not running one beside it")
     report = run_logged(grid)
     if as_json:
         common.print_json(report.__dict__)
@@ -107,19 +125,52 @@ def server(listen: Optional[str] = typer.Option(None, "--listen", metavar="HOST:
     serve(grid.config)
 
 
+@app.command()
+@common.errors_to_exit
+def pool(cluster: str = typer.Argument("local", help="The local cluster of the configuration whose pool this is.")) -> None:
+    """Run a local cluster's pool in the foreground until SIGTERM, as a service of its own (conf/cigri-pool.service): as the cluster's pool_account, root on a site, it runs each job as its owner."""
+    from cigri.backends.local import slots
+    from cigri.backends.local.pool import run_service, spool_problems
+
+    config = configuration.load(overrides)
+    found = next((c for c in config.clusters if c.name == cluster and c.backend == "local"), None)
+    if found is None:
+        raise InputError(f"cluster {cluster}: no local cluster of that name in the configuration")
+    account = str(found.options.get("pool_account") or "")
+    if not account:
+        raise InputError(f"clusters.{cluster}.pool_account: not set: the cycles start that cluster's pool themselves")
+    if api.current_user() != account:
+        raise Refused(f"cigri pool: clusters.{cluster}.pool_account is {account}: run it as {account}, "
+                      f"not as {api.current_user()}")
+    spool = config.spool_path / cluster
+    problems = spool_problems(str(spool)) if os.geteuid() == 0 else []
+    if problems:
+        raise Refused(f"cigri pool: {problems[0]}")
+    raise typer.Exit(run_service(str(spool), slots(found.options)))
+
+
 @token_app.command("create")
 @common.errors_to_exit
 def token_create(user: Optional[str] = typer.Option(None, "--user", metavar="USER", help="Whose token (admins; default: yours)."),
                  ttl: Optional[str] = typer.Option(None, "--ttl", metavar="DURATION", help="Lifetime: 30d, 12h, 90m (default: server.token_ttl)."),
                  note: str = typer.Option("", "--note", help="What it is for (shown by cigri token list)."),
+                 save: bool = typer.Option(False, "--save", help="Write it to ~/.config/cigri/token (0600, the directory made 0700) instead of printing it."),
                  as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
-    """Make a token and print it once: put it in ~/.config/cigri/token (chmod 600) or CIGRI_TOKEN on the machine you submit from."""
+    """Make a token and print it once (or --save it where the commands read it): on the machine you submit from, in ~/.config/cigri/token (0600) or CIGRI_TOKEN."""
+    if save and user is not None:
+        raise InputError("--save writes your own token file: not with --user")
+    if save:
+        prepare_token_file()  # before the token exists: a directory that cannot be made costs none
     token = common.client(overrides).create_token(owner=user, ttl=ttl, note=note)
+    if save:
+        save_token(token.pop("token"))
+        token["file"] = str(TOKEN_FILE)
     if as_json:
         return common.print_json(token)
-    print(token["token"])
+    if not save:
+        print(token["token"])
     print(f"token {token['id']} for {token['user']}, valid until {common.when(token['expires_at'])}: "
-          "it is shown only now", file=sys.stderr)
+          + (f"saved in {TOKEN_FILE}" if save else "it is shown only now"), file=sys.stderr)
     return None
 
 

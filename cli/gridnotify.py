@@ -6,7 +6,6 @@ from typing import Any, Optional
 
 import typer
 
-from cigri import api
 from cigri.cli import common
 from cigri.errors import InputError, NotFound
 
@@ -63,7 +62,8 @@ def _cigri_list(rows: list[dict[str, Any]]) -> None:
     if rows:
         print("You have the following notification subscriptions:")
     for row in rows:
-        print(f" - {row['kind']} on {row['target']} with severity {row['severity']}")
+        print(f" - {row['kind']} on {row['target']} with severity {row['severity']}"
+              + ("" if row["confirmed"] else " (unconfirmed: gridnotify confirm)"))
 
 
 def _unsubscribe_address(address: str) -> None:
@@ -80,7 +80,7 @@ def _unsubscribe_address(address: str) -> None:
 @app.command()
 @common.errors_to_exit
 def subscribe(
-    mail: Optional[str] = typer.Option(None, "--mail", help="Send mails to this one address (user@domain)."),
+    mail: Optional[str] = typer.Option(None, "--mail", help="Send mails to this one address (user@domain); one other than your own is mailed a code to confirm first (gridnotify confirm)."),
     webhook: Optional[str] = typer.Option(None, "--webhook", help="POST a JSON document to this http(s) URL: a public address, unless the site allows its network (notify.webhook_allow); redirects are not followed."),
     severity: str = typer.Option("medium", "-s", "--severity", help="Least severity sent: low, medium or high."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON value."),
@@ -94,10 +94,26 @@ def subscribe(
 
 
 def _subscribe(kind: str, target: str, severity: str, as_json: bool) -> None:
-    subscription_id = common.client().subscribe(kind=kind, target=target, severity=severity)
+    subscription = common.client().subscribe(kind=kind, target=target, severity=severity)
     if as_json:
-        return common.print_json({"id": subscription_id})
-    print(f"Subscription {subscription_id}: {kind} {api.shown_target(target)}, severity {severity} and above")
+        return common.print_json(subscription)
+    print(f"Subscription {subscription['id']}: {kind} {subscription['target']}, severity {severity} and above"
+          + ("" if subscription["confirmed"] else
+             f"; unconfirmed: nothing is sent there until you type the code mailed to it: "
+             f"gridnotify confirm {subscription['id']} CODE"))
+    return None
+
+
+@app.command()
+@common.errors_to_exit
+def confirm(subscription: int = typer.Argument(..., help="The subscription's id (gridnotify list)."),
+            code: str = typer.Argument(..., help="The code mailed to its address (valid 24 hours)."),
+            as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
+    """Confirm a mail subscription with the code mailed to its address: until then nothing, not even events, is sent there."""
+    confirmed = common.client().confirm_subscription(subscription, code)
+    if as_json:
+        return common.print_json(confirmed)
+    print(f"Subscription {subscription}: {confirmed['kind']} {confirmed['target']} confirmed")
     return None
 
 
@@ -119,9 +135,10 @@ def list_subscriptions(
     rows = common.client().subscriptions(all_users=all_users)
     if as_json:
         return common.print_json(rows)
-    common.print_table(None, ["id", "user", "kind", "target", "severity", "sent", "pending", "failed", "last error"],
-                       [[r["id"], r["user"], r["kind"], r["target"], r["severity"], r["sent"], r["pending"],
-                         r["failed"], r["last_error"]] for r in rows])
+    common.print_table(None, ["id", "user", "kind", "target", "severity", "confirmed", "sent", "pending", "failed",
+                              "last error"],
+                       [[r["id"], r["user"], r["kind"], r["target"], r["severity"], "yes" if r["confirmed"] else "no",
+                         r["sent"], r["pending"], r["failed"], r["last_error"]] for r in rows])
     return None
 
 

@@ -44,7 +44,9 @@ def no_cycle_hint(client: Client, campaign_id: int) -> str | None:
 
 
 def say_if_no_cycles(client: Client, campaign_id: int) -> None:
-    """The :func:`no_cycle_hint` on stderr, if there is one."""
+    """The :func:`no_cycle_hint` on stderr, if there is one, after what the command printed has
+    gone out: a reader that left ends the command there (exit 141), with no hint after it."""
+    sys.stdout.flush()
     hint = no_cycle_hint(client, campaign_id)
     if hint is not None:
         print(f"{common.program()}: {hint}", file=sys.stderr)

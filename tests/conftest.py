@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import REAL_SYSTEMS, Cigri, busy_jobs, wait_for
+from harness import REAL_SYSTEMS, Cigri, busy_jobs, require_root, wait_for
 
 SYSTEMS_USED = pytest.StashKey[tuple[str, ...]]()
 
@@ -37,6 +37,13 @@ def pytest_configure(config: pytest.Config) -> None:
     root = Path(__file__).resolve().parent.parent
     for package in ("cigri", "cli", "jdl"):  # cigri.cli and cigri.jdl live in cli/ and jdl/
         compileall.compile_dir(root / package, quiet=1)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked ``harness.needs_root`` is skipped for anyone but root (failed with ``CI=true``)."""
+    marker = item.get_closest_marker("needs_root")
+    if marker is not None:
+        require_root(marker.args[0])
 
 
 def real_systems(item: pytest.Item) -> tuple[str, ...]:
@@ -72,7 +79,9 @@ def _one_test_per_system(request: pytest.FixtureRequest) -> Iterator[None]:
     held = []
     try:
         for rank, system in enumerate(request.node.stash.get(SYSTEMS_USED, ())):
-            handle = open(Path(tempfile.gettempdir()) / f"cigri-tests-{system}.lock", "a")  # noqa: SIM115
+            # read-only: the file may be another user's, as the run of a test's module as root left it
+            handle = os.fdopen(os.open(Path(tempfile.gettempdir()) / f"cigri-tests-{system}.lock",
+                                       os.O_RDONLY | os.O_CREAT, 0o644))
             held.append(handle)
             fcntl.flock(handle, fcntl.LOCK_EX)
             if rank:

@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -39,6 +39,27 @@ def on_systems(*systems: str) -> pytest.MarkDecorator:
     """``REAL_CLUSTERS`` for a test whose parameters do not name the batch systems it uses: these
     (none: it needs only the clusters' files, users or database, not their cores)."""
     return pytest.mark.real_clusters(systems=systems)
+
+
+def unavailable(why: str) -> NoReturn:
+    """Skip a test this machine cannot run, saying ``why``; with ``CI=true``, where every test
+    runs (as root, with the real clusters), fail instead."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true but {why}")
+    pytest.skip(why)
+
+
+def needs_root(why: str) -> pytest.MarkDecorator:
+    """Mark a test (or a module, as ``pytestmark``) that needs root: real Unix users, a tmpfs,
+    a chown, cigri running as root. Run by anyone else it is skipped with ``why`` (conftest.py),
+    and with ``CI=true`` it fails instead, so that CI never skips it."""
+    return pytest.mark.needs_root(why)
+
+
+def require_root(why: str) -> None:
+    """:func:`needs_root`, from inside a test or a fixture."""
+    if os.geteuid() != 0:
+        unavailable(f"needs root: {why}")
 
 
 FULL = os.environ.get("CIGRI_TEST_FULL") == "1"
@@ -82,9 +103,7 @@ def clusters_dir() -> Path:
     skipped, or fails with ``CI=true``."""
     found = clusters_file()
     if found is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but no test clusters in {TEST_CLUSTERS}: run tests/clusters/up.sh")
-        pytest.skip(f"no test clusters in {TEST_CLUSTERS} (tests/clusters/up.sh)")
+        unavailable(f"no test clusters in {TEST_CLUSTERS} (tests/clusters/up.sh)")
     return found.parent
 
 

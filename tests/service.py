@@ -4,10 +4,11 @@ real Unix users reaching it through the real commands and raw HTTP.
 :class:`Site` lives under a world-traversable directory of /tmp (pytest's own is 0700, which no
 other user can cross). The server runs from the shared install (:func:`unix_users.shared_install`)
 with a Unix socket and TCP on 127.0.0.1, one local cluster, and its files private to it; as root
-by default, so that the local cluster runs each user's jobs as that user (a server under a
-service account runs no one else's jobs there). :data:`unix_users.SERVICE` is a configured
-admin. Each user's commands run as that user, with ``CIGRI_SERVER`` naming the socket as a
-user's configuration would.
+by default, so that the local cluster runs each user's jobs as that user, or as the documented
+site (docs/server.md): under a service account (``account``), with the local cluster's pool as
+root beside it (``root_pool``). :data:`unix_users.SERVICE` is a configured admin. Each user's
+commands run as that user, with ``CIGRI_SERVER`` naming the socket as a user's configuration
+would.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from typing import Any
 
 from harness import wait_for
 from unix_users import NAMES, SERVICE, ensure_users, run_as, shared_install, start_as
+
+from cigri.locks import held
 
 SLOTS = 4
 # Raw HTTP as a user: requests in (JSON on stdin), [status, body] out, from one process.
@@ -57,9 +60,11 @@ def free_port() -> int:
 class Site:
     """One site: its server (started by :meth:`start`), its users, and their commands."""
 
-    def __init__(self, config: str = "", account: str = "root", front: bool = False) -> None:
-        """``front``: a trusted front on 127.0.0.1, with the secret it sends (:attr:`front_secret`)."""
+    def __init__(self, config: str = "", account: str = "root", front: bool = False, root_pool: bool = False) -> None:
+        """``front``: a trusted front on 127.0.0.1, with the secret it sends (:attr:`front_secret`);
+        ``root_pool``: the local cluster's pool runs as root beside the server (its unit's way)."""
         self.account = account
+        self.root_pool = root_pool
         self.users = [entry.pw_name for entry in ensure_users((*NAMES, SERVICE))][:len(NAMES)]
         self.bin = shared_install()
         self.root = Path(tempfile.mkdtemp(prefix="cigri-site-", dir="/tmp"))
@@ -79,6 +84,7 @@ class Site:
             os.chown(secret, pwd.getpwnam(account).pw_uid, -1)
             config = f'trusted_proxies = "127.0.0.1"\nfront_secret_file = "{secret}"\n{config}'
         self.config.write_text(f'[clusters.local]\nbackend = "local"\nslots = {SLOTS}\n'
+                               + ('pool_account = "root"\n' if root_pool else "") +
                                f'[cigri]\ncycle_period = 0.2\nadmins = "{SERVICE}"\n'
                                f'[server]\nlisten = "127.0.0.1:{self.port}"\n{config}')
         service = pwd.getpwnam(account)
@@ -87,6 +93,7 @@ class Site:
         os.chown(self.config, service.pw_uid, service.pw_gid)
         self.config.chmod(0o600)
         self.server: subprocess.Popen[bytes] | None = None
+        self.pool: subprocess.Popen[bytes] | None = None
         self.user_dirs: list[Path] = []
 
     @property
@@ -100,11 +107,30 @@ class Site:
 
     def start(self, timeout: float = 60, wrapper: tuple[str, ...] = ()) -> None:
         """Start the server (``wrapper``: a command that execs it, ``prlimit --nofile=…``)."""
+        if self.root_pool:  # as its units do: the account's ExecStartPre makes the grid, the pool beside it
+            made = run_as(self.account, [str(self.bin / "cigri"), "db", "init"], env=self.server_env())
+            assert made.returncode == 0, made.stderr
+            self.start_pool(timeout)
         self.server = start_as(self.account, [*wrapper, str(self.bin / "cigri"), "server"], env=self.server_env(),
                                log=self.root / "server.log")
         wait_for(lambda: self._answers() or self.server.poll() is not None, timeout, "the server to answer")
         if self.server.poll() is not None:
             raise AssertionError(f"the server died: {self.log()}")
+
+    def start_pool(self, timeout: float = 60) -> None:
+        """``cigri pool local`` as root, as conf/cigri-pool.service runs it; back once it serves."""
+        with open(self.root / "pool.log", "ab") as log:
+            self.pool = subprocess.Popen([str(self.bin / "cigri"), "pool", "local"], env=self.server_env(),
+                                         stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/")
+        lock = self.home / "spool" / "local" / "pool.lock"
+        wait_for(lambda: held(lock) or self.pool.poll() is not None, timeout, "the local pool to serve")
+        if self.pool.poll() is not None:
+            raise AssertionError(f"the pool died: {(self.root / 'pool.log').read_text()}")
+
+    def stop_pool(self) -> None:
+        if self.pool is not None and self.pool.poll() is None:
+            self.pool.terminate()
+            self.pool.wait(60)
 
     def _answers(self) -> bool:
         probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -129,6 +155,7 @@ class Site:
     def close(self) -> None:
         if self.server is not None and self.server.poll() is None:
             self.kill(signal.SIGTERM)
+        self.stop_pool()
         pool = self.home / "spool" / "local" / "pool.lock"
         if pool.exists() and (pid := pool.read_text().strip()).isdigit():
             try:

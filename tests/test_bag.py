@@ -17,8 +17,9 @@ from cigri import api, bag, config
 from cigri import db as database
 from cigri.grid import Grid, open_grid
 from cigri.states import TASK_OPEN, TaskState
+from cigri.users import acting_user
 
-USER = "alice"
+USER = acting_user()  # the local cluster takes the campaigns of the account running cigri
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -103,3 +104,15 @@ def test_gridstat_filters_through_the_server(site: Site) -> None:
     assert site.json(u1, "gridstat", "-u", u1, "--name", "filtered-*", "--since", "2099-01-01") == []
     [failed] = site.json(u1, "gridstat", "-c", str(campaign_id), "--state", "failed")
     assert failed["name"] == "bad" and failed["jobs"][-1]["exit_code"] == 5
+
+
+def test_cigri_cycle_is_refused_beside_the_server(site: Site) -> None:
+    """docs/server.md: the server drives the grid's cycles and nothing else may. ``cigri cycle``
+    run by the grid's own account beside it says so in one line, exits 1 and runs no cycle."""
+    cycle_lock = site.home / "cycle.lock"
+    wait_for(cycle_lock.exists, 60, "the server's first cycle")
+    result = subprocess.run([str(site.bin / "cigri"), "cycle"], env={**os.environ, **site.server_env()},
+                            capture_output=True, text=True, timeout=120)
+    assert (result.returncode, result.stdout) == (1, "")  # a cycle run prints its report
+    assert result.stderr == (f"cigri: a cigri daemon or server runs the cycles of {site.home}: "
+                             "not running one beside it\n")

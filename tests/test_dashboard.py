@@ -27,7 +27,7 @@ from selenium.common.exceptions import StaleElementReferenceException, WebDriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
-from harness import wait_for
+from harness import unavailable, wait_for
 from service import Site
 from unix_users import REPO, SERVICE
 
@@ -36,12 +36,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dashboard")]
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 ARTIFACTS = REPO / "tests" / "artifacts"
 SIM_CLUSTERS = ("simA", "simB")
-
-
-def _unavailable(why: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but {why}")
-    pytest.skip(why)
 
 
 def _seed_module() -> Any:
@@ -88,7 +82,7 @@ def live(site: Site) -> int:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     if not CHROMIUM.exists() or not CHROMEDRIVER.exists():
-        _unavailable("Debian's chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)")
+        unavailable("Debian's chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)")
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",

@@ -13,14 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import Cigri
+from harness import Cigri, require_root
 
 
 @pytest.fixture
 def small_home(cigri: Cigri) -> Iterator[Cigri]:
     """The installation with its home on a 1 MiB tmpfs, unmounted after the test."""
-    if os.geteuid() != 0:
-        pytest.fail("mounting a tmpfs needs root (CI runs as root)")
+    require_root("the test mounts a tmpfs")
     cigri.home.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(cigri.home)], check=True)
     try:

@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from cigri import api, config
 from cigri.errors import InputError
 from cigri.grid import Grid, open_grid
+from cigri.users import acting_user
 
 CASES: collections.Counter[str] = collections.Counter()
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -122,7 +123,7 @@ def _submit(grid: Grid, text: str, base: Path, source: str = "fuzz.json") -> Non
     """Submit; on refusal, check the message and that the database did not change."""
     before = _counts(grid)
     try:
-        campaign_id, count = api.submit(grid, text, base_dir=base, user="fuzzer", source=source)
+        campaign_id, count = api.submit(grid, text, base_dir=base, user=acting_user(), source=source)
     except InputError as error:
         _assert_named(error, (f"{source}:", f"{source}: ", str(base), "$", "nb_jobs", "param_file"))
         assert _counts(grid) == before
@@ -156,7 +157,7 @@ def test_any_jdl_is_a_campaign_or_named_errors(grid: Grid, tmp_path_factory: pyt
 def test_any_text_as_a_jdl_is_refused_in_named_lines(text: str) -> None:
     CASES["jdl-text"] += 1
     try:
-        parse_jdl(text, known_clusters=CLUSTERS, user="fuzzer", base_dir=Path("/nonexistent"),
+        parse_jdl(text, known_clusters=CLUSTERS, user=acting_user(), base_dir=Path("/nonexistent"),
                   default_walltime="01:00:00", default_resources="core=1", source="text.json")
     except InputError as error:
         _assert_named(error, ("text.json: ",))
@@ -212,7 +213,7 @@ def test_a_million_lines_one_of_them_bad_write_nothing(grid: Grid, tmp_path: Pat
     before = _counts(grid)
     with pytest.raises(InputError) as refused:
         api.submit(grid, json.dumps({"name": "m", "clusters": {"local": {}}, "exec_file": "/bin/true",
-                                     "param_file": str(path)}), base_dir=tmp_path, user="fuzzer")
+                                     "param_file": str(path)}), base_dir=tmp_path, user=acting_user())
     assert str(refused.value) == (f"{path}:1000000: duplicate task name 'p5' (first at {path}:6; "
                                   "the first word of a line names its task)")
     assert _counts(grid) == before

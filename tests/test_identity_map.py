@@ -86,6 +86,30 @@ def test_who_a_cluster_refuses() -> None:
     assert refusal("sim", {}, "anyone", account="nobody") is None
 
 
+def test_a_login_the_cluster_never_runs_is_refused_at_submission() -> None:
+    """Issue #33: root's campaign never ran and nothing said why. Its jobs would be refused by the
+    cluster (OAR admits neither root nor oar) or by the local pool (no job as root for a spool
+    another account writes): refused at submission, with the reason, instead."""
+    def refusal(backend: str, options: dict[str, object], user: str, account: str = "cigri") -> str | None:
+        return identity.refusal(backend, options, user, account, lambda _user: False)
+
+    for options in ({"transport": "rest", "user": "cigri", "identity": "ident"}, SUDO):
+        assert refusal("oar", options, "root") == ("OAR refuses the jobs of root (its admission rules admit neither "
+                                                   "root nor oar): root's jobs need another login there (logins)")
+        assert "OAR refuses the jobs of oar" in str(refusal("oar", {**options, "logins": {"ops": "oar"}}, "ops"))
+        assert refusal("oar", {**options, "logins": {"root": "admin"}}, "root") is None
+    assert refusal("oar", {**SUDO, "identity": "account"}, "root") is None  # runs as the cluster's user
+    assert refusal("slurm", SUDO, "root") is None  # Slurm runs root's jobs
+    root_pool = {"pool_account": "root"}
+    assert refusal("local", root_pool, "root") == ("the local pool runs no job as root: cigri runs as cigri, whose "
+                                                   "spool never has a job run with root's rights")
+    assert refusal("local", root_pool, "root", account="root") is None  # root's own spool, root's own job
+    assert refusal("local", root_pool, "alice") is None
+    assert refusal("local", {"pool_account": "ops"}, "alice") == (
+        "the local pool runs as ops, not root: it runs no one else's jobs on the local cluster (alice's would run "
+        "with its rights)")
+
+
 @pytest.mark.parametrize(("table", "error"), [
     ('transport = "ssh"\nhost = "h"\nuser = "u"\nidentity = "ident"',
      "clusters.c.identity: expected one of account, sudo with backend 'slurm' and transport 'ssh', got 'ident'"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -27,7 +28,7 @@ from cigri import api, notify
 from cigri.logs import JSONFormatter, TextFormatter
 from cigri import db as database
 from cigri.cycle import run_cycle
-from cigri.errors import NotFound, InputError, Refused
+from cigri.errors import InputError, LimitExceeded, NotFound, Refused
 from cigri.events import record
 from cigri.grid import Grid
 from cigri.users import acting_user
@@ -100,10 +101,23 @@ def hook() -> Iterator[str]:
 
 @pytest.fixture
 def grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, smtp: tuple[Mailbox, int]) -> Iterator[Grid]:
+    # bob is a name, not a Unix account: his jobs on the local cluster run as the account running the tests
     grid = make_grid(tmp_path, monkeypatch, f'[notify]\nsmtp_host = "127.0.0.1"\nsmtp_port = {smtp[1]}\n'
-                                            f'subject_tag = "[grid]"\nretry_delay = 0.2\nmax_tries = 3\n{ALLOW_LOOPBACK}')
+                                            f'subject_tag = "[grid]"\nretry_delay = 0.2\nmax_tries = 3\n{ALLOW_LOOPBACK}'
+                                            f'[clusters.local.logins]\nbob = "{USER}"\n')
     yield grid
     grid.close()
+
+
+def confirmed(grid: Grid, mailbox: Mailbox, user: str, target: str, severity: str) -> int:
+    """A mail subscription made and confirmed as a user would: with the code mailed to the address
+    (the mail is then taken out of the mailbox); its id."""
+    subscription = api.subscribe(grid, user=user, kind="mail", target=target, severity=severity)
+    assert subscription["confirmed"] is False and mailbox.messages[-1]["To"] == target
+    code = re.search(r"gridnotify confirm (\d+) (\w+)", mailbox.messages.pop().get_payload())
+    assert code is not None and int(code[1]) == subscription["id"]
+    assert api.confirm_subscription(grid, subscription["id"], code[2], user=user)["confirmed"] is True
+    return int(subscription["id"])
 
 
 def failures(grid: Grid, campaign_id: int, n: int) -> None:
@@ -118,7 +132,7 @@ def test_a_thousand_failures_send_one_mail_and_one_webhook(grid: Grid, tmp_path:
                                                            hook: str) -> None:
     mailbox, _ = smtp
     campaign_id, _ = campaign(grid, tmp_path, 1)
-    api.subscribe(grid, user=USER, kind="mail", target="alice@example.org", severity="medium")
+    confirmed(grid, mailbox, USER, "alice@example.org", "medium")
     api.subscribe(grid, user=USER, kind="webhook", target=hook, severity="high")
     failures(grid, campaign_id, 1000)
     assert notify.notify(grid) == 2
@@ -138,8 +152,8 @@ def test_a_thousand_failures_send_one_mail_and_one_webhook(grid: Grid, tmp_path:
 def test_severity_filter_and_campaign_end(grid: Grid, tmp_path: Path, smtp: tuple[Mailbox, int]) -> None:
     mailbox, _ = smtp
     campaign_id, _ = campaign(grid, tmp_path, 1)
-    api.subscribe(grid, user=USER, kind="mail", target="low@example.org", severity="low")
-    api.subscribe(grid, user=USER, kind="mail", target="high@example.org", severity="high")
+    confirmed(grid, mailbox, USER, "low@example.org", "low")
+    confirmed(grid, mailbox, USER, "high@example.org", "high")
     for _ in range(40):  # the one task runs on the local pool; the campaign ends and says so
         run_cycle(grid)
         if mailbox.messages:
@@ -154,8 +168,8 @@ def test_owners_get_their_campaigns_events_and_admins_the_clusters(grid: Grid, t
                                                                    smtp: tuple[Mailbox, int]) -> None:
     mailbox, _ = smtp
     bobs, _ = campaign(grid, tmp_path, 1, user="bob")
-    api.subscribe(grid, user="bob", kind="mail", target="bob@example.org", severity="low")
-    api.subscribe(grid, user=USER, kind="mail", target="admin@example.org", severity="low")  # root: an admin
+    confirmed(grid, mailbox, "bob", "bob@example.org", "low")
+    confirmed(grid, mailbox, USER, "admin@example.org", "low")  # root: an admin
     with database.write(grid.db) as conn:
         record(conn, "EXIT_ERROR", "task 0 exited with status 1", campaign_id=bobs, cluster_id=1)
         record(conn, "BLACKLISTED", "cluster blacklisted: 3 cycles", cluster_id=1)
@@ -191,10 +205,10 @@ def test_a_failing_webhook_is_retried_with_backoff_then_given_up(grid: Grid, tmp
 
 def test_a_broken_notifier_never_breaks_the_cycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     grid = make_grid(tmp_path, monkeypatch, f'[notify]\nsmtp_host = "127.0.0.1"\nsmtp_port = {free_port()}\n'
-                                            f'timeout = 1.0\n{ALLOW_LOOPBACK}')
+                                            f'timeout = 1.0\nuser_address = "{{user}}@example.org"\n{ALLOW_LOOPBACK}')
     try:
         campaign_id, _ = campaign(grid, tmp_path, 1)
-        api.subscribe(grid, user=USER, kind="mail", target="nobody@example.org", severity="low")
+        api.subscribe(grid, user=USER, kind="mail", target=f"{USER}@example.org", severity="low")  # theirs: no code
         api.subscribe(grid, user=USER, kind="webhook", target=f"http://127.0.0.1:{free_port()}/x", severity="low")
         failures(grid, campaign_id, 2)
         report = run_cycle(grid)  # neither the closed SMTP port nor the closed HTTP port raise
@@ -233,8 +247,8 @@ def test_subscriptions_check_their_input_and_belong_to_their_user(grid: Grid) ->
         api.subscribe(grid, user=USER, kind="mail", target="a@example.org\nBcc: x@evil.org", severity="low")
     with pytest.raises(InputError, match="webhook URL"):
         api.subscribe(grid, user=USER, kind="webhook", target="file:///etc/passwd", severity="low")
-    first = api.subscribe(grid, user="alice", kind="mail", target="a@example.org", severity="low")
-    assert api.subscribe(grid, user="alice", kind="mail", target="a@example.org", severity="high") == first
+    first = api.subscribe(grid, user="alice", kind="mail", target="a@example.org", severity="low")["id"]
+    assert api.subscribe(grid, user="alice", kind="mail", target="a@example.org", severity="high")["id"] == first
     assert [s["severity"] for s in api.list_subscriptions(grid, user="alice")] == ["high"]
     with pytest.raises(NotFound, match=f"subscription {first}: no such subscription"):  # another's: as none
         api.unsubscribe(grid, first, user="bob")
@@ -258,11 +272,109 @@ def test_a_mail_subscription_is_one_address(grid: Grid, target: str) -> None:
 def test_plain_addresses_are_taken(grid: Grid, smtp: tuple[Mailbox, int], tmp_path: Path) -> None:
     mailbox, _ = smtp
     for target in ("alice@example.org", "first.last+tag@mail.example-1.org", "o'brien@example.org"):
-        api.subscribe(grid, user=USER, kind="mail", target=target, severity="low")
+        confirmed(grid, mailbox, USER, target, "low")
     failures(grid, campaign(grid, tmp_path, 1)[0], 1)
     assert notify.notify(grid) == 3
     assert sorted(m["To"] for m in mailbox.messages) == ["alice@example.org", "first.last+tag@mail.example-1.org",
                                                          "o'brien@example.org"]
+
+
+def _code(mail: Any) -> tuple[int, str]:
+    found = re.search(r"gridnotify confirm (\d+) (\w+)", mail.get_payload())
+    assert found is not None, mail.get_payload()
+    return int(found[1]), found[2]
+
+
+def test_another_address_is_sent_nothing_until_its_code_is_typed(grid: Grid, tmp_path: Path,
+                                                                  smtp: tuple[Mailbox, int]) -> None:
+    """Issue #33: a user's stderr was mailed to someone else, from the site. Subscribing another
+    address mails it one code naming the user, and nothing else, events included, until the code
+    is typed; the database keeps only the code's hash."""
+    mailbox, _ = smtp
+    campaign_id, _ = campaign(grid, tmp_path, 1)
+    made = api.subscribe(grid, user=USER, kind="mail", target="victim@example.org", severity="low")
+    assert made["confirmed"] is False
+    [asked] = mailbox.messages
+    assert asked["To"] == "victim@example.org" and asked["Subject"] == f"[grid] confirm the notifications of {USER}"
+    subscription, code = _code(asked)
+    assert subscription == made["id"] and len(code) == 10
+    assert code not in "".join(grid.db.iterdump())
+    failures(grid, campaign_id, 3)
+    assert notify.notify(grid) == 0 and len(mailbox.messages) == 1
+    assert api.subscribe(grid, user=USER, kind="mail", target="victim@example.org", severity="medium")["id"] == \
+        subscription and len(mailbox.messages) == 1  # a code still waits: none mailed again
+    assert [s["confirmed"] for s in api.list_subscriptions(grid, user=USER)] == [False]
+    with pytest.raises(InputError, match="^code: not the one mailed to victim@example.org$"):
+        api.confirm_subscription(grid, subscription, "0" * 10, user=USER)
+    with pytest.raises(NotFound, match=f"subscription {subscription}: no such subscription"):
+        api.confirm_subscription(grid, subscription, code, user="bob")  # another's: as none
+    assert api.confirm_subscription(grid, subscription, code, user=USER)["confirmed"] is True
+    with database.write(grid.db) as conn:
+        record(conn, "EXIT_ERROR", "after", campaign_id=campaign_id, cluster_id=1, signature="after",
+               stderr_tail="after\n")
+    assert notify.notify(grid) == 1
+    told = mailbox.messages[-1]
+    assert told["To"] == "victim@example.org" and "after" in told.get_payload() and "error 0" not in told.get_payload()
+
+
+def test_codes_expire_wear_out_and_are_mailed_five_a_day(grid: Grid, smtp: tuple[Mailbox, int]) -> None:
+    mailbox, _ = smtp
+    first = api.subscribe(grid, user="eve", kind="mail", target="a@example.org", severity="low")["id"]
+    _, code = _code(mailbox.messages[-1])
+    for _ in range(5):
+        with pytest.raises(InputError, match="code: not the one"):
+            api.confirm_subscription(grid, first, "f" * 10, user="eve")
+    with pytest.raises(Refused, match="no code waits for a@example.org .*mails a new one"):
+        api.confirm_subscription(grid, first, code, user="eve")  # the right one, after five wrong ones
+    api.subscribe(grid, user="eve", kind="mail", target="a@example.org", severity="low")  # a new code
+    _, second = _code(mailbox.messages[-1])
+    with database.write(grid.db) as conn:
+        conn.execute("UPDATE mail_codes SET expires_at = ?", [database.now() - 1])  # a day later
+    with pytest.raises(Refused, match="no code waits"):
+        api.confirm_subscription(grid, first, second, user="eve")
+    for i in range(3):
+        api.subscribe(grid, user="eve", kind="mail", target=f"b{i}@example.org", severity="low")
+    with pytest.raises(LimitExceeded, match="5 confirmation codes were mailed for you within a day"):
+        api.subscribe(grid, user="eve", kind="mail", target="c@example.org", severity="low")
+    assert len(mailbox.messages) == 5
+    assert not any(s["confirmed"] for s in api.list_subscriptions(grid, user="eve"))
+
+
+def test_the_users_own_address_needs_no_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            smtp: tuple[Mailbox, int]) -> None:
+    mailbox, port = smtp
+    grid = make_grid(tmp_path, monkeypatch, f'[notify]\nsmtp_host = "127.0.0.1"\nsmtp_port = {port}\n'
+                                            'user_address = "{user}@Example.org"\n')
+    try:
+        assert api.subscribe(grid, user="alice", kind="mail", target="alice@example.org", severity="low")["confirmed"]
+        assert not api.subscribe(grid, user="alice", kind="mail", target="bob@example.org", severity="low")["confirmed"]
+        assert [m["To"] for m in mailbox.messages] == ["bob@example.org"]  # the code; nothing to her own
+    finally:
+        grid.close()
+
+
+@pytest.mark.parametrize("template", ["example.org", "{user}", "{user}@", "a@{user}.org", "{user}@x.org, b@y.org"])
+def test_a_user_address_must_be_an_address_of_the_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       template: str) -> None:
+    with pytest.raises(InputError, match="^notify.user_address: expected an address with {user} in its local part"):
+        make_grid(tmp_path, monkeypatch, f'[notify]\nuser_address = "{template}"\n')
+
+
+@pytest.mark.slow
+def test_gridnotify_confirm(cigri: Cigri, smtp: tuple[Mailbox, int]) -> None:
+    mailbox, port = smtp
+    with cigri.config.open("a") as conf:
+        conf.write(f'[notify]\nsmtp_host = "127.0.0.1"\nsmtp_port = {port}\n')
+    said = cigri.run("gridnotify", "subscribe", "--mail", "friend@example.org").stdout
+    subscription, code = _code(mailbox.messages[-1])
+    assert said == (f"Subscription {subscription}: mail friend@example.org, severity medium and above; unconfirmed: "
+                    f"nothing is sent there until you type the code mailed to it: gridnotify confirm {subscription} CODE\n")
+    assert cigri.run("gridnotify", "-l").stdout.endswith("with severity medium (unconfirmed: gridnotify confirm)\n")
+    wrong = cigri.run("gridnotify", "confirm", str(subscription), "nope", expect=2)
+    assert wrong.stderr == "gridnotify: code: not the one mailed to friend@example.org\n"
+    assert cigri.run("gridnotify", "confirm", str(subscription), code).stdout == \
+        f"Subscription {subscription}: mail friend@example.org confirmed\n"
+    assert [s["confirmed"] for s in cigri.json("gridnotify", "list")] == [True]
 
 
 @pytest.mark.slow

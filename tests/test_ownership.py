@@ -26,8 +26,10 @@ from cigri.users import acting_user, is_admin, require_admin
 
 @pytest.fixture
 def grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Grid]:
-    # bob is a name, not a Unix account: his jobs on the local cluster run as the account running the tests
-    grid = make_grid(tmp_path, monkeypatch, f'[cigri]\nadmins = "carol, dave"\n[clusters.local.logins]\nbob = "{acting_user()}"\n')
+    # alice and bob are names, not Unix accounts: their jobs on the local cluster run as the account
+    # running the tests, which may run them whether it is root or not
+    grid = make_grid(tmp_path, monkeypatch, f'[cigri]\nadmins = "carol, dave"\n[clusters.local.logins]\n'
+                                            f'alice = "{acting_user()}"\nbob = "{acting_user()}"\n')
     yield grid
     grid.close()
 
@@ -179,8 +181,9 @@ def test_tokens_and_passwords_never_appear_in_logs_errors_or_json(cigri: Cigri) 
                        f'base_url = "http://127.0.0.1:{server.server_address[1]}"\n'
                        f'token_file = "{secrets / "slurm.token"}"\n'
                        f'[notify]\nsmtp_host = "127.0.0.1"\nsmtp_port = 1\nsmtp_user = "cigri"\n'
-                       f'smtp_password_file = "{secrets / "smtp.password"}"\nretry_delay = 0.0\n')
-        cigri.run("gridnotify", "subscribe", "--mail", "root@example.org", "-s", "low")
+                       f'smtp_password_file = "{secrets / "smtp.password"}"\nretry_delay = 0.0\n'
+                       'user_address = "{user}@example.org"\n')
+        cigri.run("gridnotify", "subscribe", "--mail", f"{acting_user()}@example.org", "-s", "low")  # no code
         outputs = [cigri.run("cigri", "-v", "cycle", "--json", expect=None) for _ in range(2)]
         outputs += [cigri.run(*argv, expect=None) for argv in (
             ("gridclusters", "--json"), ("cigri", "cluster", "list", "--json"), ("gridevents", "-a", "--json"),

@@ -185,7 +185,7 @@ def ended(grid: Grid, campaign_id: int, cluster: str, durations_and_ends: list[t
 
 def test_throughput_over_the_window_durations_and_eta(grid: Grid, tmp_path: Path) -> None:  # noqa: F811
     jdl = {"name": "p", "nb_jobs": 100, "exec_file": "/bin/true", "clusters": {"local": {}, "other": {}}}
-    campaign_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user="alice")
+    campaign_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user=acting_user())
     now = 100_020.0  # on a minute's boundary: the window is the whole last hour
     # on local: 10 tasks of 60 s two hours ago (outside the window), then 30 tasks of 100/200 s in the last hour
     ended(grid, campaign_id, "local", [(60.0, now - 7200 + i) for i in range(10)])
@@ -217,7 +217,7 @@ def test_a_clusters_remaining_time_is_its_held_jobs_and_its_share_of_the_bag(gri
     cluster holding a long queue for its rate is the one the campaign waits for, while the
     campaign's own figures stay open tasks over the summed throughput."""
     jdl = {"name": "p", "nb_jobs": 100, "exec_file": "/bin/true", "clusters": {"local": {}, "other": {}}}
-    campaign_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user="alice")
+    campaign_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user=acting_user())
     now = 100_020.0
     a, b = grid.cluster_ids()["local"], grid.cluster_ids()["other"]
     # the same ended jobs as above: 30 tasks/h on local, 40 on other, 40 tasks open
@@ -265,8 +265,8 @@ def test_the_drain_is_littles_law_or_the_last_periods_starts(grid: Grid, tmp_pat
     The mean counts the running jobs' ages as run time (censored durations); until a job has
     ended, at most the running jobs end. Waiting and preempted jobs never count."""
     jdl = {"name": "p", "nb_jobs": 70, "exec_file": "/bin/true", "clusters": {"local": {}, "other": {}}}
-    long_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user="alice")
-    short_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user="bob")
+    long_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user=acting_user())
+    short_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user=acting_user())
     now = 100_000.0
     a, b = grid.cluster_ids()["local"], grid.cluster_ids()["other"]
     ended(grid, long_id, "local", [(200.0, now - 1000 - i) for i in range(10)])  # 2,000 s run, none lately
@@ -294,7 +294,7 @@ def test_the_drain_is_littles_law_or_the_last_periods_starts(grid: Grid, tmp_pat
 
 def test_no_measure_yet_means_no_eta(grid: Grid, tmp_path: Path) -> None:  # noqa: F811
     jdl = {"name": "p", "nb_jobs": 3, "exec_file": "/bin/true", "clusters": {"local": {}}}
-    campaign_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user="alice")
+    campaign_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user=acting_user())
     figures = predictor.campaign_figures(grid.db, campaign_id, 1000.0)
     assert (figures.throughput_per_hour, figures.remaining_tasks, figures.eta) == (None, 3, None)
     assert predictor.affinity_penalties(grid.db, [campaign_id]) == {}
@@ -378,7 +378,7 @@ def test_the_windows_count_of_terminated_tasks_is_exact_from_the_minutes(grid: G
     """The throughput's count since a minute's start sums ``throughput_minutes``: the same answer
     as counting every job, ends on a minute's boundary included."""
     jdl = {"name": "w", "nb_jobs": 400, "exec_file": "/bin/true", "clusters": {"local": {}, "other": {}}}
-    campaign_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user="alice")
+    campaign_id, _ = api.submit(grid, json.dumps(jdl), base_dir=tmp_path, user=acting_user())
     ends = [6000.0 + 37.5 * i for i in range(160)] + [6000.0 + 60 * i for i in range(40)]  # boundaries too
     ended(grid, campaign_id, "local", [(5.0, end) for end in ends])
     ended(grid, campaign_id, "other", [(5.0, end + 13.25) for end in ends])

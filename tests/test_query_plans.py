@@ -18,6 +18,9 @@ from cigri.cycle import run_cycle
 from cigri.cycle_context import gather
 from cigri.grid import open_grid
 from cigri.states import JOB_ACTIVE, JobState
+from cigri.users import acting_user
+
+USER = acting_user()  # the local cluster takes the campaigns of the account running cigri
 
 BIG_TABLES = ("tasks", "jobs")
 # what a grid accumulates for ever: the jobs and tasks, the events and the jobs they covered,
@@ -35,7 +38,7 @@ def unanalysed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("CIGRI_NOTIFY_WEBHOOK_ALLOW", "127.0.0.0/8")  # its webhook is a closed port there
     g = open_grid(config.load())
     jdl = {"name": "plans", "nb_jobs": 50, "exec_file": "/bin/true", "clusters": {"local": {}}}
-    api.submit(g, json.dumps(jdl), base_dir=tmp_path, user="alice")
+    api.submit(g, json.dumps(jdl), base_dir=tmp_path, user=USER)
     yield g
     g.close()
 
@@ -50,8 +53,8 @@ def grid(unanalysed):
 def test_gridstat_queries_never_scan_tasks_or_jobs(grid) -> None:
     seen: list[str] = []
     grid.db.conn.set_trace_callback(seen.append)
-    api.campaign_detail(grid, 1, user="alice")
-    api.list_campaigns(grid, user="alice", include_finished=True)
+    api.campaign_detail(grid, 1, user=USER)
+    api.list_campaigns(grid, user=USER, include_finished=True)
     grid.db.conn.set_trace_callback(None)
     assert_no_scan(grid, seen)
 
@@ -112,7 +115,7 @@ def test_a_cycle_scans_nothing_that_accumulates(unanalysed) -> None:
     scans a partial index that holds only what is live (the pairs blacklisted now, the
     messages still to send). tests/test_cycle_cost.py measures the searches that are not
     selective enough."""
-    api.subscribe(unanalysed, user="alice", kind="webhook", target="http://127.0.0.1:9/hook", severity="low")
+    api.subscribe(unanalysed, user=USER, kind="webhook", target="http://127.0.0.1:9/hook", severity="low")
     seen: list[str] = []
     unanalysed.db.conn.set_trace_callback(seen.append)
     run_cycle(unanalysed)

@@ -94,7 +94,8 @@ def test_every_route_answers_another_users_objects_as_missing(site: Site, campai
                                            "/api/v1/notifications/{subscription_id}"}
     requests = []
     for method, path in routes:
-        options: dict[str, Any] = {"content": "x 1\n"} if path.endswith("/tasks") and method == "POST" else {}
+        options: dict[str, Any] = {"content": "x 1\n"} if path.endswith("/tasks") and method == "POST" else \
+            {"json": {"code": "0"}} if path.endswith("/confirm") else {}
         requests.append((method, path.removeprefix("/api/v1").format(**ids), options))
     answers = site.http(u2, requests)
     for (method, path, _), (status, body, _) in zip(requests, answers):
@@ -194,6 +195,28 @@ def test_a_token_file_others_can_read_is_refused(site: Site) -> None:
                               "or make a new token: the old one may be known\n")
     path.chmod(0o600)
     site.run(u1, "gridstat", env={"CIGRI_SERVER": site.url, "XDG_CONFIG_HOME": str(xdg)})
+
+
+def test_token_create_save_writes_the_file_the_commands_read(site: Site) -> None:
+    """README and docs/server.md: ``cigri token create --save`` on the server's host makes the
+    directory (0700) and the file (0600) that a remote user's commands read, and prints no secret."""
+    u1, _ = site.users
+    xdg = site.user_dir(u1) / "fresh-xdg"  # a user who never had a ~/.config/cigri
+    env = {"XDG_CONFIG_HOME": str(xdg)}
+    made = site.run(u1, "cigri", "token", "create", "--save", "--ttl", "1h", env=env)
+    path = xdg / "cigri" / "token"
+    assert made.stdout == "" and made.stderr.endswith(f": saved in {path}\n")
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700 and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert pwd.getpwuid(path.stat().st_uid).pw_name == u1
+    secret = path.read_text()
+    assert secret.startswith("cigri_") and secret.endswith("\n") and secret.strip() not in made.stderr
+    who = site.http(u1, [("GET", "/whoami", {})], tcp=True, headers={"Authorization": f"Bearer {secret.strip()}"})
+    assert who[0][1]["method"] == "token" and who[0][1]["user"] == u1
+    assert site.json(u1, "gridstat", "-a", env={**env, "CIGRI_SERVER": site.url}) is not None  # read from the file
+    again = site.json(u1, "cigri", "token", "create", "--save", env=env)
+    assert "token" not in again and again["file"] == str(path) and path.read_text() != secret
+    assert site.run("root", "cigri", "token", "create", "--save", "--user", u1, expect=2).stderr == \
+        "cigri: --save writes your own token file: not with --user\n"
 
 
 def test_admins_see_and_act_on_everything(site: Site, campaigns: dict[str, Any]) -> None:

@@ -19,7 +19,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
+from harness import require_root, unavailable
 
 REPO = Path(__file__).resolve().parents[1]
 NAMES: tuple[str, ...] = tuple(os.environ.get("CIGRI_TEST_USERS", "cigri-u1 cigri-u2").split())
@@ -28,17 +28,9 @@ SYSTEM_PYTHON = Path("/usr/bin/python3")
 SOURCES = ("cigri", "cli", "jdl")
 
 
-def _unavailable(why: str) -> None:
-    """Skip, or fail when CI promises every test runs."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but {why}")
-    pytest.skip(why)
-
-
 def ensure_users(names: tuple[str, ...] = NAMES) -> list[pwd.struct_passwd]:
     """The test users' password entries, each created (with a home) if missing."""
-    if os.geteuid() != 0:
-        _unavailable("the multi-user tests create Unix users and run commands as them: run them as root")
+    require_root("the multi-user tests create Unix users and run commands as them")
     entries = []
     for name in names:
         try:
@@ -66,7 +58,7 @@ def shared_install() -> Path:
     in the checkout). Built once per version of the sources, under a lock: parallel test
     workers wait for one build instead of racing."""
     if not SYSTEM_PYTHON.exists():
-        _unavailable(f"{SYSTEM_PYTHON} is missing: the test users need an interpreter they can run")
+        unavailable(f"{SYSTEM_PYTHON} is missing: the test users need an interpreter they can run")
     root = Path("/tmp") / f"cigri-shared-venv-{_sources_digest()}"
     with open(f"{root}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -19,7 +19,8 @@ from cigri.api.cycles import cycles
 from cigri.api.events import event, fix_events, list_events
 from cigri.api.history import campaign_history
 from cigri.api.jobs import STREAMS, campaign_jobs, cancel_job, job_info, job_on_cluster, job_output
-from cigri.api.notifications import NOTIFY_KINDS, list_subscriptions, shown_target, subscribe, unsubscribe
+from cigri.api.notifications import (NOTIFY_KINDS, confirm_subscription, list_subscriptions, shown_target, subscribe,
+                                     unsubscribe)
 from cigri.api.shares import (campaign_share, current_shares, explain, list_classes, list_users, read_scenario,
                               shares_of_scenario)
 from cigri.api.staging import INSERT_CHUNK
@@ -33,7 +34,7 @@ __all__ = ["CAMPAIGN_STATES", "INSERT_CHUNK", "NOTIFY_KINDS", "STREAMS", "TASK_C
            "Submitted", "add_cluster", "add_cluster_token", "campaign_clusters", "campaign_detail",
            "campaign_history", "campaign_jdl", "campaign_jobs", "campaign_share", "campaign_summary",
            "campaign_tasks", "campaign_throughput", "cancel", "cancel_cluster_campaigns", "cancel_job",
-           "cluster_table", "core_hours", "create_token", "current_shares", "current_user", "cycles", "event",
+           "cluster_table", "confirm_subscription", "core_hours", "create_token", "current_shares", "current_user", "cycles", "event",
            "explain", "extend", "fix_events", "grid_usage", "import_v3", "job_info", "job_on_cluster", "job_output",
            "list_campaigns", "list_classes", "list_cluster_tokens", "list_clusters", "list_events",
            "list_subscriptions", "list_tokens", "list_users", "local_jdl", "mark_job_event", "parameter_room", "pause",

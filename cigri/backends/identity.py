@@ -18,8 +18,10 @@ Each Slurm or OAR cluster runs jobs in one identity mode, its ``identity`` key:
 
 Whatever the mode, the cluster's ``user`` polls every job (one call per cluster and cycle) and
 reads capacity; submitting, cancelling and reading outputs act as the job's login. The local
-cluster always runs a job as its owner's login there, a Unix account of this machine: cigri
-running as root switches to it, cigri running as anyone else runs only its own account's jobs.
+cluster always runs a job as its owner's login there, a Unix account of this machine: its pool
+runs as cigri's own account, or as ``pool_account`` (a service of its own); as root it switches
+to each login but root (unless cigri itself runs as root), as anyone else it runs only its own
+account's jobs.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ MODES: dict[tuple[str, str], tuple[str, ...]] = {  # (backend, transport) -> the
 LOGIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
 # What OAR 2.5's REST API keeps of a user name: its first run of \w (it reads "a-b" as "a")
 OAR_REST_LOGIN = re.compile(r"\w+\Z", re.ASCII)
+OAR_REFUSED = ("root", "oar")  # logins whose jobs OAR's default admission rule refuses ("root and oar users...")
 
 
 def mode(options: Mapping[str, Any]) -> str:
@@ -92,7 +95,7 @@ def login_home(options: Mapping[str, Any], name: str) -> str:
 def refusal(backend: str, options: Mapping[str, Any], user: str, service_account: str,
             has_token: Callable[[str], bool]) -> str | None:
     """Why ``user``'s jobs cannot run on the cluster, None when they can. ``service_account``:
-    the Unix account cigri runs as (the local cluster switches to other users only as root);
+    the Unix account cigri runs as, which writes the local cluster's spool;
     ``has_token(user)``: whether the user registered a token for the cluster (``gridtoken``)."""
     if backend not in ("local", "slurm", "oar"):
         return None
@@ -100,17 +103,32 @@ def refusal(backend: str, options: Mapping[str, Any], user: str, service_account
     if name is None:
         return f"{user} has no login on this cluster (its logins)"
     if backend == "local":  # a Unix account here: the pool fails a job of a user it does not know
-        if name == service_account or service_account == "root":
-            return None
-        return (f"cigri runs as {service_account}, not root: it runs no one else's jobs on the local cluster "
-                f"({name}'s would run with its rights)")
+        return _local_refusal(name, str(options.get("pool_account") or ""), service_account)
     if not per_user(options):
         return None
     if not LOGIN.match(name):
         return f"{user}'s login {name!r} is not a plain user name"
+    if backend == "oar" and name in OAR_REFUSED:
+        return (f"OAR refuses the jobs of {name} (its admission rules admit neither root nor oar): "
+                f"{user}'s jobs need another login there (logins)")
     if mode(options) == IDENT and not OAR_REST_LOGIN.match(name):
         return (f"{user}'s login {name!r} cannot be named to OAR's REST API, which keeps only letters, "
                 "digits and '_' (map it to such a login in logins)")
     if mode(options) == TOKENS and not has_token(user):
         return f"{user} has no token for this cluster (gridtoken add)"
     return None
+
+
+def _local_refusal(name: str, pool_account: str, service_account: str) -> str | None:
+    """Why the local pool would not run ``name``'s jobs (:mod:`cigri.backends.local.pool`): it
+    switches users only as root, and never to root for a spool that root does not write."""
+    pool = pool_account or service_account
+    if pool == "root":
+        if name != "root" or service_account == "root":
+            return None
+        return (f"the local pool runs no job as root: cigri runs as {service_account}, whose spool never has a job "
+                "run with root's rights")
+    if name == pool:
+        return None
+    who = f"the local pool runs as {pool}" if pool_account else f"cigri runs as {pool}"
+    return f"{who}, not root: it runs no one else's jobs on the local cluster ({name}'s would run with its rights)"

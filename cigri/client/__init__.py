@@ -21,7 +21,7 @@ import platformdirs
 
 from cigri.uploads import JDLText, Lines, Submitted
 from cigri.config import Config
-from cigri.errors import InputError
+from cigri.errors import CigriError, InputError
 
 if TYPE_CHECKING:
     from cigri.cycle import CycleReport
@@ -63,7 +63,8 @@ class Client(Protocol):
     def event(self, event_id: int) -> dict[str, Any]: ...
     def fix_events(self, *, event_id: int | None = None, campaign_id: int | None = None, global_only: bool = False,
                    resubmit: bool = False) -> dict[str, int]: ...
-    def subscribe(self, *, kind: str, target: str, severity: str) -> int: ...
+    def subscribe(self, *, kind: str, target: str, severity: str) -> dict[str, Any]: ...
+    def confirm_subscription(self, subscription_id: int, code: str) -> dict[str, Any]: ...
     def unsubscribe(self, subscription_id: int) -> None: ...
     def subscriptions(self, *, all_users: bool = False) -> list[dict[str, Any]]: ...
     def clusters(self) -> list[dict[str, Any]]: ...
@@ -119,6 +120,31 @@ def read_token() -> str | None:
         raise InputError(f"{TOKEN_FILE}: readable by others (mode {stat.S_IMODE(mode):04o}); "
                          f"chmod 600 {TOKEN_FILE}, or make a new token: the old one may be known")
     return TOKEN_FILE.read_text().strip() or None
+
+
+def prepare_token_file() -> None:
+    """Make the token file's directory (0700) if it is missing; InputError when it cannot be."""
+    try:
+        TOKEN_FILE.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as error:
+        raise CigriError(f"{TOKEN_FILE.parent}: cannot make the directory: {error.strerror}") from None
+
+
+def save_token(secret: str) -> None:
+    """Write the token file, private from its first byte (0600) and replaced whole: a reader
+    sees the old token or the new one, never a part, and never a file others could read."""
+    prepare_token_file()
+    staged = TOKEN_FILE.with_name(f".{TOKEN_FILE.name}.{os.getpid()}")
+    try:
+        fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with open(fd, "w") as out:
+            out.write(secret + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(staged, TOKEN_FILE)
+    except OSError as error:
+        staged.unlink(missing_ok=True)
+        raise CigriError(f"{TOKEN_FILE}: cannot write the token: {error.strerror}") from None
 
 
 def connect(config: Config) -> Client:

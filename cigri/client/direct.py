@@ -108,8 +108,11 @@ class DirectClient:
         return api.fix_events(self.grid, user=self.user, event_id=event_id, campaign_id=campaign_id,
                               global_only=global_only, resubmit=resubmit)
 
-    def subscribe(self, *, kind: str, target: str, severity: str) -> int:
+    def subscribe(self, *, kind: str, target: str, severity: str) -> dict[str, Any]:
         return api.subscribe(self.grid, user=self.user, kind=kind, target=target, severity=severity)
+
+    def confirm_subscription(self, subscription_id: int, code: str) -> dict[str, Any]:
+        return api.confirm_subscription(self.grid, subscription_id, code, user=self.user)
 
     def unsubscribe(self, subscription_id: int) -> None:
         api.unsubscribe(self.grid, subscription_id, user=self.user)

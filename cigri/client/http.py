@@ -172,9 +172,12 @@ class HTTPClient:
         body = {"event": event_id, "campaign": campaign_id, "global": global_only, "resubmit": resubmit}
         return self._json("POST", "/events/fix", json=body)  # type: ignore[no-any-return]
 
-    def subscribe(self, *, kind: str, target: str, severity: str) -> int:
-        return int(self._json("POST", "/notifications", json={"kind": kind, "target": target,
-                                                              "severity": severity})["id"])
+    def subscribe(self, *, kind: str, target: str, severity: str) -> dict[str, Any]:
+        return self._json("POST", "/notifications", json={"kind": kind, "target": target,  # type: ignore[no-any-return]
+                                                          "severity": severity})
+
+    def confirm_subscription(self, subscription_id: int, code: str) -> dict[str, Any]:
+        return self._json("POST", f"/notifications/{subscription_id}/confirm", json={"code": code})  # type: ignore[no-any-return]
 
     def unsubscribe(self, subscription_id: int) -> None:
         self._request("DELETE", f"/notifications/{subscription_id}")

@@ -10,6 +10,7 @@ from typing import Any
 from cigri import db as database
 from cigri.events import Severity
 from cigri.grid import Grid
+from cigri.notify import addresses
 from cigri.notify.targets import TargetRefused
 from cigri.users import is_admin
 
@@ -33,7 +34,9 @@ def collect(grid: Grid) -> int:
         if not events:
             return 0
         conn.executemany("UPDATE events SET notified_count = ? WHERE id = ?", [(e["count"], e["id"]) for e in events])
-        subscriptions = conn.execute("SELECT id, user, severity FROM subscriptions").fetchall()
+        subscriptions = [(i, user, least) for i, user, least, kind, target, confirmed_at in conn.execute(
+            "SELECT id, user, severity, kind, target, confirmed_at FROM subscriptions")
+            if addresses.confirmed(grid.config.notify, user, kind, target, confirmed_at)]
         admins = {user for _, user, _ in subscriptions if is_admin(grid.config, user)}
         chosen: dict[int, list[dict[str, Any]]] = defaultdict(list)
         for subscription_id, user, least in subscriptions:

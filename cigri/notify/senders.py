@@ -34,15 +34,32 @@ def render_text(document: dict[str, Any]) -> str:
 
 
 def send_mail(settings: NotifySettings, to: str, document: dict[str, Any], created_at: float) -> None:
-    if not settings.smtp_host:
-        raise ConfigError("notify.smtp_host is not set: mail notifications cannot be sent")
     message = EmailMessage()
-    message["From"] = settings.mail_from
-    message["To"] = to
     message["Subject"] = f"{settings.subject_tag} ({document['severity']}): {document['subject']}"
     domain = settings.mail_from.rpartition("@")[2] or "localhost"
     message["Message-ID"] = f"<cigri-notification-{document['id']}-{int(created_at)}@{domain}>"  # same on a resend
     message.set_content(render_text(document))
+    _send(settings, to, message)
+
+
+def send_code(settings: NotifySettings, to: str, *, user: str, subscription_id: int, code: str) -> None:
+    """The mail asking whoever reads ``to`` to confirm ``user``'s subscription: it names the user
+    and says that ignoring it stops everything."""
+    message = EmailMessage()
+    message["Subject"] = f"{settings.subject_tag} confirm the notifications of {user}"
+    message.set_content(
+        f"cigri user {user} asked to be sent the notifications of their campaigns (with their errors'\n"
+        f"output) at this address. If that is you, confirm within 24 hours with:\n\n"
+        f"    gridnotify confirm {subscription_id} {code}\n\n"
+        "If it is not, ignore this mail: nothing more is sent here unless the code is typed.\n")
+    _send(settings, to, message)
+
+
+def _send(settings: NotifySettings, to: str, message: EmailMessage) -> None:
+    if not settings.smtp_host:
+        raise ConfigError("notify.smtp_host is not set: mail notifications cannot be sent")
+    message["From"] = settings.mail_from
+    message["To"] = to
     with smtplib.SMTP(settings.smtp_host, settings.smtp_port, timeout=settings.timeout) as smtp:
         if settings.smtp_starttls:
             smtp.starttls(context=ssl.create_default_context())

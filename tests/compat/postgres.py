@@ -16,13 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
-
-
-def _unavailable(why: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but {why}")
-    pytest.skip(why)
+from harness import unavailable
 
 
 def _free_port() -> int:
@@ -36,7 +30,7 @@ def server() -> Iterator[str]:
     """Start a server; yield the DSN of its superuser ``cigri`` (trust authentication on 127.0.0.1)."""
     binaries = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
     if not binaries:
-        _unavailable("PostgreSQL is not installed (apt-get install postgresql)")
+        unavailable("PostgreSQL is not installed (apt-get install postgresql)")
     bindir = Path(binaries[-1]).parent
     owner = "postgres" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
     entry = pwd.getpwnam(owner)

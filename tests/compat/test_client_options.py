@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from harness import BIN, Cigri, wait_for
 from service import Site, started
+from test_notify import Mailbox, smtp  # noqa: F401 (the fixture)
 from unix_users import SERVICE
 
 ME = getpass.getuser()
@@ -369,19 +370,22 @@ def test_gridevents_blacklist_cluster(cigri: Cigri) -> None:
 
 # --- gridnotify --------------------------------------------------------------------------------------
 
-def test_gridnotify_m_s_l_u(cigri: Cigri) -> None:
+def test_gridnotify_m_s_l_u(cigri: Cigri, smtp: tuple[Mailbox, int]) -> None:
     """gridnotify -m ADDRESS -s LEVEL, -l (CiGri's lines), -m ADDRESS -u, -v accepted."""
-    cigri.config.write_text(cigri.config.read_text() + '[notify]\nsmtp_host = "127.0.0.1"\n')
+    me = f"{ME}@example.org"  # the user's own address: no code to type
+    cigri.config.write_text(cigri.config.read_text() + f'[notify]\nsmtp_host = "127.0.0.1"\nsmtp_port = {smtp[1]}\n'
+                                                       'user_address = "{user}@example.org"\n')
     assert cigri.run("gridnotify", "-l").stdout == ""  # nothing: not even the title, as CiGri
-    assert cigri.run("gridnotify", "-m", "me@example.org", "-s", "high", "-v").stdout == \
-        "Subscription 1: mail me@example.org, severity high and above\n"
+    assert cigri.run("gridnotify", "-m", me, "-s", "high", "-v").stdout == \
+        f"Subscription 1: mail {me}, severity high and above\n"
     cigri.run("gridnotify", "-m", "other@example.org")  # CiGri required -s; its default here
     assert cigri.run("gridnotify", "-l").stdout == ("You have the following notification subscriptions:\n"
-                                                    " - mail on me@example.org with severity high\n"
-                                                    " - mail on other@example.org with severity medium\n")
-    assert cigri.run("gridnotify", "-m", "me@example.org", "-u").stdout == "Subscription 1: removed\n"
-    assert cigri.run("gridnotify", "-m", "me@example.org", "-u", expect=1).stderr == \
-        "gridnotify: mail me@example.org: you have no subscription to it\n"
+                                                    f" - mail on {me} with severity high\n"
+                                                    " - mail on other@example.org with severity medium"
+                                                    " (unconfirmed: gridnotify confirm)\n")
+    assert cigri.run("gridnotify", "-m", me, "-u").stdout == "Subscription 1: removed\n"
+    assert cigri.run("gridnotify", "-m", me, "-u", expect=1).stderr == \
+        f"gridnotify: mail {me}: you have no subscription to it\n"
     assert [s["target"] for s in cigri.json("gridnotify", "list")] == ["other@example.org"]
 
 

@@ -18,7 +18,10 @@ from cigri.errors import ConfigError, NotFound, Refused
 from cigri.grid import Grid, open_grid
 
 USER = getpass.getuser()
-CLUSTERS = '[clusters.luke]\nbackend = "local"\n[clusters.froggy]\nbackend = "local"\n'
+# alice, bob and carol are names, not Unix accounts: their jobs would run as the account running the tests
+LOGINS = "{" + ", ".join(f'{name} = "{USER}"' for name in ("alice", "bob", "carol")) + "}"
+CLUSTERS = (f'[clusters.luke]\nbackend = "local"\nlogins = {LOGINS}\n'
+            f'[clusters.froggy]\nbackend = "local"\nlogins = {LOGINS}\n')
 
 
 def open_site(tmp_path: Path, admission: str = "") -> Grid:

@@ -2,9 +2,12 @@
 
 The backend never runs jobs itself: it drops specs into the spool and makes sure the pool
 daemon (:mod:`cigri.backends.local.pool`) is alive, so jobs outlive the caller exactly as
-they would on a real batch system. The pool runs each job as its owner; cancelling and reading
-outputs act as the owner too: a user's cancel reaches only their jobs, and an output is read
-only from a regular file the job's owner owns (their job could have put a link there).
+they would on a real batch system. With ``pool_account`` the pool is a service of its own
+(``cigri pool``, as root on a site, beside a server under its account): the backend never starts
+it, and a pool that does not run is the cluster's failure, with its event. The pool runs each job
+as its owner; cancelling and reading outputs act as the owner too: a user's cancel reaches only
+their jobs, and an output is read only from a regular file the job's owner owns (their job could
+have put a link there).
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from cigri.backends import Capacity, JobSpec, RemoteJob, RemoteState, identity
 from cigri.backends.local.pool import COMMAND, Spool, transaction, try_lock
-from cigri.errors import SubmissionRefused
+from cigri.errors import BackendError, SubmissionRefused
+from cigri.locks import held
 
 # Remote ids name spool directories: no separators, no leading dot.
 _VALID_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}\Z")
@@ -38,7 +43,8 @@ class LocalBackend:
 
     def __init__(self, name: str, options: dict[str, object], spool_root: str) -> None:
         self.name = name
-        self.slots = int(str(options.get("slots") or 0)) or os.cpu_count() or 1
+        self.slots = slots(options)
+        self.pool_account = str(options.get("pool_account") or "")
         self.spool = Spool(os.path.join(spool_root, name))
         self.spool.create()
         self.node = socket.gethostname()
@@ -82,7 +88,13 @@ class LocalBackend:
         return {spec.key: spec.key for spec in specs}
 
     def _ensure_pool(self) -> None:
-        """Spawn the pool daemon unless one holds the spool lock."""
+        """Spawn the pool daemon unless one holds the spool lock; a pool that is a service of its
+        own is only looked at."""
+        if self.pool_account:
+            if not held(Path(self.spool.lock)):
+                raise BackendError(f"{self.name}: its pool does not run (cigri pool {self.name}, as "
+                                   f"{self.pool_account}: conf/cigri-pool.service)")
+            return
         fd = os.open(self.spool.lock, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             if not try_lock(fd):
@@ -137,6 +149,8 @@ class LocalBackend:
 
     def capacity(self) -> Capacity:
         """One node of ``slots`` cores; the pool neither reserves nor knows memory."""
+        if self.pool_account:
+            self._ensure_pool()
         running, queued = self.conn.execute(
             "SELECT count(*) FILTER (WHERE state != 'queued'), count(*) FILTER (WHERE state = 'queued') "
             "FROM jobs WHERE state != 'ended'").fetchone()
@@ -173,6 +187,11 @@ class LocalBackend:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def slots(options: dict[str, object]) -> int:
+    """Jobs a local cluster runs at once: its ``slots``, or one per CPU."""
+    return int(str(options.get("slots") or 0)) or os.cpu_count() or 1
 
 
 def _uid(user: str) -> int | None:

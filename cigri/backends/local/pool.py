@@ -18,13 +18,21 @@ subreaper and forks the pool. Jobs are the pool's children; when the pool dies t
 the keeper's, which records how they end and leaves when none remain. A new pool adopts
 the jobs still running.
 
-Every job runs as its owner (the spec's ``user``; none: the pool's own account). A pool running
-as root starts another user's job with that user's uid, gid, supplementary groups, ``HOME``,
-``USER``, ``SHELL`` and a clean environment, in a spool directory and output files it owns and
-no one else may read, and lets the job itself create and enter its working directory: nothing
-is done with root's rights on the user's behalf. A pool running as anyone else refuses another
+Every job runs as its owner (the spec's ``user``; none: the account owning the spool, which
+writes it). A pool running as root starts another user's job with that user's uid, gid,
+supplementary groups, ``HOME``, ``USER``, ``SHELL`` and a clean environment, in a spool directory
+and output files it owns and no one else may read (but the spool's account, which reads output
+tails for its users), and lets the job itself create and enter its working directory: nothing is
+done with root's rights on the user's behalf. A pool running as anyone else refuses another
 user's job (it ends with status 127 and says why in its stderr). The spool's database and log
-are the pool's account's alone.
+are the spool's account's alone.
+
+On a site the pool runs as root beside a ``cigri server`` under its own account, which writes
+the spool (:func:`run_service`, ``cigri pool``): the pool trusts the spool's ``user`` fields as
+slurmd trusts slurmctld, so only that account may write the spool (:func:`spool_problems`), and
+the pool gives it nothing more: it runs no job as root for it, reads and writes the spool's files
+with its rights only (the file-system uid of the threads doing so), handles the jobs' directories
+through descriptors, never by path, and signals only processes that are its jobs.
 
 Run as ``python -m cigri.backends.local.pool SPOOLDIR SLOTS`` (or through :data:`COMMAND`);
 it detaches at once.
@@ -35,11 +43,13 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import json
+import math
 import os
 import pwd
 import select
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
 import time
@@ -48,6 +58,8 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL
 LOST_GRACE = 1.0  # an adopted job dead this long with no recorded end is lost
@@ -189,17 +201,24 @@ class Running:
 
 
 class Pool:
-    """Start, watch, time out and cancel jobs, up to ``slots`` at once."""
+    """Start, watch, time out and cancel jobs, up to ``slots`` at once; leave after ``idle_exit``
+    seconds with nothing to do."""
 
-    def __init__(self, spool: Spool, slots: int) -> None:
+    def __init__(self, spool: Spool, slots: int, idle_exit: float = IDLE_EXIT) -> None:
         self.spool = spool
         self.slots = slots
+        self.idle_exit = idle_exit
+        self.writer = spool_account(spool)  # the account that writes the spool (see act_as_writer)
         self.conn = spool.connect()
+        os.makedirs(spool.jobs, exist_ok=True)
+        self.jobs_dir = os.open(spool.jobs, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         self.jobs: dict[int, Running] = {}
         self.children: dict[int, Running] = {}
         self.pending: deque[int] = deque()
-        self.spawner = ThreadPoolExecutor(max_workers=min(slots, SPAWNERS), thread_name_prefix="spawn")
-        self.starting: dict[Future[Running], tuple[int, str, str]] = {}  # -> seq, key, owner
+        # the spawners act on the jobs' directories through descriptors, with all of the pool's rights
+        self.spawner = ThreadPoolExecutor(max_workers=min(slots, SPAWNERS), thread_name_prefix="spawn",
+                                          initializer=_set_fs_ids, initargs=(os.geteuid(), os.getegid()))
+        self.starting: dict[Future[Running], int] = {}  # -> seq
         self.early: dict[int, int] = {}  # pid -> exit status, reaped before its start was collected
         self.cancel_on_start: set[int] = set()  # cancelled while being started
         self.last_seq = 0
@@ -236,7 +255,7 @@ class Pool:
             now = time.monotonic()
             if self.jobs or self.pending or self.starting:
                 idle_since = now
-            elif now - idle_since > IDLE_EXIT:
+            elif now - idle_since > self.idle_exit:
                 return
             if not busy:
                 self.sleep(TICK)
@@ -256,7 +275,7 @@ class Pool:
         ).fetchall()
         with transaction(self.conn):
             for seq, key, state, pid, started, killed, spec in rows:
-                if state == "starting":  # claimed, never recorded as started: lost
+                if state == "starting" or not self._is_job(pid, json.loads(spec)):  # never started, or not ours
                     self.conn.execute("UPDATE jobs SET state = 'ended', ended_at = ? WHERE seq = ?",
                                       [time.time(), seq])
                     continue
@@ -265,6 +284,18 @@ class Pool:
                 if killed is not None:
                     job.kill_at = time.time()
                     signal_group(pid, signal.SIGTERM)
+
+    def _is_job(self, pid: int, spec: dict[str, object]) -> bool:
+        """Whether the live ``pid`` a previous pool recorded is that job's: the leader of its own
+        session, run by the job's owner. The pool signals the process group of every job it
+        watches, so no pid written in the spool may lead it to signal anything else."""
+        try:
+            owner = self.owner(str(spec.get("user") or ""))
+            with open(f"/proc/{pid}/status", "rb") as status:
+                real_uid = int(next(line for line in status if line.startswith(b"Uid:")).split()[1])
+            return os.getsid(pid) == pid and real_uid == (self.uid if owner is None else owner.pw_uid)
+        except (OSError, KeyError, StopIteration, ValueError):
+            return False  # gone, not ours, or an owner the pool refuses
 
     def read_requests(self) -> bool:
         """When a client committed something: queue new jobs, act on cancel requests."""
@@ -279,7 +310,7 @@ class Pool:
             self.last_seq = rows[-1][0]
         cancels = [r[0] for r in self.conn.execute("SELECT seq FROM jobs WHERE cancel = 1")]
         if cancels:
-            starting = {seq for seq, _, _ in self.starting.values()}
+            starting = set(self.starting.values())
             with transaction(self.conn):
                 for seq in cancels:
                     if seq in starting:
@@ -387,7 +418,7 @@ class Pool:
                         claimed.append((seq, row[0], row[1]))
         for seq, key, spec in claimed:
             future = self.spawner.submit(self.start, seq, key, spec)
-            self.starting[future] = (seq, key, str(json.loads(spec).get("user") or ""))
+            self.starting[future] = seq
             future.add_done_callback(self._wake_up)
         return bool(claimed)
 
@@ -415,12 +446,11 @@ class Pool:
             return False
         started, failed = [], []
         for future in done:
-            seq, key, user = self.starting.pop(future)
+            seq = self.starting.pop(future)
             try:
                 job = future.result()
-            except (OSError, ValueError, KeyError, TypeError, subprocess.SubprocessError) as error:
-                failed.append(seq)
-                self._report_failure(key, user, f"cigri: cannot start job {key}: {error}\n")
+            except (OSError, ValueError, KeyError, TypeError, subprocess.SubprocessError):
+                failed.append(seq)  # start() said why in the job's stderr
                 continue
             self.jobs[seq] = self.children[job.pid] = job
             started.append((job.pid, job.started, seq))
@@ -438,9 +468,17 @@ class Pool:
 
     def start(self, seq: int, key: str, spec_json: str) -> Running:
         """Spawn the job as its owner in its own session, its outputs in its spool directory (in
-        a spawner thread)."""
+        a spawner thread); a job that cannot start says why in its stderr, then this raises."""
         spec = json.loads(spec_json)
-        owner = self.owner(str(spec.get("user") or ""))
+        owner = None
+        try:
+            owner = self.owner(str(spec.get("user") or ""))
+            return self._spawn(seq, key, spec, owner)
+        except (OSError, ValueError, KeyError, TypeError, subprocess.SubprocessError) as error:
+            self._report_failure(key, owner, f"cigri: cannot start job {key}: {error}\n")
+            raise
+
+    def _spawn(self, seq: int, key: str, spec: dict[str, Any], owner: pwd.struct_passwd | None) -> Running:
         out, err = self.outputs(key, owner)
         walltime = float(str(spec["walltime_seconds"] or 0))
         try:
@@ -466,33 +504,64 @@ class Pool:
         return Running(seq, key, proc.pid, time.time(), walltime, proc)
 
     def owner(self, user: str) -> pwd.struct_passwd | None:
-        """The account to switch to for ``user``'s job; None: the pool's own (no owner, or itself)."""
-        if user in ("", self.account, str(self.uid)):
+        """The account to switch to for ``user``'s job; None: the pool's own. A job naming no one
+        is the spool's account's. As root the pool switches to anyone but root, unless root owns
+        the spool: the account writing it never has a job run as root."""
+        if user in ("", self.writer.pw_name, str(self.writer.pw_uid)):
+            entry = self.writer
+        elif self.uid != 0:
+            raise PermissionError(f"the pool runs as {self.account}, not root: it runs no one else's job "
+                                  f"(this one is {user}'s)")
+        else:
+            entry = pwd.getpwnam(user)
+            if entry.pw_uid == 0 and self.writer.pw_uid != 0:
+                raise PermissionError(f"the pool runs no job as root: its spool is {self.writer.pw_name}'s")
+        if entry.pw_uid == self.uid:
             return None
         if self.uid != 0:
             raise PermissionError(f"the pool runs as {self.account}, not root: it runs no one else's job "
-                                  f"(this one is {user}'s)")
-        return pwd.getpwnam(user)
+                                  f"(this one is {entry.pw_name}'s)")
+        return entry
+
+    def _files_for(self, owner: pwd.struct_passwd | None) -> tuple[int, int, int]:
+        """Who owns a job's spool directory and outputs, and their mode: the job's owner alone, but
+        the group of the spool's account when that account is not root, for it reads the outputs'
+        tails for its users (``gridstat -O``, a failed job's stderr)."""
+        if owner is None:
+            return -1, -1, 0o600
+        if self.writer.pw_uid in (0, owner.pw_uid):
+            return owner.pw_uid, owner.pw_gid, 0o600
+        return owner.pw_uid, self.writer.pw_gid, 0o640
+
+    def _job_dir(self, key: str, owner: pwd.struct_passwd | None) -> int:
+        """The job's spool directory, made if missing, opened (never through a link), its owner's."""
+        uid, gid, mode = self._files_for(owner)
+        with suppress(FileExistsError):
+            os.mkdir(key, 0o700, dir_fd=self.jobs_dir)
+        directory = os.open(key, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=self.jobs_dir)
+        try:
+            if owner is not None:
+                os.fchown(directory, uid, gid)
+                os.fchmod(directory, mode | (mode & 0o444) >> 2)  # 0700, or 0750
+        except BaseException:
+            os.close(directory)
+            raise
+        return directory
 
     def outputs(self, key: str, owner: pwd.struct_passwd | None) -> tuple[int, int]:
-        """The job's spool directory and fresh ``stdout`` and ``stderr`` in it, private to the
-        job's owner; both opened here. Names already there are removed, never written through."""
-        try:
-            os.mkdir(self.spool.job(key), 0o700)
-        except FileExistsError:
-            pass
-        directory = os.open(self.spool.job(key), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        """The job's spool directory and fresh ``stdout`` and ``stderr`` in it, the job's owner's
+        (:meth:`_files_for`); both opened here. Names already there are removed, never written
+        through."""
+        uid, gid, mode = self._files_for(owner)
+        directory = self._job_dir(key, owner)
         fds: list[int] = []
         try:
             for name in ("stdout", "stderr"):
                 with suppress(FileNotFoundError):
                     os.unlink(name, dir_fd=directory)
-                fds.append(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
-                                   dir_fd=directory))
+                fds.append(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode, dir_fd=directory))
                 if owner is not None:
-                    os.fchown(fds[-1], owner.pw_uid, owner.pw_gid)
-            if owner is not None:
-                os.fchown(directory, owner.pw_uid, owner.pw_gid)
+                    os.fchown(fds[-1], uid, gid)
         except BaseException:
             for fd in fds:
                 os.close(fd)
@@ -501,19 +570,20 @@ class Pool:
             os.close(directory)
         return fds[0], fds[1]
 
-    def _report_failure(self, key: str, user: str, message: str) -> None:
-        """Append to the job's stderr, which its owner can read, why it did not start."""
+    def _report_failure(self, key: str, owner: pwd.struct_passwd | None, message: str) -> None:
+        """Append to the job's stderr, which its owner (or, when none could be told, the spool's
+        account) can read, why it did not start."""
         try:
-            owner = self.owner(user)
-        except (OSError, KeyError):
-            owner = None
-        try:
-            os.makedirs(self.spool.job(key), mode=0o700, exist_ok=True)
-            fd = os.open(self.spool.job(key, "stderr"), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            reader = owner if owner is not None or self.writer.pw_uid == self.uid else self.writer
+            uid, gid, mode = self._files_for(reader)
+            directory = self._job_dir(key, reader)
+            try:
+                fd = os.open("stderr", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, mode, dir_fd=directory)
+            finally:
+                os.close(directory)
             with open(fd, "a") as err:
-                if owner is not None:
-                    os.fchown(fd, owner.pw_uid, owner.pw_gid)
-                    os.chown(self.spool.job(key), owner.pw_uid, owner.pw_gid, follow_symlinks=False)
+                if reader is not None:
+                    os.fchown(fd, uid, gid)
                 err.write(message)
         except OSError:
             sys.stderr.write(message)
@@ -526,12 +596,74 @@ def _name(uid: int) -> str:
         return str(uid)
 
 
+def spool_account(spool: Spool) -> pwd.struct_passwd:
+    """The account owning the spool (before it is made, its parent directory): the one that
+    writes it, the backend's (cigri's own)."""
+    uid = os.stat(spool.root if os.path.exists(spool.root) else os.path.dirname(spool.root)).st_uid
+    try:
+        return pwd.getpwuid(uid)
+    except KeyError:
+        raise PermissionError(f"{spool.root} belongs to uid {uid}, which no account has") from None
+
+
+def _set_fs_ids(uid: int, gid: int) -> None:
+    """Have the calling thread reach files as ``uid``/``gid`` (Linux: its file-system ids; the
+    other threads keep theirs). OSError when the kernel did not take them."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.setfsgid(gid)
+    libc.setfsuid(uid)
+    if libc.setfsuid(-1) != uid or libc.setfsgid(-1) != gid:  # -1: asks without changing
+        raise OSError(f"cannot take the file-system ids {uid}/{gid}")
+
+
+def act_as_writer(spool: Spool) -> None:
+    """A root process serving another account's spool reaches files (the spool's database, its
+    lock, its log) with that account's rights only and no supplementary group: a link the account
+    plants there leads nowhere it could not go itself. Nothing to do for anyone else."""
+    writer = spool_account(spool)
+    if os.geteuid() == 0 and writer.pw_uid != 0:
+        os.setgroups([])
+        _set_fs_ids(writer.pw_uid, writer.pw_gid)
+
+
+def spool_problems(root: str) -> list[str]:
+    """Why a pool running as root must not serve the spool ``root``: a pool runs jobs as the users
+    its spool names, so no one but the spool's account (and root) may write the spool, or any
+    directory above it (but one of root's with the sticky bit, as /tmp). Empty: it may."""
+    path = os.path.realpath(root)
+    if not os.path.exists(path):  # made by the pool, as the account owning the directory above
+        path = os.path.dirname(path)
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        return [f"{path}: {error.strerror} (cigri db upgrade, as the grid's account, makes it)"]
+    account = _name(info.st_uid)
+    problems = []
+    for name in ("", "spool.db", "jobs"):
+        entry = os.path.join(path, name) if name else path
+        try:
+            found = os.lstat(entry)
+        except FileNotFoundError:
+            continue
+        if found.st_uid != info.st_uid or found.st_mode & 0o022 or stat.S_ISLNK(found.st_mode):
+            problems.append(f"{entry}: {account}'s alone, not writable by group or others, nor a link "
+                            f"(it is {_name(found.st_uid)}'s, mode {stat.S_IMODE(found.st_mode):04o})")
+    for parent in Path(path).parents:
+        found = os.stat(parent)
+        sticky = found.st_uid == 0 and found.st_mode & stat.S_ISVTX
+        if found.st_uid not in (0, info.st_uid) or (found.st_mode & 0o022 and not sticky):
+            problems.append(f"{parent}: {_name(found.st_uid)}'s, mode {stat.S_IMODE(found.st_mode):04o}: someone "
+                            f"but root and {account} could replace the spool under it")
+    return problems
+
+
 def keep(spool: Spool, pool_pid: int) -> None:
     """Reap until no child is left, recording how the dead pool's orphaned jobs ended.
 
     The status is read without reaping (``WNOWAIT``) and the zombie reaped only once the end
     is committed, so whoever sees the process gone also sees its end.
     """
+    act_as_writer(spool)
     conn = None
     while True:
         try:
@@ -557,25 +689,45 @@ def _become_subreaper() -> None:
         pass
 
 
-def serve(spool: Spool, slots: int) -> int:
-    """The pool process: hold the lock, adopt, run; 0 when another pool already serves."""
-    lock = os.open(spool.lock, os.O_RDWR | os.O_CREAT, 0o600)
-    if not try_lock(lock):
-        return 0
-    pool = Pool(spool, slots)
+def serve(spool: Spool, slots: int, idle_exit: float = IDLE_EXIT, wait_lock: float = 0.0) -> bool:
+    """The pool process: hold the lock (waiting up to ``wait_lock`` seconds for it), adopt, run;
+    False when another pool serves."""
+    act_as_writer(spool)
+    spool.create()
+    lock = os.open(spool.lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    deadline = time.monotonic() + wait_lock
+    while not try_lock(lock):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    pool = Pool(spool, slots, idle_exit)
     pool.adopt()
     while True:
         os.ftruncate(lock, 0)
         os.pwrite(lock, f"{os.getpid()}\n".encode(), 0)
         pool.run()
         if pool.stop:
-            return 0
+            return True
         # Idle: unlock first, then look once more, so a job queued meanwhile is either
         # seen here or finds the lock free and spawns a new pool.
         fcntl.flock(lock, fcntl.LOCK_UN)
         if not pool.conn.execute("SELECT 1 FROM jobs WHERE state = 'queued' LIMIT 1").fetchone() \
                 or not try_lock(lock):
-            return 0
+            return True
+
+
+def run_service(root: str, slots: int) -> int:
+    """``cigri pool``: the pool of a site's local cluster as a service of its own, as root beside a
+    server under its account: in the foreground until SIGTERM, never leaving when idle. The
+    spool must be one only its account writes (:func:`spool_problems`, checked by the caller).
+    Its jobs outlive it: a pool started after adopts them (those that ended in between are lost,
+    and run again). 1 when another pool serves the spool."""
+    spool = Spool(os.path.realpath(root))
+    if serve(spool, slots, idle_exit=math.inf, wait_lock=10.0):
+        return 0
+    with open(spool.lock) as lock:
+        sys.stderr.write(f"cigri: another pool (pid {lock.read().strip() or '?'}) serves {spool.root}\n")
+    return 1
 
 
 def main(argv: list[str]) -> int:
@@ -591,7 +743,8 @@ def main(argv: list[str]) -> int:
     if pool_pid == 0:
         code = 1
         try:
-            code = serve(spool, max(1, int(argv[1])))
+            serve(spool, max(1, int(argv[1])))
+            code = 0
         finally:
             os._exit(code)
     keep(spool, pool_pid)

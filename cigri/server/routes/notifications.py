@@ -30,10 +30,20 @@ class Subscription(BaseModel):
 
 @router.post("/notifications", status_code=201, summary="Subscribe (again, to change the severity)")
 def subscribe(body: Subscription, session: Session = Depends(session)) -> dict[str, Any]:
-    subscription_id = api.subscribe(session.grid, user=session.user, kind=body.kind, target=body.target,
-                                    severity=body.severity)
-    return {"id": subscription_id, "kind": body.kind, "target": api.shown_target(body.target),
-            "severity": body.severity}
+    """A mail address other than the caller's own is mailed a code and sent nothing else until
+    confirmed (``confirmed``: false)."""
+    return api.subscribe(session.grid, user=session.user, kind=body.kind, target=body.target, severity=body.severity)
+
+
+class Confirmation(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    code: str
+
+
+@router.post("/notifications/{subscription_id}/confirm", summary="Confirm a mail subscription with its mailed code")
+def confirm(subscription_id: int, body: Confirmation, session: Session = Depends(session)) -> dict[str, Any]:
+    return api.confirm_subscription(session.grid, subscription_id, body.code, user=session.user)
 
 
 @router.delete("/notifications/{subscription_id}", summary="Remove a subscription")
