@@ -32,7 +32,7 @@ def daemon_running(grid: Grid) -> bool:
 
 
 class Stop(Protocol):
-    """What stops a loop: a threading or a multiprocessing Event."""
+    """What stops a loop: a threading Event, or the server's pipe to its cycle process."""
 
     def is_set(self) -> bool: ...
     def wait(self, timeout: float | None = None) -> bool: ...

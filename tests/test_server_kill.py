@@ -11,8 +11,10 @@ import random
 import signal
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
+from harness import wait_for
 from service import Site
 
 pytestmark = pytest.mark.slow
@@ -47,5 +49,37 @@ def test_kill_9_of_the_server_loses_and_duplicates_nothing() -> None:
         assert [task for task, count in runs.items() if count > 1] == []
         for line in down_lines:
             assert line.count("\n") == 1 and "not answering" in line, line
+    finally:
+        site.close()
+
+
+def test_a_killed_cycle_process_neither_stops_the_cycles_nor_hangs_the_servers_stop() -> None:
+    """``kill -9`` of the cycle process, most likely while it waits between two cycles: the
+    server starts another, and a SIGTERM still stops it at once (it waited for ever on the
+    stop it shared with the dead process)."""
+    site = Site()
+    try:
+        site.start()
+        assert site.server is not None
+
+        def cycle_process() -> int | None:
+            for thread in Path(f"/proc/{site.server.pid}/task").iterdir():  # its supervising thread starts it
+                for child in (thread / "children").read_text().split():
+                    if b"multiprocessing.spawn" in Path(f"/proc/{child}/cmdline").read_bytes():
+                        return int(child)
+            return None
+
+        wait_for(lambda: cycle_process() is not None, 60, "the cycle process")
+        first = cycle_process()
+        assert first is not None
+        os.kill(first, signal.SIGKILL)
+        wait_for(lambda: cycle_process() not in (None, first), 60, "another cycle process")
+        time.sleep(1)  # a few cycles: it waits between two most of the time
+        second = cycle_process()
+        assert second is not None
+        os.kill(second, signal.SIGKILL)
+        time.sleep(0.5)
+        site.kill(signal.SIGTERM)  # waits up to 60 s: TimeoutExpired if the stop hangs
+        assert site.server.returncode == 0
     finally:
         site.close()

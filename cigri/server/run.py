@@ -47,7 +47,12 @@ class Cycles:
     """The scheduling cycles, in a child process the server starts, watches and restarts: the
     API's threads and the cycles then share no interpreter lock (bench/api.py measured a cycle
     twice as slow beside 50 polling clients in one process). The child dies with the server
-    (``PR_SET_PDEATHSIG``, even on ``kill -9``) and stops after its current cycle on SIGTERM."""
+    (``PR_SET_PDEATHSIG``, even on ``kill -9``) and stops after its current cycle when the
+    server stops.
+
+    Each child is stopped through a pipe of its own (:class:`StopPipe`), not a shared
+    multiprocessing Event: a child killed while waiting on such an Event leaves its condition
+    counting a sleeper that never wakes, and the server's ``set()`` then waits for ever."""
 
     RESTART_DELAY = 5.0
 
@@ -55,7 +60,9 @@ class Cycles:
         self.config = config
         context = multiprocessing.get_context("spawn")  # a fresh interpreter: nothing of the event loop
         self.context = context
-        self.stop = context.Event()
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.stopping: Any = None  # the write end of the running child's stop pipe
         self.times = context.Array("d", [0.0, 0.0, 0.0])  # last start, last end, failures in a row
         self.error = context.Array("c", 512)  # the last failure, one line
         self.process: Any = None
@@ -67,15 +74,25 @@ class Cycles:
     def _supervise(self) -> None:
         """Run the child; restart it when it dies, until the server stops (this thread starts
         it, and lives as long as it: the child's death signal is tied to its parent thread)."""
-        while not self.stop.is_set():
+        while True:
+            reader, writer = self.context.Pipe(duplex=False)
+            with self.lock:
+                if self.stop.is_set():
+                    return
+                self.stopping = writer
             self.process = self.context.Process(target=_run_cycles, name="cigri-cycles",
-                                                args=(self.config, self.stop, self.times, self.error))
+                                                args=(self.config, reader, self.times, self.error))
             self.process.start()
+            reader.close()  # the child has its own
             self.process.join()
-            if not self.stop.is_set():
-                log.error("the cycle process ended (exit %s); restarting it in %ss", self.process.exitcode,
-                          self.RESTART_DELAY)
-                self.stop.wait(self.RESTART_DELAY)
+            with self.lock:
+                self.stopping = None
+            writer.close()
+            if self.stop.is_set():
+                return
+            log.error("the cycle process ended (exit %s); restarting it in %ss", self.process.exitcode,
+                      self.RESTART_DELAY)
+            self.stop.wait(self.RESTART_DELAY)
 
     def status(self) -> dict[str, Any]:
         """For ``/healthz``: alive, and a cycle ended less than three periods ago or one is running."""
@@ -89,12 +106,31 @@ class Cycles:
                 "last_error": bytes(self.error[:]).rstrip(b"\0").decode(errors="replace") or None}
 
     def join(self) -> None:
-        self.stop.set()
+        with self.lock:
+            self.stop.set()
+            if self.stopping is not None:
+                with contextlib.suppress(OSError):
+                    self.stopping.send_bytes(b"stop")
         self.supervisor.join()
 
 
+class StopPipe:
+    """The cycle process's stop: the read end of a pipe the server writes to when it stops. Its
+    end closed (the server gone) stops it too."""
+
+    def __init__(self, reader: Any) -> None:
+        self.reader = reader
+
+    def is_set(self) -> bool:
+        return bool(self.reader.poll(0))
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return bool(self.reader.poll(timeout))
+
+
 def _run_cycles(config: Config, stop: Any, times: Any, error: Any) -> None:
-    """The child process: cycles until ``stop``, reporting each into the shared ``times``."""
+    """The child process: cycles until the server writes to ``stop`` (a pipe's read end),
+    reporting each into the shared ``times``."""
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # the server gone (kill -9 included), the cycles go too
     if os.getppid() == 1:  # it died before that was set
@@ -111,7 +147,7 @@ def _run_cycles(config: Config, stop: Any, times: Any, error: Any) -> None:
 
     grid = open_grid(config)
     try:
-        cycle_loop(grid, stop, report=report)
+        cycle_loop(grid, StopPipe(stop), report=report)
     finally:
         grid.close()
 

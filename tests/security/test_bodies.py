@@ -15,13 +15,12 @@ from collections.abc import Iterator
 
 import pytest
 from attack import chunks, connect, one, peak_rss_mb, read_until_closed, request, statuses
-from harness import on_systems
 from service import Site, started
 
 from cigri.errors import Unavailable
 from cigri.server.limits import MemoryBudget
 
-pytestmark = [pytest.mark.slow, on_systems()]
+pytestmark = pytest.mark.slow
 GIB = 1 << 30
 
 

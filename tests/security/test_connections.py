@@ -18,10 +18,10 @@ from collections.abc import Iterator
 
 import pytest
 from attack import closed_within, connect, exchange, open_descriptors, read_until_closed, request, statuses
-from harness import on_systems, wait_for
+from harness import wait_for
 from service import Site
 
-pytestmark = [pytest.mark.slow, on_systems()]
+pytestmark = pytest.mark.slow
 TIMEOUTS = "header_timeout = 2\nbody_timeout = 2\nidle_timeout = 1\n"
 FLOOD = 2000
 SOURCES = 50  # 127.0.0.2 … 127.0.0.51: a flood from many addresses reaches the listener's cap

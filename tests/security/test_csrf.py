@@ -15,10 +15,9 @@ from collections.abc import Iterator
 
 import pytest
 from attack import exchange, one, request
-from harness import on_systems
 from service import Site, started
 
-pytestmark = [pytest.mark.slow, on_systems()]
+pytestmark = pytest.mark.slow
 BOUNDARY = "cigriattack"
 
 

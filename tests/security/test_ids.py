@@ -7,10 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from harness import on_systems
 from service import Site, started
 
-pytestmark = [pytest.mark.slow, on_systems()]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

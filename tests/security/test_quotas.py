@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 from attack import connect, exchange, one, read_until_closed, request, statuses
-from harness import on_systems
 from service import Site, started
 
-pytestmark = [pytest.mark.slow, on_systems()]
+pytestmark = pytest.mark.slow
 MIB = 1 << 20
 LIMITS = ("sessions_per_user = 3\n[limits]\nparam_bytes = 8388608\nsubmission_param_bytes = 6291456\n"
           "request_body_bytes = 65536\nkept_tasks = 2500\ntokens_per_user = 3\n")
