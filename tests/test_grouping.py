@@ -75,9 +75,11 @@ def run_script(tmp_path: Path, specs: list[JobSpec]) -> subprocess.Popen[bytes]:
 
 
 def first_started(tmp_path: Path) -> Path:
-    """The status file of the script's group, once its first job has started."""
+    """The status file of the script's group, once it says its first job has started (the shell
+    creates the file before it writes the line)."""
     status_file = tmp_path / "cigri.c.9_0.status"
-    wait_for(status_file.exists, 10, "the group's first job to start")
+    wait_for(lambda: status_file.exists() and 0 in groups.parse_status(status_file.read_text()), 10,
+             "the group's first job to start")
     return status_file
 
 
