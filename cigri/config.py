@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import platformdirs
 
 from cigri.admission import Admission, from_toml
+from cigri.backends.registry import BACKENDS
 from cigri.errors import ConfigError
 
 SYSTEM_FILE = Path("/etc/cigri/cigri.toml")
@@ -231,30 +232,8 @@ class ClusterConfig:
     options: dict[str, Any] = field(default_factory=dict)
 
 
-_REMOTE_KEYS: dict[str, type] = {
-    "transport": str, "host": str, "port": int, "user": str, "key_file": str, "known_hosts": str,
-    "base_url": str, "timeout": float, "min_interval": float,
-    "api_chunk_size": int, "max_waiting": int, "max_jobs": int, "properties": str, "project": str,
-    "job_ratio": str, "remote_waiting_timeout": float, "stress_factor": float, "group_seconds": int,
-    "home": str, "identity": str, "logins": dict, "logins_only": bool,
-}
-CLUSTER_KEYS: dict[str, dict[str, type]] = {
-    "local": {"slots": int, "max_waiting": int, "max_jobs": int, "job_ratio": str,
-              "remote_waiting_timeout": float, "stress_factor": float, "logins": dict, "logins_only": bool,
-              "pool_account": str},
-    "slurm": {**_REMOTE_KEYS, "token_file": str, "partition": str, "best_effort_partition": str,
-              "best_effort_qos": str},
-    "oar": {**_REMOTE_KEYS, "password_file": str, "kill_grace": float},
-    "sim": {"cores": int, "memory_gb": float, "seed": int, "local_load": float, "local_load_steps": str,
-            "local_max_cores": int, "trace": str, "task_seconds": float, "max_waiting": int, "max_jobs": int,
-            "submit_limit": int, "node_cores": int, "job_ratio": str, "remote_waiting_timeout": float,
-            "stress_factor": float},
-}
+CLUSTER_KEYS: dict[str, dict[str, type]] = {name: dict(kind.keys) for name, kind in BACKENDS.items()}
 MAX_KILL_GRACE = 60.0  # seconds between SIGTERM and the kill where cigri gives the grace (OAR)
-TRANSPORT_NEEDS: dict[str, dict[str, tuple[str, ...]]] = {  # the keys each backend cannot open a transport without
-    "slurm": {"ssh": ("host", "user"), "rest": ("base_url", "user", "token_file")},
-    "oar": {"ssh": ("host", "user"), "rest": ("base_url", "user")},  # no password_file: OAR's trusted-proxy mode
-}
 FILE_KEYS = ("key_file", "known_hosts", "token_file", "password_file")  # cluster keys naming a file cigri reads
 
 
@@ -513,11 +492,13 @@ def _cluster_configs(clusters: dict[str, dict[str, Any]]) -> tuple[ClusterConfig
                 table[key] = os.path.expanduser(value)
             if key == "logins":
                 _check_logins(name, value)
-        if backend in TRANSPORT_NEEDS:
-            transport = table.get("transport")
-            if transport not in TRANSPORT_NEEDS[backend]:
-                raise ConfigError(f"clusters.{name}.transport: expected 'ssh' or 'rest', got {transport!r}")
-            for key in TRANSPORT_NEEDS[backend][transport]:
+        kind = BACKENDS[backend]
+        if kind.remote:
+            transport = kind.transport(table)
+            if transport is None or transport not in kind.transports:
+                expected = " or ".join(repr(t) for t in kind.transports)
+                raise ConfigError(f"clusters.{name}.transport: expected {expected}, got {table.get('transport')!r}")
+            for key in kind.transports[transport].needs:
                 if key not in table:
                     raise ConfigError(f"clusters.{name}.{key}: required with backend {backend!r} and "
                                       f"transport {transport!r}")
@@ -534,7 +515,7 @@ def _check_identity(name: str, backend: str, transport: str, table: dict[str, An
     """The identity mode the backend and transport offer, and a user map of plain login names."""
     from cigri.backends import identity
 
-    modes = identity.MODES[(backend, transport)]
+    modes = BACKENDS[backend].transports[transport].identities
     if identity.mode(table) not in modes:
         raise ConfigError(f"clusters.{name}.identity: expected one of {', '.join(modes)} with backend {backend!r} "
                           f"and transport {transport!r}, got {table['identity']!r}")

@@ -95,7 +95,7 @@ def oar_job_types(cigri: Cigri) -> set[tuple[str, ...]]:
         cluster_id = grid.cluster_ids()["oar-rest"]
         remote_ids = [row[0] for row in grid.db.execute("SELECT remote_id FROM jobs WHERE cluster_id = ?",
                                                           [cluster_id])]
-        via = grid.backend(cluster_id)._via  # type: ignore[attr-defined]
+        via = grid.backend(cluster_id).via  # type: ignore[attr-defined]
         return {tuple(sorted(via._get(f"/jobs/{remote_id}.json")["types"])) for remote_id in remote_ids}
     finally:
         grid.close()

@@ -294,36 +294,36 @@ def test_parse_submitted_oarsub_output_and_adopted_jobs() -> None:
 
 
 def test_parse_poll_on_recorded_output() -> None:
-    jobs = commands.parse_poll(recorded("oar-ssh-poll.json"))
+    polled = commands.parse_poll(recorded("oar-ssh-poll.json"))
+    jobs = polled.jobs
     assert {i: (j.state, j.exit_code) for i, j in jobs.items()} == {
         "57": (RemoteState.RUNNING, None), "58": (RemoteState.RUNNING, None), "59": (RemoteState.QUEUED, None),
         "34": (RemoteState.TIMEOUT, None), "37": (RemoteState.COMPLETED, 1), "41": (RemoteState.CANCELLED, None),
         "43": (RemoteState.COMPLETED, 0), "46": (RemoteState.PREEMPTED, None)}
     assert (jobs["37"].node, jobs["37"].started_at, jobs["37"].finished_at) == ("localhost", 1795427246.0, 1795427256.0)
     assert (jobs["59"].node, jobs["59"].started_at) == (None, None)
-    assert commands.parse_poll("") == {}
+    # where each writes (its command says), for its owner
+    assert polled.files["57"] == ("gridtest", "/tmp/cigri-clusters/exec/oar-record/cigri.70010")
+    assert polled.files["43"] == ("gridtest", "/tmp/cigri-clusters/exec/oar-ssh-meta dir 'q' $(x) ;-1c329f/cigri.438f6b3c")
+    assert commands.parse_poll("").jobs == {}
     with pytest.raises(ClusterBadAnswer):
         commands.parse_poll("Job id    S User\n")
 
 
-def test_poll_cancel_and_tail_command_lines() -> None:
-    assert commands.poll(["5", "6"]) == ["oarstat", "-J", "-f", "-j", "5", "-j", "6"]
-    assert commands.cancel(["5", "6"]) == ["oardel", "5", "6"]
-    assert commands.terminate(["5", "6"]) == ["oardel", "--signal", "SIGTERM", "5", "6"]
+def test_poll_and_cancel_command_lines() -> None:
+    assert commands.poll_argv(["5", "6"]) == ["oarstat", "-J", "-f", "-j", "5", "-j", "6"]
+    assert commands.cancel_argv(["5", "6"]) == ["oardel", "5", "6"]
+    assert commands.terminate_argv(["5", "6"]) == ["oardel", "--signal", "SIGTERM", "5", "6"]
     # as oardel --signal answered for a running job, then for one that was not running
     assert commands.signalled("Signaling the job 57 with SIGTERM signal.\nDONE.\n"
                               "The job 57 was notified to signal itself with SIGTERM on localhost.\n")
     assert not commands.signalled("Signaling the job 58 with SIGTERM signal.\nERROR.\n")
-    assert commands.tail("/a b/c", 5) == ["tail", "-n", "5", "--", "/a b/c"]
-    assert commands.output_path(recorded("oar-ssh-record.json"), "43", "stdout") == \
-        "/tmp/cigri-clusters/exec/oar-ssh-meta dir 'q' $(x) ;-1c329f/cigri.438f6b3c.stdout"
-    assert commands.output_path(recorded("oar-ssh-record.json"), "44", "stdout") is None
 
 
 def test_parse_capacity_on_recorded_output() -> None:
     assert commands.parse_capacity(recorded("oar-ssh-capacity.txt")) == Capacity(8, 6, 1, node_cores=8)
     assert commands.parse_capacity("\n0\n") == Capacity(0, 0, 0)
-    assert commands.capacity("gpu='YES'")[-2:] == ["--sql", "gpu='YES'"]
+    assert commands.capacity_argv({"properties": "gpu='YES'"})[-2:] == ["--sql", "gpu='YES'"]
     with pytest.raises(ClusterBadAnswer):
         commands.parse_capacity("oarnodes: error\n")
 

@@ -157,9 +157,9 @@ def test_a_gang_of_4_starts_as_one_job_of_4_tasks_all_or_none(live: Callable[[st
     if target == "slurm":
         remote_job = next(iter(gangs.values()))[0][0].split("+")[0]
         backend = grid.backend(grid.cluster_ids()[big])
-        record = backend._ssh.run(["scontrol", "-o", "show", "job", remote_job]).stdout  # type: ignore[attr-defined]
+        record = backend.via.ssh.run(["scontrol", "-o", "show", "job", remote_job]).stdout  # type: ignore[attr-defined]
         if not record.strip():  # already purged from slurmctld's memory: ask the accounting
-            record = backend._ssh.run(["sacct", "-n", "-X", "-P", "-j", remote_job, "-o", "NTasks"]).stdout  # type: ignore[attr-defined]
+            record = backend.via.ssh.run(["sacct", "-n", "-X", "-P", "-j", remote_job, "-o", "NTasks"]).stdout  # type: ignore[attr-defined]
             assert record.split() == ["4"], record
         else:
             assert "NumTasks=4 " in record, record

@@ -12,7 +12,9 @@ import httpx
 import pytest
 
 from cigri.backends import Capacity, JobSpec, RemoteJob, RemoteState
+from cigri.backends._batch import Acting
 from cigri.backends._http import refusal
+from cigri.backends._ssh import CommandResult
 from cigri.backends.slurm import commands, rest
 from cigri.backends.slurm.batch import Shape, array_task_ids, build, constraint, job_script, shape
 from cigri.backends.slurm.states import STATES, exit_code, never_starts, translate
@@ -214,58 +216,69 @@ def test_wait_status_to_exit_code() -> None:
 
 # --- command-line parsers (outputs recorded on Slurm 22.05.8) ---------------------------
 
-# the POLL script on slurm-b (squeue -O 'JobArrayID:|,State:|,exit_code:|,NodeList:|,StartTime:|,EndTime:|',
-# SLURM_TIME_FORMAT=%s), trimmed; then what sacct -n -P -X prints for the forgotten ids
-# (format from sacct(1): these clusters have no slurmdbd to record it from)
+# the POLL script on slurm-b (squeue -O 'JobArrayID:|,State:|,exit_code:|,NodeList:|,StartTime:|,EndTime:|,
+# UserName:|,Cluster:|,WorkDir:|', SLURM_TIME_FORMAT=%s): its first lines as printed (a working directory
+# holding a "|"), the other states in the same format; then sacct -n -P -X for the forgotten ids
 POLL_OUTPUT = """\
-17_0|PREEMPTED|15|slurm-b-n1|1795426301|1795426303|
-15_1|CANCELLED|15|slurm-b-n1|1795426301|1795426305|
-24|COMPLETED|0|slurm-b-n1|1795426303|1795426323|
-25_0|COMPLETED|0|slurm-b-n1|1795426363|1795426364|
-11_1|FAILED|256|slurm-b-n1|1795426266|1795426266|
-15_0|FAILED|768|slurm-b-n1|1795426301|1795426302|
-16_0|TIMEOUT|15|slurm-b-n1|1795426301|1795426363|
-25_9|PENDING|0||N/A|N/A|
-25_8|RUNNING|0|slurm-a-n1|1795425966|1795426266|
+15_1|CANCELLED|15|slurm-b-n1|1795872934|1795872937|gridtest|slurm-b|/tmp|
+14_0|COMPLETED|0|slurm-b-n1|1795872934|1795872934|gridtest|slurm-b|/tmp/cigri-clusters/exec/rec dir|x|
+14_1|FAILED|256|slurm-b-n1|1795872934|1795872934|gridtest|slurm-b|/tmp/cigri-clusters/exec/rec dir|x|
+14_2|FAILED|512|slurm-b-n1|1795872934|1795872934|gridtest|slurm-b|/tmp/cigri-clusters/exec/rec dir|x|
+15_0|RUNNING|0|slurm-b-n1|1795872934|1795872994|gridtest|slurm-b|/tmp|
+17_0|PREEMPTED|15|slurm-b-n1|1795426301|1795426303|cigri-u1|slurm-b|/home/cigri-u1|
+24|COMPLETED|0|slurm-b-n1|1795426303|1795426323|gridtest|slurm-b|/tmp|
+16_0|TIMEOUT|15|slurm-b-n1|1795426301|1795426363|gridtest|slurm-b|/tmp|
+25_9|PENDING|0||N/A|N/A|cigri-u2|slurm-b|/home/cigri-u2|
 #sacct
-3_4|FAILED|2:0|slurm-b-n1|1795420000|1795420005
-3_5|CANCELLED by 1000|0:15|slurm-b-n1|1795420000|1795420009
-3_6|COMPLETED|0:0|slurm-b-n1|Unknown|Unknown
+3_4|FAILED|2:0|slurm-b-n1|1795872934|1795872934|gridtest|slurm-b|/tmp/cigri-clusters/exec/rec dir|x
+3_5|CANCELLED by 1001|0:0|slurm-b-n1|1795872934|1795872937|gridtest|slurm-b|/tmp
+3_6|COMPLETED|0:0|slurm-b-n1|Unknown|Unknown|gridtest|slurm-b|/tmp
 """
 
 
 def test_parse_poll_on_recorded_output() -> None:
-    ids = ["17_0", "15_1", "25_0", "11_1", "15_0", "16_0", "25_9", "25_8", "3_4", "3_5", "3_6", "900_1"]
-    jobs = commands.parse_poll(POLL_OUTPUT, ids)
-    assert list(jobs) == ids
+    ids = ["17_0", "15_1", "14_0", "14_1", "14_2", "16_0", "25_9", "15_0", "3_4", "3_5", "3_6", "900_1"]
+    polled = commands.parse_poll(POLL_OUTPUT, ids)
+    jobs = polled.jobs
     assert {i: (j.state, j.exit_code) for i, j in jobs.items()} == {
         "17_0": (RemoteState.PREEMPTED, None), "15_1": (RemoteState.CANCELLED, None),
-        "25_0": (RemoteState.COMPLETED, 0), "11_1": (RemoteState.COMPLETED, 1), "15_0": (RemoteState.COMPLETED, 3),
-        "16_0": (RemoteState.TIMEOUT, None), "25_9": (RemoteState.QUEUED, None), "25_8": (RemoteState.RUNNING, None),
-        "3_4": (RemoteState.COMPLETED, 2), "3_5": (RemoteState.CANCELLED, None), "3_6": (RemoteState.COMPLETED, 0),
-        "900_1": (RemoteState.UNKNOWN, None)}
-    assert jobs["15_0"] == RemoteJob("15_0", RemoteState.COMPLETED, 3, "slurm-b-n1", 1795426301.0, 1795426302.0)
+        "14_0": (RemoteState.COMPLETED, 0), "14_1": (RemoteState.COMPLETED, 1), "14_2": (RemoteState.COMPLETED, 2),
+        "16_0": (RemoteState.TIMEOUT, None), "25_9": (RemoteState.QUEUED, None), "15_0": (RemoteState.RUNNING, None),
+        "3_4": (RemoteState.COMPLETED, 2), "3_5": (RemoteState.CANCELLED, None), "3_6": (RemoteState.COMPLETED, 0)}
+    assert jobs["14_2"] == RemoteJob("14_2", RemoteState.COMPLETED, 2, "slurm-b-n1", 1795872934.0, 1795872934.0)
     assert jobs["25_9"] == RemoteJob("25_9", RemoteState.QUEUED)
-    assert jobs["25_8"] == RemoteJob("25_8", RemoteState.RUNNING, None, "slurm-a-n1", 1795425966.0, None)
+    assert jobs["15_0"] == RemoteJob("15_0", RemoteState.RUNNING, None, "slurm-b-n1", 1795872934.0, None)
     assert jobs["3_6"].started_at is None
+    # where each writes, for its owner: the working directory keeps its "|"
+    assert polled.files["14_1"] == ("gridtest", "/tmp/cigri-clusters/exec/rec dir|x/cigri.slurm-b.14_1")
+    assert polled.files["3_4"] == ("gridtest", "/tmp/cigri-clusters/exec/rec dir|x/cigri.slurm-b.3_4")
+    assert polled.files["25_9"] == ("cigri-u2", "/home/cigri-u2/cigri.slurm-b.25_9")
 
 
 def test_parse_poll_ignores_other_jobs_and_refuses_garbage_for_ours() -> None:
-    assert commands.parse_poll("garbage for someone else\n", ["1_0"])["1_0"].state == RemoteState.UNKNOWN
+    assert commands.parse_poll("garbage for someone else\n", ["1_0"]).jobs == {}
     with pytest.raises(ClusterBadAnswer, match="squeue"):
         commands.parse_poll("1_0|RUNNING\n", ["1_0"])
     with pytest.raises(ClusterBadAnswer, match="unknown Slurm job state"):
-        commands.parse_poll("1_0|NEW_STATE|0|n|1|2|\n", ["1_0"])
+        commands.parse_poll("1_0|NEW_STATE|0|n|1|2|u|c|/d|\n", ["1_0"])
+
+
+def result(stdout: str, status: int = 0, stderr: str = "") -> CommandResult:
+    return CommandResult(status, stdout, stderr)
 
 
 @pytest.mark.parametrize("stdout, array_id", [("42\n", "42"), ("42;slurm-a\n", "42"), (" 7 \n", "7")])
 def test_parse_submit(stdout: str, array_id: str) -> None:
-    assert commands.parse_submit(stdout) == array_id
+    assert commands.parse_submit("c", result(stdout), [spec(), spec()]) == [f"{array_id}_0", f"{array_id}_1"]
 
 
 def test_parse_submit_refuses_anything_else() -> None:
     with pytest.raises(ClusterBadAnswer, match="no job id"):
-        commands.parse_submit("sbatch: error: Batch job submission failed\n")
+        commands.parse_submit("c", result("sbatch: error: Batch job submission failed\n"), [spec()])
+    with pytest.raises(SubmissionRefused, match="c: submission refused: sbatch: error: Invalid partition"):
+        commands.parse_submit("c", result("", 1, "sbatch: error: Invalid partition name specified\n"), [spec()])
+    with pytest.raises(SubmitLimitReached):
+        commands.parse_submit("c", result("", 1, "sbatch: error: QOSMaxSubmitJobPerUserLimit\n"), [spec()])
 
 
 def test_parse_capacity_on_recorded_and_multi_node_output() -> None:
@@ -302,13 +315,14 @@ def test_the_submit_script_refuses_and_cancels_an_array_that_will_never_start(re
     """SUBMIT run by sh for real, against stand-ins for squeue, sbatch and scancel: its case
     patterns and :func:`never_starts` (the REST path's test) agree on every reason."""
     log = tmp_path / "calls"
-    fakes = {"squeue": f'echo "squeue $*" >> {log}; case "$*" in *--name*) ;; *) echo "{reason}" ;; esac',
+    fakes = {"squeue": f'echo "squeue $*" >> {log}; case "$*" in *--name*) ;; *) echo "{reason}|slurm-b|" ;; esac',
              "sbatch": f'echo "sbatch $*" >> {log}; echo "42;slurm-b"', "scancel": f'echo "scancel $*" >> {log}'}
     for name, body in fakes.items():
         (tmp_path / name).write_text(f"#!/bin/sh\n{body}\n")
         (tmp_path / name).chmod(0o755)
-    done = subprocess.run(commands.submit_argv(build([spec()], {})), input="script", text=True, capture_output=True,
-                          env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, timeout=10)
+    argv, script = commands.submit_argv([spec()], {}, Acting("", "u"), "", "index")
+    done = subprocess.run(argv, input=script, text=True, capture_output=True,
+                          env={"PATH": f"{tmp_path}:/usr/bin:/bin", "HOME": str(tmp_path)}, timeout=10)
     calls = log.read_text().splitlines()
     assert never_starts(reason) == (reason in NEVER)
     if reason in NEVER:
@@ -316,18 +330,21 @@ def test_the_submit_script_refuses_and_cancels_an_array_that_will_never_start(re
         assert f"can never run this array (pending reason {reason})" in done.stderr
     else:
         assert (done.returncode, done.stdout) == (0, "42\n") and not any(c.startswith("scancel") for c in calls)
+        # the index keeps where the array's jobs write, and whose they are, for when Slurm forgets them
+        assert (tmp_path / "index" / "42").read_text() == "\n/tmp/cigri.slurm-b.42"
 
 
 def test_every_remote_input_is_a_positional_argument() -> None:
     argv = commands.poll_argv(["1_0", "2_3"])
     assert argv[:2] == ["sh", "-c"] and argv[2] == commands.POLL and argv[3:] == ["sh", "1_0", "2_3"]
-    assert commands.tail_argv("1_0", "stderr", 5)[3:] == ["sh", "1_0", "stderr", "5", ""]
-    assert commands.tail_argv("1_0", "stderr", 5, "alice")[3:] == ["sh", "1_0", "stderr", "5", "alice"]
     assert commands.cancel_argv(["1_0", "2_3"]) == ["scancel", "1_0", "2_3"]
     assert commands.cancel_argv(["1_0"], "alice") == ["sudo", "-n", "-u", "alice", "--", "scancel", "1_0"]
     batch = build([spec()], {})
-    assert commands.submit_argv(batch)[3:6] == ["sh", batch.name, ""]
-    assert commands.submit_argv(batch, "alice")[3:6] == ["sh", batch.name, "alice"]
+    argv, script = commands.submit_argv([spec()], {}, Acting("", "u"), "", "idx")
+    assert argv[3:8] == ["sh", batch.name, "", "idx", "/tmp"] and script == batch.script
+    argv, _ = commands.submit_argv([spec()], {}, Acting("alice", "alice"), "alice", "idx")
+    assert argv[3:8] == ["sh", batch.name, "alice", "idx", "/tmp"]
+    assert commands.trace("42_3") == ("42", "_3")
 
 
 # --- slurmrestd (answers recorded from slurmrestd 22.05.8, OpenAPI v0.0.38, trimmed) -----

@@ -101,7 +101,7 @@ def node_size(sizes: Iterable[tuple[int, int | None]]) -> tuple[int | None, int 
 
 
 class ClusterBackend(Protocol):
-    """What every batch system must offer to cigri (local pool, Slurm, OAR)."""
+    """What every batch system must offer to cigri (local pool, Slurm, OAR, Grid Engine)."""
 
     name: str
 
@@ -136,23 +136,12 @@ TokenOf = Callable[[str], "str | None"]
 
 def open_backend(name: str, backend: str, options: dict[str, object], spool_root: str,
                  token_of: TokenOf | None = None) -> ClusterBackend:
-    """Build the backend a cluster row names; ``token_of(user)`` reads its users' tokens."""
-    if backend == "local":
-        from cigri.backends.local import LocalBackend
+    """Build the backend a cluster row names (:mod:`cigri.backends.registry`); ``token_of(user)``
+    reads its users' tokens."""
+    from cigri.backends.registry import BACKENDS, Opening
 
-        return LocalBackend(name, options, spool_root)
-    if backend == "slurm":
-        from cigri.backends.slurm import SlurmBackend
+    if backend not in BACKENDS:
+        from cigri.errors import ConfigError
 
-        return SlurmBackend(name, options, token_of or (lambda _user: None))
-    if backend == "oar":
-        from cigri.backends.oar import OARBackend
-
-        return OARBackend(name, options)
-    if backend == "sim":
-        from cigri.backends.sim import SimBackend
-
-        return SimBackend(name, options)
-    from cigri.errors import ConfigError
-
-    raise ConfigError(f"cluster {name}: unknown backend {backend!r} (known: local, slurm, oar, sim)")
+        raise ConfigError(f"cluster {name}: unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
+    return BACKENDS[backend].open(name, options, Opening(spool_root, token_of or (lambda _user: None)))

@@ -5,10 +5,11 @@ the name its ``logins`` table gives it, else the same name (``logins_only = true
 users listed there have one; a login written ``""`` means none). A user without a login on a
 cluster is never scheduled there.
 
-Each Slurm or OAR cluster runs jobs in one identity mode, its ``identity`` key:
+Each Slurm, OAR or Grid Engine cluster runs jobs in one identity mode, its ``identity`` key (the
+modes each backend and transport offer: :mod:`cigri.backends.registry`):
 
 - ``account`` (the default, a single-user setup): every job runs as the cluster's ``user``;
-- ``sudo`` (over SSH): the cluster's ``user`` runs the batch commands as the job's login through
+- ``sudo`` (over SSH, any of them): the cluster's ``user`` runs the batch commands as the job's login through
   ``sudo -n -u LOGIN``, which the cluster's sudoers limits to exactly those commands;
 - ``impersonate`` (Slurm over REST): requests name the login in ``X-SLURM-USER-NAME`` under a
   token of SlurmUser (``token_file``), which slurmrestd's ``auth/jwt`` lets act as anyone;
@@ -33,12 +34,6 @@ from typing import Any
 from cigri.errors import SubmissionRefused
 
 ACCOUNT, SUDO, IMPERSONATE, TOKENS, IDENT = "account", "sudo", "impersonate", "tokens", "ident"
-MODES: dict[tuple[str, str], tuple[str, ...]] = {  # (backend, transport) -> the modes it offers
-    ("slurm", "ssh"): (ACCOUNT, SUDO),
-    ("slurm", "rest"): (ACCOUNT, IMPERSONATE, TOKENS),
-    ("oar", "ssh"): (ACCOUNT, SUDO),
-    ("oar", "rest"): (ACCOUNT, IDENT),
-}
 # A login the batch commands and sudo take as one word, never as an option
 LOGIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
 # What OAR 2.5's REST API keeps of a user name: its first run of \w (it reads "a-b" as "a")
@@ -77,7 +72,7 @@ def acting_login(options: Mapping[str, Any], user: str) -> str:
 
 
 def remote_home(options: Mapping[str, Any], user: str = "") -> str:
-    """The home of the login ``user``'s jobs run as on a Slurm or OAR cluster: the ``home``
+    """The home of the login ``user``'s jobs run as on a remote cluster: the ``home``
     option with ``{login}`` replaced (default ``/home/{login}``); the account's for a user
     without a login there (whose jobs never run there)."""
     name = str(options.get("user", ""))
@@ -87,7 +82,7 @@ def remote_home(options: Mapping[str, Any], user: str = "") -> str:
 
 
 def login_home(options: Mapping[str, Any], name: str) -> str:
-    """The home of the login ``name`` on a Slurm or OAR cluster: the ``home`` option with
+    """The home of the login ``name`` on a remote cluster: the ``home`` option with
     ``{login}`` replaced (default ``/home/{login}``)."""
     return str(options.get("home") or "/home/{login}").replace("{login}", name)
 
@@ -97,7 +92,9 @@ def refusal(backend: str, options: Mapping[str, Any], user: str, service_account
     """Why ``user``'s jobs cannot run on the cluster, None when they can. ``service_account``:
     the Unix account cigri runs as, which writes the local cluster's spool;
     ``has_token(user)``: whether the user registered a token for the cluster (``gridtoken``)."""
-    if backend not in ("local", "slurm", "oar"):
+    from cigri.backends.registry import BACKENDS
+
+    if backend not in BACKENDS or not BACKENDS[backend].logins:
         return None
     name = login(options, user)
     if name is None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from backend_targets import NAMES, Target, Targets
+from backend_targets import FORGOTTEN_TEST, NAMES, Target, Targets
 
 
 @pytest.fixture(scope="session")
-def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Targets]:
-    built = Targets(tmp_path_factory.mktemp("conformance"))
+def targets(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Targets]:
+    forgetting = frozenset(item.callspec.params["target"] for item in request.session.items
+                           if getattr(item, "originalname", "") == FORGOTTEN_TEST and hasattr(item, "callspec"))
+    built = Targets(tmp_path_factory.mktemp("conformance"), forgetting)
     try:
         yield built
     finally:

@@ -14,6 +14,7 @@ import dataclasses
 import json
 import os
 import pwd
+import re
 import secrets
 import shutil
 import signal
@@ -35,6 +36,7 @@ from unix_users import NAMES, ensure_users, run_as, shared_install
 from cigri import api, config
 from cigri.backends import RemoteState, identity, oar
 from cigri.backends import _grouping as grouping
+from cigri.backends._commands import Commands
 from cigri.backends.slurm import rest as slurm_rest
 from cigri.config import FILE_KEYS, ClusterConfig
 from cigri.cycle import run_cycle
@@ -142,8 +144,8 @@ class Site:
             time.sleep(1)
 
     def owner_seen_by_cluster(self, remote_id: str) -> str | None:
-        """Who the cluster says runs the job: squeue's %u, slurmrestd's user_name, OAR's owner, the
-        local process's uid (None: the process ended meanwhile)."""
+        """Who the cluster says runs the job: squeue's %u, slurmrestd's user_name, qstat's JB_owner,
+        OAR's owner, the local process's uid (None: the process ended meanwhile)."""
         backend: Any = self.grid.backend(self.grid.cluster_ids()[self.target.name])
         job = grouping.group_of(remote_id)
         if self.target.kind == "local":
@@ -153,13 +155,19 @@ class Site:
             except FileNotFoundError:
                 return None
             return pwd.getpwuid(uid).pw_name
-        if self.target.kind == "slurm" and backend._ssh is not None:
-            return str(backend._ssh.run(["squeue", "-h", "-t", "all", "-j", job, "-o", "%u"]).stdout.strip())
+        via = backend.via
+        if self.target.kind == "slurm" and isinstance(via, Commands):
+            return str(via.run("squeue", ["squeue", "-h", "-t", "all", "-j", job, "-o", "%u"]).strip())
         if self.target.kind == "slurm":
-            return str(backend._http.request("GET", slurm_rest.job_path(job))["jobs"][0]["user_name"])
-        via = backend._via
+            return str(via.http.request("GET", slurm_rest.job_path(job))["jobs"][0]["user_name"])
+        if self.target.kind == "gridengine":  # qstat lists a task until it ends
+            listed = via.run("qstat", ["qstat", "-u", "*", "-g", "d", "-xml"])
+            number, _, task = job.partition(".")
+            owners = re.findall(rf"<JB_job_number>{number}</JB_job_number>.*?<JB_owner>([^<]+)</JB_owner>"
+                                rf".*?<tasks>{task}</tasks>", listed, re.DOTALL)
+            return owners[0] if owners else None
         record = via._get(oar.rest.job(job)) if isinstance(via, oar._OverREST) else \
-            json.loads(via._run("oarstat", oar.commands.job_record(job)))[job]
+            json.loads(via.run("oarstat", ["oarstat", "-J", "-j", job]))[job]
         return str(record["owner"])
 
     def output_file(self, job: dict[str, Any], stream: str = "stdout") -> Path:
@@ -172,6 +180,8 @@ class Site:
         if self.target.kind == "slurm":
             cluster = "slurm-a" if self.target.name.startswith("slurm-a") else "slurm-b"
             return directory / f"cigri.{cluster}.{job['remote_id']}.{stream}"
+        if self.target.kind == "gridengine":  # cigri.<cell>.<task>
+            return next(directory.glob(f"cigri.*.{job['remote_id']}.{stream}"))
         return directory / f"cigri.{job['id']}.{stream}"
 
     def close(self) -> None:

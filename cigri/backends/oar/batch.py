@@ -278,10 +278,11 @@ def output_path(command: str, stream: str, member: int | None = None) -> str | N
     return f"{job[0].rstrip('/')}/{output_name(key, stream)}"
 
 
-def status_path(command: str) -> str | None:
-    """The status file of the group run by ``command``; None if it is not one of a batch's."""
+def file_prefix(command: str) -> str | None:
+    """Where the job running ``command`` writes (``<prefix>.stdout``, a group's
+    ``<prefix>.status``...: :mod:`cigri.backends._commands`); None if it is not one of a batch's."""
     job = job_of(command)
-    return None if job is None else f"{job[0].rstrip('/')}/cigri.{job[1]}.status"
+    return None if job is None else f"{job[0].rstrip('/')}/cigri.{job[1]}"
 
 
 def submitted_ids(output: str) -> list[str]:

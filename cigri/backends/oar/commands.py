@@ -1,22 +1,32 @@
-"""The OAR dialect over SSH: argv to run on the front-end and parsers of what they print.
+"""The OAR dialect over SSH for :class:`~cigri.backends._commands.Commands`: argv to run on
+the front-end and parsers of what they print.
 
 Pure: nothing here talks to a cluster. Every argv is passed word by word to
 :meth:`SSHTransport.run`, which quotes each word; the ``sh -c`` programs are fixed strings
-that take everything variable as positional arguments.
+that take everything variable as positional arguments. OAR remembers every job it ran, so its
+jobs need no trace.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from cigri.backends import Capacity, RemoteJob, node_size
-from cigri.backends import _grouping as grouping
+from cigri.backends import Capacity, JobSpec, RemoteJob, node_size
+from cigri.backends._batch import Acting, Polled
+from cigri.backends._commands import AS_OWNER
 from cigri.backends.oar import batch as batches
-from cigri.backends.oar.batch import Batch
+from cigri.backends.oar.batch import Batch, build, job_keys
 from cigri.backends.oar.states import remote_job
-from cigri.errors import ClusterBadAnswer
+from cigri.errors import BackendError, ClusterBadAnswer, SubmissionRefused
+
+if TYPE_CHECKING:
+    from cigri.backends._ssh import CommandResult
+
+REMEMBERS = True
+LOCATES = True
 
 # One round trip per batch. If the owner has jobs with the batch's name (in any state: a re-sent
 # batch), print them (oarstat's JSON) and stop; otherwise write the script (stdin) and the
@@ -26,8 +36,7 @@ from cigri.errors import ClusterBadAnswer
 # sudoers limits to exactly oarsub, oardel, tail and tee; from / (the account's home may be
 # closed to them). Exit 75: oarstat failed (try again later); any other failure is oarsub's
 # refusal ("There are not enough resources for your request"...) or sudo's.
-SUBMIT = r"""as_owner() { if [ -n "$owner" ]; then sudo -n -u "$owner" -- "$@"; else "$@"; fi; }
-found=$(oarstat -J --sql "$1") || exit 75
+SUBMIT = AS_OWNER + r"""found=$(oarstat -J --sql "$1") || exit 75
 if [ -n "$found" ]; then printf '%s
 ' "$found"; exit 0; fi
 set -e
@@ -55,6 +64,26 @@ oarstat --sql "state = 'Waiting'" | grep -c '^[0-9]' || true
 def sql_text(value: str) -> str:
     """A SQL string literal for ``oarstat --sql``."""
     return "'" + value.replace("'", "''") + "'"
+
+
+def submit_argv(specs: list[JobSpec], options: Mapping[str, Any], acting: Acting, owner: str,
+                index: str) -> tuple[list[str], str]:
+    """The batch's ``oarsub`` (or the adoption of its jobs), as :func:`submit`."""
+    return submit(build(specs, str(options.get("properties", "")), str(options.get("project", ""))), acting.login,
+                  owner)
+
+
+def parse_submit(cluster: str, result: CommandResult, specs: list[JobSpec]) -> list[str]:
+    """Any exit of oarsub but 0 is its verdict on the batch: oarsub waits for OAR's database
+    until it answers (``OAR::IO::connect`` retries without end), so an outage there is a hang,
+    which the SSH timeout turns into the cluster's failure, never a refusal."""
+    if result.status == TRY_AGAIN:
+        raise BackendError(f"{cluster}: oarstat failed: {result.stderr.strip()[-300:]}")
+    if result.status != 0:
+        raise SubmissionRefused(f"{cluster}: oarsub refused the batch: {result.stderr.strip()[-300:]}")
+    keys = job_keys(specs)
+    found = parse_submitted(result.stdout, keys)
+    return [found[key] for key in keys]
 
 
 def submit(batch: Batch, login: str, owner: str = "") -> tuple[list[str], str]:
@@ -92,51 +121,26 @@ def parse_submitted(stdout: str, keys: list[str]) -> dict[str, str]:
     return {key: str(job_id) for key, job_id in zip(keys, ids)}
 
 
-def poll(remote_ids: list[str]) -> list[str]:
-    """Full records (state, exit code, events, hosts, times) of the given jobs in one call."""
+def poll_argv(remote_ids: list[str], index: str = "") -> list[str]:
+    """Full records (state, exit code, events, hosts, times, command) of the given jobs in one call."""
     argv = ["oarstat", "-J", "-f"]
     for remote_id in remote_ids:
         argv += ["-j", remote_id]
     return argv
 
 
-def parse_poll(stdout: str) -> dict[str, RemoteJob]:
-    """Jobs OAR does not know are simply absent."""
+def parse_poll(stdout: str, job_ids: list[str] | None = None, options: Mapping[str, Any] | None = None) -> Polled:
+    """Jobs OAR does not know are simply absent; a job's files are where its command says."""
+    records = _jobs(stdout)
     found = {}
-    for job_id, job in _jobs(stdout).items():
+    for job_id, job in records.items():
         hosts = job.get("assigned_network_address") or []
         events = [str(event.get("type")) for event in job.get("events") or []]
         found[job_id] = remote_job(job_id, str(job.get("state")), events, job.get("exit_code"),
                                    hosts[0] if hosts else None, job.get("startTime"), job.get("stopTime"))
-    return found
-
-
-def commands_of(stdout: str) -> dict[str, str]:
-    """``{job id: command}`` from the ``poll`` output: where each job's files are."""
-    return {job_id: str(job.get("command") or "") for job_id, job in _jobs(stdout).items()}
-
-
-def owners_of(stdout: str) -> dict[str, str]:
-    """``{job id: owner}`` from the ``poll`` output: as whom each job's files are read."""
-    return {job_id: str(job.get("owner") or "") for job_id, job in _jobs(stdout).items()}
-
-
-def read(paths: dict[str, str]) -> list[str]:
-    """Print the given files (the status files of groups), each after a ``#<path>`` line, each
-    read as its owner (``{path: owner}``, ``""``: as the cluster's account)."""
-    return ["sh", "-c", grouping.READ, "sh", *(word for path, owner in paths.items() for word in (owner, path))]
-
-
-def job_record(remote_id: str) -> list[str]:
-    """One job's short record, whose command tells where its output is."""
-    return ["oarstat", "-J", "-j", remote_id]
-
-
-def output_path(stdout: str, remote_id: str, stream: str, member: int | None = None) -> str | None:
-    """Where the job (or its ``member``-th grouped job) writes ``stream``, from its ``job_record``;
-    None if it is not cigri's."""
-    job = _jobs(stdout).get(remote_id)
-    return None if job is None else batches.output_path(str(job.get("command") or ""), stream, member)
+    files = {job_id: (str(job.get("owner") or ""), prefix) for job_id, job in records.items()
+             if (prefix := batches.file_prefix(str(job.get("command") or ""))) is not None}
+    return Polled(found, files)
 
 
 def as_owner(owner: str, argv: list[str]) -> list[str]:
@@ -144,11 +148,7 @@ def as_owner(owner: str, argv: list[str]) -> list[str]:
     return ["sudo", "-n", "-u", owner, "--", *argv] if owner else argv
 
 
-def tail(path: str, lines: int, owner: str = "") -> list[str]:
-    return as_owner(owner, ["tail", "-n", str(lines), "--", path])
-
-
-def terminate(remote_ids: list[str], owner: str = "") -> list[str]:
+def terminate_argv(remote_ids: list[str], owner: str = "") -> list[str]:
     """SIGTERM to the running jobs' commands (the others are refused, one line each)."""
     return as_owner(owner, ["oardel", "--signal", "SIGTERM", *remote_ids])
 
@@ -158,16 +158,19 @@ def signalled(stdout: str) -> bool:
     return "DONE." in stdout.splitlines()
 
 
-def cancel(remote_ids: list[str], owner: str = "") -> list[str]:
+def cancel_argv(remote_ids: list[str], owner: str = "") -> list[str]:
+    """oardel fails for ended or unknown jobs: nothing to do."""
     return as_owner(owner, ["oardel", *remote_ids])
 
 
-def capacity(cluster_properties: str = "") -> list[str]:
-    sql = ["--sql", cluster_properties] if cluster_properties.strip() else []
+def capacity_argv(options: Mapping[str, Any]) -> list[str]:
+    """The resources the cluster's ``properties`` select (all without)."""
+    properties = str(options.get("properties", ""))
+    sql = ["--sql", properties] if properties.strip() else []
     return ["sh", "-c", CAPACITY, "sh", *sql]
 
 
-def parse_capacity(stdout: str) -> Capacity:
+def parse_capacity(stdout: str, options: Mapping[str, Any] | None = None) -> Capacity:
     """Slots are OAR resources: ``Alive`` ones count, those running a job are busy. A node's
     size is its count of them (OAR's ``network_address``); OAR says nothing of its memory."""
     resources_text, _, queued_text = stdout.rstrip("\n").rpartition("\n")
@@ -179,6 +182,11 @@ def parse_capacity(stdout: str) -> Capacity:
     alive = [r for r in resources.values() if isinstance(r, dict) and r.get("state") == "Alive"]
     node_cores, _ = node_size((cores, None) for cores in Counter(r.get("network_address") for r in alive).values())
     return Capacity(len(alive), sum(1 for r in alive if not r.get("jobs")), queued, node_cores=node_cores)
+
+
+def trace(job_id: str) -> tuple[str, str]:
+    """OAR keeps no index (it remembers every job)."""
+    return job_id, ""
 
 
 def _jobs(stdout: str) -> dict[str, dict[str, Any]]:

@@ -137,14 +137,11 @@ def parse_poll(answer: Any) -> dict[str, RemoteJob]:
     return found
 
 
-def commands_of(answer: Any) -> dict[str, str]:
-    """``{job id: command}`` from a ``poll`` answer: where each job's files are."""
-    return {str(record.get("id")): str(record.get("command") or "") for record in _items(answer)}
-
-
-def owners_of(answer: Any) -> dict[str, str]:
-    """``{job id: owner}`` from a ``poll`` answer: as whom each job's files are read."""
-    return {str(record.get("id")): str(record.get("owner") or "") for record in _items(answer)}
+def files(answer: Any) -> dict[str, tuple[str, str]]:
+    """``{job id: (owner, file prefix)}`` of a ``poll`` answer's jobs of a batch: where each
+    writes (see :func:`.batch.file_prefix`) and as whom its files are read."""
+    return {str(record.get("id")): (str(record.get("owner") or ""), prefix) for record in _items(answer)
+            if (prefix := batches.file_prefix(str(record.get("command") or ""))) is not None}
 
 
 def output_tail(answer: Any, stream: str, lines: int, member: int | None = None) -> str | None:

@@ -1,32 +1,44 @@
-"""The Slurm command-line dialect (sbatch, squeue, sacct, scancel, sinfo): argv in, text out.
+"""The Slurm command-line dialect (sbatch, squeue, sacct, scancel, sinfo) for
+:class:`~cigri.backends._commands.Commands`: argv in, text out.
 
 Pure: builds the argv of one remote command per operation and parses what it prints. Where an
 operation needs more than one Slurm command, it runs as one fixed ``sh -c`` script whose text
 is a constant here and whose inputs (names, ids) are positional arguments, so each operation
-costs exactly one SSH round trip and nothing from a job ever becomes shell code.
+costs exactly one SSH round trip and nothing from a job ever becomes shell code. Slurm forgets
+an ended job after ``MinJobAge`` where it has no accounting (``sacct``): submissions keep where
+their jobs write in the front-end's index, and every job leaves its trace there
+(:mod:`cigri.backends._grouping`).
 """
 
 from __future__ import annotations
 
-from cigri.backends import Capacity, RemoteJob, RemoteState, node_size
-from cigri.backends.slurm.batch import Batch
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from cigri.backends import Capacity, JobSpec, RemoteJob, RemoteState, node_size
+from cigri.backends import _grouping as grouping
+from cigri.backends._batch import Acting, Polled
+from cigri.backends._commands import AS_OWNER, REMEMBER
+from cigri.backends.slurm.batch import Batch, build
 from cigri.backends.slurm.states import NEVER_STARTS, translate
 from cigri.errors import BackendError, ClusterBadAnswer, SubmissionRefused, SubmitLimitReached
 
-# Acting as a job's owner: $owner is empty (run as the cluster's account) or the owner's login,
-# as whom sudo runs the command (the cluster's sudoers allows exactly sbatch, scancel and tail).
-AS_OWNER = """\
-as_owner() { if [ -n "$owner" ]; then sudo -n -u "$owner" -- "$@"; else "$@"; fi; }
-"""
+if TYPE_CHECKING:
+    from cigri.backends._ssh import CommandResult
 
-# $1 = array name, $2 = owner ("": the account); the rest are sbatch's flags; the job script
-# comes on stdin. An array of that name of the owner's already there (an interrupted earlier
-# submission) is adopted. sbatch accepts some arrays that will never start (more CPUs than any
-# node has, a QOS per-job limit without DenyOnLimit...) and leaves them pending; their pending
-# reason says so at once (states.NEVER_STARTS): such an array is cancelled and refused, adopted or new.
-SUBMIT = AS_OWNER + """\
-name=$1 owner=$2
-shift 2
+REMEMBERS = False  # without accounting, squeue forgets a job MinJobAge seconds after its end
+LOCATES = True
+
+# $1 = array name, $2 = owner ("": the account), $3 = the index, $4 = the jobs' directory; the
+# rest are sbatch's flags; the job script comes on stdin. An array of that name of the owner's
+# already there (an interrupted earlier submission) is adopted. sbatch accepts some arrays that
+# will never start (more CPUs than any node has, a QOS per-job limit without DenyOnLimit...) and
+# leaves them pending; their pending reason says so at once (states.NEVER_STARTS): such an array
+# is cancelled and refused, adopted or new. The index keeps where the array's jobs write:
+# <directory>/cigri.<Slurm's cluster name>.<array id>_<task>.
+SUBMIT = AS_OWNER + REMEMBER + """\
+name=$1 owner=$2 cigri_index=$HOME/$3 directory=$4
+shift 4
 cd /  # whatever the owner may enter: sbatch gets the job's directory in --chdir
 found=$(squeue -h -t all -u "${owner:-$(id -un)}" --name="$name" -o %F) || exit
 if [ -n "$found" ]; then
@@ -35,13 +47,15 @@ else
   id=$(as_owner sbatch --parsable "$@") || exit
   id=${id%%;*}
 fi
-reason=$(squeue -h -j "$id" -o %r 2>/dev/null | head -n 1)
+job=$(squeue -h -j "$id" -O 'Reason:|,Cluster:|' 2>/dev/null | head -n 1)
+reason=${job%%|*} cluster=${job#*|}
 case "$reason" in
   PATTERNS)
     as_owner scancel "$id"
     echo "the cluster can never run this array (pending reason $reason)" >&2
     exit 1 ;;
 esac
+[ -z "$job" ] || cigri_remember "$id" "$directory/cigri.${cluster%|}.$id"
 echo "$id"
 """.replace("PATTERNS", "|".join(NEVER_STARTS))
 # sbatch's words when slurmctld did not answer: worth another try, unlike a refusal
@@ -60,13 +74,16 @@ def submit_error(stderr: str) -> type[BackendError]:
         return SubmitLimitReached
     return SubmissionRefused
 
+
 # $@ = the remote ids wanted, of any user. squeue knows every job younger than MinJobAge (its
 # lines of other jobs are dropped here); the ids it has forgotten are asked to sacct, which
-# only answers where accounting is configured.
+# only answers where accounting is configured. Each line ends with where the job writes: its
+# owner, its cluster and its working directory (last: a directory may hold a "|").
 POLL = """\
 SLURM_TIME_FORMAT=%s
 export SLURM_TIME_FORMAT
-out=$(squeue -h -t all -r -O 'JobArrayID:|,State:|,exit_code:|,NodeList:|,StartTime:|,EndTime:|') || exit
+fields='JobArrayID:|,State:|,exit_code:|,NodeList:|,StartTime:|,EndTime:|,UserName:|,Cluster:|,WorkDir:|'
+out=$(squeue -h -t all -r -O "$fields") || exit
 out=$(printf '%s\\n' "$out" | awk -F'|' -v ids="$*" '
   BEGIN { n = split(ids, want, " "); for (i = 1; i <= n; i++) wanted[want[i]] = 1 }
   ($1 in wanted)')
@@ -77,7 +94,7 @@ missing=$(printf '%s\\n' "$out" | awk -F'|' -v ids="$*" '
   END { for (i = 1; i <= n; i++) if (!(want[i] in seen)) printf "%s%s", (c++ ? "," : ""), want[i] }')
 [ -n "$missing" ] || exit 0
 echo '#sacct'
-sacct -n -P -X -j "$missing" -o JobID,State,ExitCode,NodeList,Start,End 2>/dev/null
+sacct -n -P -X -j "$missing" -o JobID,State,ExitCode,NodeList,Start,End,User,Cluster,WorkDir 2>/dev/null
 exit 0
 """
 
@@ -86,34 +103,6 @@ CAPACITY = """\
 sinfo -h -N ${1:+-p "$1"} -O 'NodeList:|,CPUsState:|,Memory:|,AllocMem:|' || exit
 echo '#pending'
 squeue -h -r -t PENDING ${1:+-p "$1"} -o %i | wc -l
-"""
-
-# $1 = remote id, $2 = stdout|stderr, $3 = lines, $4 = owner ("": the account). The file is in
-# the job's WorkDir, named after its cluster and id (see batch.job_script), and read as the job's
-# owner; a grouped job (<array task>+<n>) is looked up by its array task.
-TAIL = AS_OWNER + """\
-g=${1%+*} owner=$4
-job=$(squeue -h -t all -r -O 'JobArrayID:|,Cluster:|,WorkDir:|' | awk -F'|' -v id="$g" '
-  $1 == id { sub(/^[^|]*[|]/, ""); sub(/[|]$/, ""); print; exit }')
-[ -n "$job" ] || job=$(sacct -n -P -X -j "$g" -o Cluster,WorkDir 2>/dev/null | head -n 1)
-[ -n "$job" ] || exit 0
-as_owner tail -n "$3" -- "${job#*|}/cigri.${job%%|*}.$1.$2" 2>/dev/null
-exit 0
-"""
-
-# $@ = array tasks running groups; prints "#<id>" then the group's status file (see _grouping),
-# read as the job's owner (Slurm's word for it) when that is not the account itself.
-STATUS = """\
-me=$(id -un)
-squeue -h -t all -r -O 'JobArrayID:|,Cluster:|,WorkDir:|,UserName:|' | awk -F'|' -v ids="$*" '
-  BEGIN { n = split(ids, want, " "); for (i = 1; i <= n; i++) wanted[want[i]] = 1 }
-  ($1 in wanted) { id = $1; sub(/^[^|]*[|]/, ""); sub(/[|]$/, ""); print id "|" $0 }' |
-while IFS='|' read -r id cluster dir user; do
-  printf '#%s\\n' "$id"
-  file=$dir/cigri.$cluster.$id.status
-  if [ "$user" = "$me" ]; then tail -n +1 -- "$file"; else sudo -n -u "$user" -- tail -n +1 -- "$file"; fi 2>/dev/null
-done
-exit 0
 """
 
 
@@ -142,21 +131,26 @@ def as_owner(owner: str, argv: list[str]) -> list[str]:
     return ["sudo", "-n", "-u", owner, "--", *argv] if owner else argv
 
 
-def submit_argv(batch: Batch, owner: str = "") -> list[str]:
-    """Run with the job script (``batch.script``) on stdin."""
-    return ["sh", "-c", SUBMIT, "sh", batch.name, owner, *sbatch_flags(batch)]
+def submit_argv(specs: list[JobSpec], options: Mapping[str, Any], acting: Acting, owner: str,
+                index: str) -> tuple[list[str], str]:
+    """The array's submission, the job script on stdin."""
+    batch = build(specs, options)
+    return ["sh", "-c", SUBMIT, "sh", batch.name, owner, index, batch.directory, *sbatch_flags(batch)], batch.script
 
 
-def parse_submit(stdout: str) -> str:
-    """The array id, from ``sbatch --parsable`` (``42`` or ``42;cluster``) or an adopted array."""
-    first = stdout.strip().split("\n", 1)[0].split(";", 1)[0].strip()
+def parse_submit(cluster: str, result: CommandResult, specs: list[JobSpec]) -> list[str]:
+    """The array's task ids, from ``sbatch --parsable`` (``42`` or ``42;cluster``) or an adopted array."""
+    if result.status != 0:
+        words = result.stderr.strip()[:300]
+        raise submit_error(result.stderr)(f"{cluster}: submission refused: {words}")
+    first = result.stdout.strip().split("\n", 1)[0].split(";", 1)[0].strip()
     if not first.isascii() or not first.isdigit():
-        raise ClusterBadAnswer(f"sbatch printed no job id: {stdout.strip()[:200]!r}")
-    return first
+        raise ClusterBadAnswer(f"sbatch printed no job id: {result.stdout.strip()[:200]!r}")
+    return [f"{first}_{index}" for index in range(len(grouping.split(specs)))]
 
 
-def poll_argv(remote_ids: list[str]) -> list[str]:
-    return ["sh", "-c", POLL, "sh", *remote_ids]
+def poll_argv(job_ids: list[str], index: str = "") -> list[str]:
+    return ["sh", "-c", POLL, "sh", *job_ids]
 
 
 def _number(text: str) -> int | None:
@@ -182,34 +176,50 @@ def _sacct_status(exit_code: str) -> int:
     return ((_number(code) or 0) << 8) | (_number(signal) or 0)
 
 
-def parse_poll(stdout: str, remote_ids: list[str]) -> dict[str, RemoteJob]:
-    """Every wanted id: from squeue's lines, then sacct's; ids neither knows are UNKNOWN."""
-    wanted = set(remote_ids)
+def parse_poll(stdout: str, job_ids: list[str], options: Mapping[str, Any] | None = None) -> Polled:
+    """The wanted ids squeue's lines know, then sacct's (the others are not there), and where
+    each writes (``<directory>/cigri.<cluster>.<id>``, see :mod:`.batch`)."""
+    wanted = set(job_ids)
     found: dict[str, RemoteJob] = {}
+    files: dict[str, tuple[str, str]] = {}
     squeue, _, sacct = stdout.partition("#sacct\n")
-    for line in squeue.splitlines():
-        fields = line.split("|")
-        if fields[0] in wanted:
-            if len(fields) < 6 or _number(fields[2]) is None:
+    for lines, status_of in ((squeue, _number), (sacct, _sacct_status)):
+        for line in lines.splitlines():
+            fields = line.split("|", 8)
+            if fields[0] not in wanted or fields[0] in found:
+                continue
+            status = status_of(fields[2]) if len(fields) == 9 else None
+            if status is None:
+                if lines is sacct:  # sacct's words for another job: it answers what it has
+                    continue
                 raise ClusterBadAnswer(f"unexpected squeue line {line!r}")
-            found[fields[0]] = _job(fields[0], fields[1], _number(fields[2]), *fields[3:6])
-    for line in sacct.splitlines():
-        fields = line.split("|")
-        if fields[0] in wanted and fields[0] not in found and len(fields) >= 6:
-            found[fields[0]] = _job(fields[0], fields[1], _sacct_status(fields[2]), *fields[3:6])
-    return {i: found.get(i, RemoteJob(i, RemoteState.UNKNOWN)) for i in remote_ids}
+            found[fields[0]] = _job(fields[0], fields[1], status, *fields[3:6])
+            user, cluster, directory = fields[6:9]
+            directory = directory.removesuffix("|") if lines is squeue else directory  # squeue ends each field with "|"
+            if user and cluster and directory.startswith("/"):
+                files[fields[0]] = (user, f"{directory.rstrip('/')}/cigri.{cluster}.{fields[0]}")
+    return Polled(found, files)
 
 
-def cancel_argv(remote_ids: list[str], owner: str = "") -> list[str]:
+def terminate_argv(job_ids: list[str], owner: str) -> list[str] | None:
+    """None: scancel sends SIGTERM itself, and SIGKILL ``KillWait`` seconds later."""
+    return None
+
+
+def signalled(stdout: str) -> bool:
+    return False
+
+
+def cancel_argv(job_ids: list[str], owner: str = "") -> list[str]:
     """scancel exits 0 even for unknown ids: the next poll tells what happened."""
-    return as_owner(owner, ["scancel", *remote_ids])
+    return as_owner(owner, ["scancel", *job_ids])
 
 
-def capacity_argv(partition: str) -> list[str]:
-    return ["sh", "-c", CAPACITY, "sh", partition]
+def capacity_argv(options: Mapping[str, Any]) -> list[str]:
+    return ["sh", "-c", CAPACITY, "sh", str(options.get("partition", ""))]
 
 
-def parse_capacity(stdout: str) -> Capacity:
+def parse_capacity(stdout: str, options: Mapping[str, Any] | None = None) -> Capacity:
     """Usable CPUs (allocated + idle) and idle CPUs of the partition's nodes, the memory no job
     holds and the memory jobs hold on the nodes with usable CPUs (MiB), pending jobs, and the
     nodes' size if alike."""
@@ -237,9 +247,7 @@ def parse_capacity(stdout: str) -> Capacity:
                     node_memory_mb=node_memory, allocated_memory_mb=held_memory)
 
 
-def status_argv(group_ids: list[str]) -> list[str]:
-    return ["sh", "-c", STATUS, "sh", *group_ids]
-
-
-def tail_argv(remote_id: str, stream: str, lines: int, owner: str = "") -> list[str]:
-    return ["sh", "-c", TAIL, "sh", remote_id, stream, str(lines), owner]
+def trace(job_id: str) -> tuple[str, str]:
+    """Array task ``42_3`` is kept under its array, ``42``, its files named ``…42_3``."""
+    array, _, task = job_id.partition("_")
+    return array, f"_{task}"
