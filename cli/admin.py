@@ -15,6 +15,7 @@ from cigri.cli import common
 
 from cigri import api, db, logs
 from cigri import config as configuration
+from cigri.backends.registry import BACKENDS
 from cigri.client import TOKEN_FILE, prepare_token_file, save_token
 from cigri.cycle import run_logged
 from cigri.daemon import daemon_running, run_daemon
@@ -361,9 +362,12 @@ def cluster_list(as_json: bool = typer.Option(False, "--json", help="Print one J
                          r["blacklist_reason"] or ("yes" if r["blacklisted"] else "no")] for r in rows])
 
 
+BACKEND_NAMES = ", ".join(BACKENDS)
+
+
 @cluster_app.command("add")
 @common.errors_to_exit
-def cluster_add(name: str, backend: str = typer.Option("local", "--backend", help="Backend: local, slurm or oar."),
+def cluster_add(name: str, backend: str = typer.Option("local", "--backend", help=f"Backend: {BACKEND_NAMES}."),
                 option: list[str] = typer.Option([], "-o", "--option", metavar="KEY=VALUE",
                                                  help="A cluster key (see conf/cigri.toml), e.g. -o transport=ssh -o port=2222; repeat.")) -> None:
     """Add a cluster to the database after checking its keys (configured clusters are added automatically)."""

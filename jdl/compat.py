@@ -194,8 +194,6 @@ def command_words(exec_file: str, where: str, warnings: Warnings) -> str | list[
     return words
 
 
-# What {OAR_JOB_ID} stands for in a prologue line, per backend: the cluster's own job id variable.
-JOB_ID_VARIABLE = {"oar": "$OAR_JOB_ID", "slurm": "$SLURM_JOB_ID"}
 
 
 def script_macros(script: str, where: str, backend: str, warnings: Warnings) -> str:
@@ -203,7 +201,10 @@ def script_macros(script: str, where: str, backend: str, warnings: Warnings) -> 
     ``$HOME``, ``{OAR_JOB_ID}`` the cluster's job id variable (cigri's job id elsewhere), and a
     ``\\$`` CiGri's files wrote for OAR 2.5's second shell is ``$``. ``{CAMPAIGN_ID}`` stays,
     for the submission to replace."""
-    script = script.replace("{HOME}", "$HOME").replace("{OAR_JOB_ID}", JOB_ID_VARIABLE.get(backend, "$CIGRI_JOB_ID"))
+    from cigri.backends.registry import BACKENDS
+
+    job_id = BACKENDS[backend].job_id_variable if backend in BACKENDS else "$CIGRI_JOB_ID"
+    script = script.replace("{HOME}", "$HOME").replace("{OAR_JOB_ID}", job_id)
     if "\\$" in script:
         script = script.replace("\\$", "$")
         warnings.add(f"{where}: \\$ read as $, as OAR 2.5's second shell read it under CiGri (write $)")

@@ -12,7 +12,7 @@ import os
 import pwd
 import re
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -293,17 +293,13 @@ def _dialect_problems(cluster: str, backend: str | None, key: str, value: str) -
     ``properties``, by its dialect's own check (imported only then: it is heavy), so that it is
     refused here and never sent: OAR runs the properties and resource filters as SQL
     (:mod:`cigri.backends.oar.expressions` says what it is sent), Slurm reads its shapes and a
-    feature expression."""
-    checks: dict[str, Callable[[str], object]]
-    if backend == "oar":
-        from cigri.backends.oar import expressions
+    feature expression, Grid Engine its slots and requests (:mod:`cigri.backends.registry` names
+    each system's)."""
+    from cigri.backends.registry import BACKENDS
 
-        checks = {"resources": expressions.check_resource_filters, "properties": expressions.check_properties}
-    elif backend == "slurm":
-        from cigri.backends.slurm import batch
-
-        checks = {"resources": batch.shape, "properties": batch.constraint}
-    else:
+    kind = BACKENDS.get(backend or "")
+    checks = kind.jdl_checks() if kind is not None else {}
+    if key not in checks:
         return []
     try:
         checks[key](value)
@@ -375,9 +371,13 @@ def _boolean(value: bool | str) -> bool:
 
 def cluster_home(backend: str, options: Mapping[str, Any], user: str) -> str:
     """The home of whoever runs ``user``'s jobs on a cluster, what ``{HOME}`` and ``~`` mean
-    there and where prologues run: on Slurm and OAR the home of the login they run as (the
-    cluster's ``home`` option, else ``/home/LOGIN``), elsewhere ``user``'s on this machine."""
-    return remote_home(options, user) if backend in ("slurm", "oar") else home_of(user)
+    there and where prologues run: on a remote cluster (Slurm, OAR, Grid Engine) the home of the
+    login they run as (the cluster's ``home`` option, else ``/home/LOGIN``), elsewhere ``user``'s
+    on this machine."""
+    from cigri.backends.registry import BACKENDS
+
+    kind = BACKENDS.get(backend)
+    return remote_home(options, user) if kind is not None and kind.remote else home_of(user)
 
 
 def home_of(user: str) -> str:
