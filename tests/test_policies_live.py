@@ -1,9 +1,9 @@
 """The seeds' remaining policies end to end: real cycles on the local pool, on the real Slurm
-clusters and on OAR (``tests/clusters/up.sh``), each policy on each of them.
+clusters, on OAR and on Grid Engine (``tests/clusters/up.sh``), each policy on each of them.
 
 Each target offers a "big" cluster of 8 cores and a "small" one of 4 (Slurm: slurm-a and
-slurm-b, the latter with 4 of its 8 CPUs offered through ``max_jobs``; OAR: oar-ssh and a
-local pool of 4, OAR being one cluster). Tasks leave ``marker.TASK.HOST.PID.START_NS`` in a
+slurm-b, the latter with 4 of its 8 CPUs offered through ``max_jobs``; OAR and Grid Engine: their
+cluster and a local pool of 4, each being one cluster). Tasks leave ``marker.TASK.HOST.PID.START_NS`` in a
 directory every cluster sees, then sleep; the tests watch cigri's database and the markers,
 and cancel what is left, so the clusters are left as they were found. Jobs are normal ones
 (other tests' jobs on the shared clusters would kill best-effort ones) except where cigri's own
@@ -36,6 +36,7 @@ TARGETS = {  # target: (big cluster of 8 cores, small cluster of 4)
     "local": ("big", "small"),
     "slurm": ("slurm-a-ssh", "slurm-b-ssh"),
     "oar": ("oar-ssh", "small"),
+    "gridengine": ("gridengine-ssh", "small"),
 }
 LOCAL = {"big": {"backend": "local", "slots": 8}, "small": {"backend": "local", "slots": 4}}
 # Tasks that outlast a test's wait: a split between users is watched while nothing ends (60 s

@@ -95,6 +95,12 @@ def _oar(name: str, options: dict[str, Any], opening: Opening) -> ClusterBackend
     return OARBackend(name, options)
 
 
+def _gridengine(name: str, options: dict[str, Any], opening: Opening) -> ClusterBackend:
+    from cigri.backends.gridengine import GridEngineBackend
+
+    return GridEngineBackend(name, options)
+
+
 def _sim(name: str, options: dict[str, Any], opening: Opening) -> ClusterBackend:
     from cigri.backends.sim import SimBackend
 
@@ -113,6 +119,12 @@ def _oar_checks() -> Mapping[str, Callable[[str], object]]:
     return {"resources": expressions.check_resource_filters, "properties": expressions.check_properties}
 
 
+def _gridengine_checks() -> Mapping[str, Callable[[str], object]]:
+    from cigri.backends.gridengine import requests
+
+    return {"resources": requests.slots, "properties": requests.parse}
+
+
 BACKENDS: dict[str, Backend] = {backend.name: backend for backend in (
     Backend("local", "this machine's own pool of cores",
             {"slots": int, **_TAPS, "logins": dict, "logins_only": bool, "pool_account": str}, _local),
@@ -127,6 +139,11 @@ BACKENDS: dict[str, Backend] = {backend.name: backend for backend in (
             # no password_file over REST: OAR's trusted-proxy mode
             {"ssh": _OVER_SSH, "rest": Transport(("base_url", "user"), (ACCOUNT, IDENT))},
             job_id_variable="$OAR_JOB_ID", jdl_checks=_oar_checks),
+    Backend("gridengine", "Grid Engine (Son of Grid Engine, Altair/Univa, Open Cluster Scheduler): "
+                          "its commands over SSH",
+            {**_COMMON, **_SSH, "queue": str, "best_effort_queue": str, "parallel_environment": str,
+             "memory_complex": str}, _gridengine,
+            {"ssh": _OVER_SSH}, job_id_variable="$JOB_ID", jdl_checks=_gridengine_checks),
     Backend("sim", "a simulated cluster (cigri simulate)",
             {"cores": int, "memory_gb": float, "seed": int, "local_load": float, "local_load_steps": str,
              "local_max_cores": int, "trace": str, "task_seconds": float, "submit_limit": int, "node_cores": int,
