@@ -6,7 +6,8 @@ directory of the clusters' shared exec dir. A run's rate is N task-starts over t
 just before its submission to the last start (start files are read back, so both sides are
 timed the same way).
 
-- direct: one ``sbatch --array=0-(N-1)`` (Slurm) or ``oarsub --array N`` (OAR) over SSH;
+- direct: one ``sbatch --array=0-(N-1)`` (Slurm), ``oarsub --array N`` (OAR) or ``qsub -t 1-N``
+  (Grid Engine) over SSH;
 - cigri: ``gridsub -f JDL --wait --period P`` on a fresh CIGRI_HOME (gridsub drives the cycles:
   back to back while they send jobs, then every P seconds, by default cigri's default
   ``cycle_period``, the pace of a daemon: on a 2-core machine the cluster's own launcher needs
@@ -15,10 +16,12 @@ timed the same way).
   call sends every task; once without and once with temporal grouping
   (``"temporal_grouping": true``, ``temporal_grouping_batch_duration`` = ``--group-seconds``).
 
-Goals (issue 3 §3): cigri ≥ 0.9× the direct array without grouping, ≥ 5× with grouping.
+Goals (issue 3 §3, issue 35): cigri ≥ 0.9× the direct array without grouping, ≥ 5× with grouping.
 
-    python bench/slurm_dispatch.py [--cluster slurm-a-ssh] [--tasks 500] [--repeat N] [--clusters /tmp/cigri-clusters]
-    python bench/oar_dispatch.py   (the same with --cluster oar-ssh --tasks 100)
+    python bench/dispatch.py --cluster slurm-a-ssh [--tasks 500] [--repeat N] [--clusters /tmp/cigri-clusters]
+    python bench/slurm_dispatch.py         (the same, --cluster slurm-a-ssh --tasks 500 by default)
+    python bench/oar_dispatch.py           (--cluster oar-ssh --tasks 100)
+    python bench/gridengine_dispatch.py    (--cluster gridengine-ssh --tasks 500)
 """
 
 from __future__ import annotations
@@ -63,19 +66,27 @@ def wait_starts(directory: Path, tasks: int, since: float, timeout: float) -> fl
     return tasks / (last - since)
 
 
+def direct_submission(options: dict[str, Any], backend: str, program: str, directory: Path,
+                      tasks: int) -> tuple[list[str], str | None]:
+    """The resource manager's own array of the tasks: its argv, and its job script on stdin if any."""
+    if backend == "slurm":
+        return ["sbatch", "--parsable", f"--array=0-{tasks - 1}", f"--chdir={directory}", "--output=/dev/null",
+                "--time=5", f"--partition={options.get('partition', 'main')}",
+                f"--wrap={program} d$SLURM_ARRAY_TASK_ID"], None
+    if backend == "oar":
+        return ["oarsub", "--array", str(tasks), "-d", str(directory), "-O", "/dev/null", "-E", "/dev/null",
+                "-l", "core=1,walltime=0:05:00", f"{program} d$OAR_ARRAY_INDEX"], None
+    queue = ["-q", options["queue"]] if options.get("queue") else []
+    return (["qsub", "-terse", "-t", f"1-{tasks}", "-wd", str(directory), "-o", "/dev/null", "-e", "/dev/null",
+             "-S", "/bin/sh", "-l", "h_rt=300", *queue], f'#!/bin/sh\nexec {program} "d$SGE_TASK_ID"\n')
+
+
 def direct(options: dict[str, Any], backend: str, directory: Path, tasks: int) -> float:
     ssh = SSHTransport("bench", options["host"], int(options.get("port", 22)), options["user"],
                        options.get("key_file"), options.get("known_hosts"), 30.0)
-    program = str(directory / "task.sh")
-    if backend == "slurm":
-        argv = ["sbatch", "--parsable", f"--array=0-{tasks - 1}", f"--chdir={directory}", "--output=/dev/null",
-                "--time=5", f"--partition={options.get('partition', 'main')}",
-                f"--wrap={program} d$SLURM_ARRAY_TASK_ID"]
-    else:
-        argv = ["oarsub", "--array", str(tasks), "-d", str(directory), "-O", "/dev/null", "-E", "/dev/null",
-                "-l", "core=1,walltime=0:05:00", f"{program} d$OAR_ARRAY_INDEX"]
+    argv, script = direct_submission(options, backend, str(directory / "task.sh"), directory, tasks)
     since = time.time()
-    result = ssh.run(argv)
+    result = ssh.run(argv, script)
     ssh.close()
     if result.status != 0:
         raise SystemExit(f"direct submission failed: {result.stderr}")
