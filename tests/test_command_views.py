@@ -80,6 +80,7 @@ def test_gridstat_filters_and_chosen_columns(cigri: Cigri) -> None:
 
     assert ids() == [alpha, old]
     assert ids("--state", "C") == ids("--state", "cancelled") == [beta]
+    assert ids("--state", "running") == ids("--state", "Running") == ids("--state", "R") == [alpha, old]
     assert ids("--state", "R,C") == ids("--state", "R", "--state", "cancelled") == [alpha, beta, old]
     assert ids("--name", "alpha*") == [alpha, old]
     assert ids("--since", "1d") == [alpha]
