@@ -138,10 +138,14 @@ def _drop(settings: dict[str, Any], where: str, known: Mapping[str, Any], warnin
     that is a misspelling of a known one is kept, for the schema to refuse: ignored, it would
     leave the campaign with the default it was meant to replace."""
     for key in [k for k in settings if k not in known]:
-        if close_key(key, known) is not None:
-            continue  # a misspelt key: the schema refuses it, saying which key it must have meant
-        del settings[key]
-        warnings.add(f"{where}: unknown key {shown(key)} ignored, as CiGri ignored it (remove it)")
+        if key.lower() in known:  # CiGri ignored a cluster's key in upper case: so does cigri, saying so
+            del settings[key]
+            warnings.add(f"{where}: key {shown(key)} ignored, as CiGri ignored a cluster's key in upper case "
+                         f"(write it {shown(key.lower())})")
+        elif close_key(key, known) is None:
+            del settings[key]
+            warnings.add(f"{where}: unknown key {shown(key)} ignored, as CiGri ignored it (remove it)")
+        # else a misspelt key: the schema refuses it, saying which key it must have meant
     for key, meaningless in STORED_ONLY.items():
         if key in settings and settings[key] not in meaningless:
             value = settings.pop(key)
