@@ -341,8 +341,8 @@ def test_the_admin_pages_show_the_apis_shares_users_classes_and_tokens(site: Sit
     assert row["reason"] == campaign["reason"]
     for cluster in shares["clusters"]:
         shown = fields(browser, f'#share-clusters tr[data-cluster="{cluster["name"]}"]')
-        assert [value(shown[name]) for name in ("cores", "running", "queued")] == \
-            [cluster["cores"], cluster["running"], cluster["queued"]]
+        names = ("cores", "running_cores", "target_cores", "running", "queued", "target")
+        assert [value(shown[name]) for name in names] == [cluster[name] for name in names]
     assert len(browser.find_elements(By.CSS_SELECTOR, "figure.chart svg")) == 3  # classes, users, campaigns
     shot(browser, "shares")
     browser.get(site.url + "/admin")

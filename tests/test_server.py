@@ -271,3 +271,10 @@ def test_doctor_checks_the_servers_layout(site: Site) -> None:
         assert "users cannot reach it" in {c["what"]: c for c in json.loads(broken.stdout)}["server: socket"]["detail"]
     finally:
         site.socket.chmod(0o666)
+
+
+def test_the_server_says_where_it_serves(site: Site) -> None:
+    """On its terminal (or the journal): where it serves, how often it cycles, where it logs."""
+    said = [line for line in site.log().splitlines() if line.startswith("cigri server: serving ")]
+    assert said == [f"cigri server: serving unix:{site.socket} and http://127.0.0.1:{site.port}, cycles every 0.2s; "
+                    f"log {site.home / 'log' / 'cigri.log'}; SIGTERM or Ctrl-C stops it"]
