@@ -241,7 +241,9 @@ def test_errors_are_one_json_object_with_the_right_status(site: Site, campaigns:
         ("GET", "/shares", {}),
     ])
     assert [status for status, _, _ in answers] == [400, 400, 400, 409, 404, 403]
-    assert all(set(body) == {"error", "field"} for _, body, _ in answers)
+    assert all(set(body) == {"error", "field"} for _, body, _ in answers[:2] + answers[3:])
+    assert set(answers[2][1]) == {"error", "field", "problems"}  # a JDL's mistakes: each also on its own
+    assert answers[2][1]["error"] == " ".join(answers[2][1]["problems"])
     assert answers[0][1]["field"] == "campaign_id" and answers[1][1]["field"] == "limit"
     assert answers[2][1]["error"].startswith("JDL: $: missing mandatory key 'clusters'")
 
