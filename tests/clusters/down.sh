@@ -96,8 +96,9 @@ if alive "$(pid_of oar-almighty)" && [ -n "${ids:-}" ]; then
 fi
 
 # 2. front-ends and REST APIs (sessions and CGIs with them); Grid Engine meanwhile: the execd
-# (with the shepherds and jobs still under it), then the qmaster (~6 s for its shutdown)
-{ stop gridengine-execd 1 10; stop gridengine-qmaster 0 20; } &
+# (with the shepherds and jobs still under it), then the qmaster, killed if its shutdown (~9 s:
+# it saves the state down.sh then removes) takes more than 3 s
+{ stop gridengine-execd 1 10; stop gridengine-qmaster 0 3; } &
 sge_stopping=$!
 stopping=""
 for N in slurm-a slurm-b oar gridengine; do stop "sshd-$N" 1 5 & stopping="$stopping $!"; done

@@ -204,7 +204,8 @@ cd /
 
 # ------------------------------------------------------------- Grid Engine
 # Started first: its execd takes ~2 s to report its load, which the other clusters' start
-# hides; it is waited for after OAR. What Debian's init_cluster does, into a cell of our own.
+# hides; it is waited for after OAR. What Debian's init_cluster does, into a cell of our own;
+# the daemons stay in the foreground (SGE_ND), so that $! is their PID.
 G=$DIR/gridengine
 export SGE_ROOT SGE_CELL SGE_QMASTER_PORT=$SGE_PORT SGE_EXECD_PORT=$((SGE_PORT + 1))
 SGE_HOST=$(hostname)
@@ -260,11 +261,10 @@ runuser -u sgeadmin -- sh -c "
   /usr/lib/gridengine/spooldefaults usersets /usr/share/gridengine/util/resources/usersets
   /usr/lib/gridengine/spooldefaults managers sgeadmin" >"$G/log/init.log" 2>&1 \
   || { cat "$G/log/init.log" >&2; die "gridengine: spool initialisation failed"; }
-/usr/sbin/sge_qmaster
-wait_file "$G/qmaster/qmaster.pid" 10 || die "gridengine: sge_qmaster wrote no pid file; see $G/qmaster/messages"
-cp "$G/qmaster/qmaster.pid" "$DIR/pids/gridengine-qmaster.pid"
+SGE_ND=1 setsid /usr/sbin/sge_qmaster </dev/null >"$G/log/sge_qmaster.out" 2>&1 &
+echo $! > "$DIR/pids/gridengine-qmaster.pid"
 for _ in $(seq 1 300); do qstat >/dev/null 2>&1 && break; sleep 0.1; done
-qstat >/dev/null || { cat "$G/qmaster/messages" >&2; die "gridengine: sge_qmaster does not answer on $SGE_PORT"; }
+qstat >/dev/null || { cat "$G/log/sge_qmaster.out" "$G/qmaster/messages" >&2; die "gridengine: sge_qmaster does not answer on $SGE_PORT"; }
 # sgeconf ARGS: qconf, its words logged (-A: add from a file, -M: modify from one)
 sgeconf() { qconf "$@" >>"$G/log/qconf.log" 2>&1 || { cat "$G/log/qconf.log" >&2; die "gridengine: qconf $*"; }; }
 sgeconf -as "$SGE_HOST"
@@ -339,11 +339,8 @@ sge_queue "$SGE_BEST_EFFORT_QUEUE" 1 NONE SIGKILL > "$G/$SGE_BEST_EFFORT_QUEUE"
 sge_queue "$SGE_QUEUE" 0 "slots=$CPUS($SGE_BEST_EFFORT_QUEUE:0:sr)" NONE > "$G/$SGE_QUEUE"
 sgeconf -Aq "$G/$SGE_BEST_EFFORT_QUEUE"   # registers $SGE_HOST as an execution host too
 sgeconf -Aq "$G/$SGE_QUEUE"
-/usr/sbin/sge_execd
-# its spool directory is named after the host's name as SGE resolves it
-for _ in $(seq 1 100); do cat "$G"/execd/*/execd.pid >/dev/null 2>&1 && break; sleep 0.1; done
-cat "$G"/execd/*/execd.pid > "$DIR/pids/gridengine-execd.pid" 2>/dev/null \
-  || die "gridengine: sge_execd wrote no pid file; see $G/execd/*/messages"
+SGE_ND=1 setsid /usr/sbin/sge_execd </dev/null >"$G/log/sge_execd.out" 2>&1 &
+echo $! > "$DIR/pids/gridengine-execd.pid"
 log "gridengine: sge_qmaster up on 127.0.0.1:$SGE_PORT, sge_execd started"
 
 # ------------------------------------------------------------- munge
@@ -830,7 +827,7 @@ sge_unready() {
     END { for (k in left) printf "%s ", k }'
 }
 for _ in $(seq 1 300); do [ -z "$(sge_unready)" ] && break; sleep 0.1; done
-[ -z "$(sge_unready)" ] || { qstat -f >&2; die "gridengine: not ready: $(sge_unready)(see $G/execd/*/messages)"; }
+[ -z "$(sge_unready)" ] || { qstat -f >&2; die "gridengine: not ready: $(sge_unready)(see $G/log and $G/execd/*/messages)"; }
 out=$(ssh -F "$S/ssh_config" gridengine 'qstat -g c' 2>/dev/null \
       | awk -v a="$SGE_QUEUE" -v b="$SGE_BEST_EFFORT_QUEUE" '$1 == a || $1 == b { printf "%s=%s ", $1, $6 }' || true)
 [ "$out" = "$SGE_QUEUE=$CPUS $SGE_BEST_EFFORT_QUEUE=$CPUS " ] \
