@@ -96,10 +96,10 @@ if alive "$(pid_of oar-almighty)" && [ -n "${ids:-}" ]; then
 fi
 
 # 2. front-ends and REST APIs (sessions and CGIs with them); Grid Engine meanwhile: the execd
-# (with the shepherds and jobs still under it), then the qmaster, killed if its shutdown (~9 s:
+# (with the shepherds and jobs still under it) and the qmaster, killed if its shutdown (~9 s:
 # it saves the state down.sh then removes) takes more than 3 s
-{ stop gridengine-execd 1 10; stop gridengine-qmaster 0 3; } &
-sge_stopping=$!
+stop gridengine-execd 1 10 & sge_stopping=$!
+stop gridengine-qmaster 0 3 & sge_stopping="$sge_stopping $!"
 stopping=""
 for N in slurm-a slurm-b oar gridengine; do stop "sshd-$N" 1 5 & stopping="$stopping $!"; done
 stop oar-apache 0 10 & stopping="$stopping $!"
@@ -126,7 +126,8 @@ stop slurm-a-slurmctld 0 15 & stop slurm-b-slurmctld 0 15; wait $!
 stop slurmdbd 0 15
 stop mariadb 0 30
 stop munged 0 5
-wait "$sge_stopping"
+# shellcheck disable=SC2086
+wait $sge_stopping
 if [ -L "$CELL_LINK" ] && [ "$(readlink "$CELL_LINK")" = "$DIR/gridengine/cell" ]; then rm -f "$CELL_LINK"; fi
 # 5. anything up.sh recorded that is not handled above
 for f in "$DIR"/pids/*.pid; do [ -e "$f" ] && stop "$(basename "$f" .pid)" 1 5; done
