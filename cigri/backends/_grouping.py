@@ -42,12 +42,15 @@ SAVE_UMASK = "cigri_umask=$(umask)"
 # Defined once per script. A TERM (scancel, oardel, preemption, the group's walltime) ends the
 # whole group at once: the trap runs as soon as the running spec's subshell returns. A cluster
 # may signal the job's processes one at a time (Slurm's proctrack/linuxproc, deepest first), so
-# the script's own TERM can come after it saw that subshell die: a spec's subshell killed by a
-# signal (status above 128) ends the group too, before the next spec starts. The group runs
-# under umask 077 (its status file is private); each spec gets the job's own back.
+# the script's own TERM can come after it saw its running spec die, even after that spec's
+# subshell wrote its end and returned: a spec that ended by a signal (status above 128, which
+# its subshell returns) holds the group a second before the next spec starts, long enough for
+# the job's own TERM to come and end it; a spec's program that died of a signal by itself (a
+# segfault) only costs that second. The group runs under umask 077 (its status file is
+# private); each spec gets the job's own back.
 FUNCTION = """\
 trap 'exit 143' TERM INT HUP
-cigri_killed() { [ "$1" -gt 128 ] && exit "$1"; }
+cigri_killed() { if [ "$1" -gt 128 ]; then sleep 1; fi; }
 cigri_member() {
   n=$1 w=$2
   shift 2
@@ -58,6 +61,7 @@ cigri_member() {
   end=$(date +%s.%N)
   if [ "$s" -eq 124 ] || [ "$s" -eq 137 ]; then [ $((${end%.*} - ${start%.*})) -lt "$w" ] || s=timeout; fi
   echo "$n end $end $s" >> "$prefix.status"
+  [ "$s" = timeout ] || return "$s"
 }
 """.replace("KILL_GRACE", str(KILL_GRACE))
 
