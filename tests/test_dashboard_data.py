@@ -121,6 +121,10 @@ def test_a_campaigns_history_counts_its_terminated_tasks_per_bucket_and_cluster(
     assert all(a["cumulative"] <= b["cumulative"] for a, b in zip(history["progress"], history["progress"][1:]))
     later = api.campaign_history(grid, campaign_id, user="alice", since=NOW - 1000, until=NOW, points=2)
     assert later["progress"][0]["cumulative"] == 31 and later["progress"][0]["terminated"] == 1  # 30 before
+    cut = api.campaign_history(grid, campaign_id, user="alice", since=NOW - 700, until=NOW - 595, points=2)
+    assert cut["step"] == 60  # the second bucket has 45 s before the window's end: one task in 45 s, not in 60
+    assert cut["clusters"]["b"] == [{"at": NOW - 640, "terminated": 1, "per_hour": 80.0}]
+    assert cut["progress"][-1]["per_hour"] == 80.0
     before = api.campaign_history(grid, campaign_id, user="alice", since=NOW - 3500, until=NOW - 595, points=1)
     assert before["progress"][-1]["ended"] == 31 and before["progress"][-1]["failed"] == 0  # failed later
     with pytest.raises(NotFound, match=f"campaign {campaign_id}: no such campaign"):

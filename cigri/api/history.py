@@ -49,10 +49,11 @@ def campaign_history(grid: Grid, campaign_id: int, *, user: str, since: float | 
     most ``points`` buckets of equal length (at least :data:`MIN_STEP`):
 
     - ``clusters``: per cluster, the tasks terminated in each bucket and that as tasks per hour
-      (its throughput), for buckets where some were;
-    - ``progress``: for every bucket, the tasks terminated in it on all clusters and those that
-      failed in it (at their last job's end), the campaign's terminated tasks by its end
-      (``cumulative``), its tasks ended either way by then (``ended``), and that in percent of
+      (its throughput; the last bucket's over its part before ``until``), for buckets where some
+      were;
+    - ``progress``: for every bucket, the tasks terminated in it on all clusters (and per hour)
+      and those that failed in it (at their last job's end), the campaign's terminated tasks by
+      its end (``cumulative``), its tasks ended either way by then (``ended``), and that in percent of
       its tasks (``percent``): its progress as its summary counts it, which the last bucket
       reaches.
     """
@@ -73,11 +74,14 @@ def campaign_history(grid: Grid, campaign_id: int, *, user: str, since: float | 
     buckets = math.ceil((until - since) / step)
     per_bucket = [0] * buckets
     clusters: dict[str, list[dict[str, Any]]] = {}
+
+    def per_hour(bucket: int, terminated: int) -> float:  # over the bucket's part before ``until``
+        return round(3600 * terminated / min(step, until - since - bucket * step), 3)
+
     for cluster_id, bucket, terminated in grid.db.execute(
             _PER_BUCKET, {"campaign": campaign_id, "since": since, "until": until, "step": step}).fetchall():
         clusters.setdefault(names[cluster_id], []).append(
-            {"at": round(since + bucket * step, 3), "terminated": terminated,
-             "per_hour": round(3600 * terminated / step, 3)})
+            {"at": round(since + bucket * step, 3), "terminated": terminated, "per_hour": per_hour(bucket, terminated)})
         per_bucket[bucket] += terminated
     failed = dict(grid.db.execute(_FAILED, {"campaign": campaign_id, "since": since, "until": until, "step": step,
                                             "end": row["finished_at"] or now}).fetchall())
@@ -88,7 +92,8 @@ def campaign_history(grid: Grid, campaign_id: int, *, user: str, since: float | 
         cumulative += terminated
         ended += terminated + failed.get(bucket, 0)
         progress.append({"at": round(since + bucket * step, 3), "terminated": terminated,
-                         "failed": failed.get(bucket, 0), "cumulative": cumulative, "ended": ended,
+                         "per_hour": per_hour(bucket, terminated), "failed": failed.get(bucket, 0),
+                         "cumulative": cumulative, "ended": ended,
                          "percent": round(100 * ended / row["nb_tasks"], 2) if row["nb_tasks"] else None})
     return {"id": campaign_id, "from": since, "to": until, "step": step, "tasks": row["nb_tasks"],
             "clusters": {name: clusters[name] for name in sorted(clusters)}, "progress": progress}

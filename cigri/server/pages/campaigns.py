@@ -101,8 +101,8 @@ def throughput_chart(history: dict[str, Any]) -> plots.LineChart:
     series = [plots.Series(name, plots.buckets(rows, "per_hour", since, until, step, missing=0.0), index)
               for index, (name, rows) in enumerate(history["clusters"].items())]
     if len(series) > 1:
-        every = plots.buckets(history["progress"], "terminated", since, until, step, missing=0.0)
-        series.append(plots.Series("all clusters", [(t, 3600 * (n or 0) / step) for t, n in every], 7, dashed=True))
+        series.append(plots.Series("all clusters", plots.buckets(history["progress"], "per_hour", since, until, step),
+                                   7, dashed=True))
     return plots.line_chart("Throughput", series, since=since, until=until, y_label="tasks terminated per hour")
 
 
@@ -154,9 +154,8 @@ def history_csv(campaign_id: int, session: PageSession = Depends(page_session),
     (``cluster`` empty: on all of them, with those failed and the progress)."""
     history = api.campaign_history(session.grid, campaign_id, user=session.user, since=since, until=until,
                                    points=points)
-    rows: list[list[Any]] = [[row["at"], plots.iso(row["at"]), "", row["terminated"],
-                              round(3600 * row["terminated"] / history["step"], 3), row["failed"], row["cumulative"],
-                              row["ended"], row["percent"]] for row in history["progress"]]
+    rows: list[list[Any]] = [[row["at"], plots.iso(row["at"]), "", row["terminated"], row["per_hour"], row["failed"],
+                              row["cumulative"], row["ended"], row["percent"]] for row in history["progress"]]
     rows += [[row["at"], plots.iso(row["at"]), name, row["terminated"], row["per_hour"], "", "", "", ""]
              for name, series in history["clusters"].items() for row in series]
     return csv_response(sorted(rows, key=lambda row: (row[0], row[2])),
