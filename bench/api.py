@@ -153,7 +153,10 @@ def main() -> None:
         root = Path(tmp)
         jdl = write_campaign(root, args.tasks)
         config = root / "cigri.toml"
+        # the clients are one process of one account, standing for as many users: their rate and their
+        # connections at once are not one user's
         config.write_text("[cigri]\ncycle_period = 5\nlog_level = \"info\"\n[limits]\nrequests_per_minute = 1000000\n"
+                          f"[server]\nmax_connections_per_peer = {args.clients + 16}\n"
                           + "".join(f'[clusters.sim{i}]\nbackend = "sim"\ncores = {args.cores // 4}\nlocal_load = 0\n'
                                     for i in range(4)))
         direct_home, server_home = root / "direct", root / "server"

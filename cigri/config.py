@@ -156,6 +156,7 @@ class LimitSettings:
     kept_param_bytes: int = 16 << 30  # parameter bytes likewise
     body_memory: int = 128 << 20  # request bodies the server holds in memory at once, all users together
     tokens_per_user: int = 100  # valid API tokens one user holds
+    subscriptions_per_user: int = 20  # notification targets one user subscribes
 
 
 @dataclass(frozen=True)
@@ -671,7 +672,8 @@ def _check_server(server: ServerSettings, limits: LimitSettings) -> None:
         except ValueError as error:
             raise ConfigError(f"server.{key}: {error}") from None
     for key in ("pending_tasks", "submission_param_bytes", "param_bytes", "requests_per_minute", "request_body_bytes",
-                "kept_tasks", "kept_param_bytes", "body_memory", "tokens_per_user"):
+                "kept_tasks", "kept_param_bytes", "body_memory", "tokens_per_user",
+                "subscriptions_per_user"):
         if getattr(limits, key) < 1:
             raise ConfigError(f"limits.{key}: must be >= 1")
     if limits.body_memory < limits.request_body_bytes:

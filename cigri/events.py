@@ -2,9 +2,10 @@
 
 The catalogue below is the one place where codes, their severity and whether they stay open
 live; README "Events" shows it as a table. Identical occurrences (same code, campaign,
-cluster and signature, e.g. the first stderr line without its job ids) add to one event's
-``count`` with a few examples, so a thousand identical failures are one row, one line in
-gridevents and one notification. An *opening* event waits for someone to look at it
+cluster and signature, e.g. the stderr line saying what failed with its numbers, paths and
+hexadecimal masked: :func:`signature`) add to one event's ``count`` with a few examples, so a
+thousand tasks failing the same way on their own inputs are one row, one line in gridevents and
+one notification. An *opening* event waits for someone to look at it
 (``gridevents --fix``) and remembers every job it covers, so ``--fix --resubmit`` can put their
 tasks back; the others are recorded closed, as a counted log of what cigri did on its own.
 """
@@ -102,10 +103,15 @@ def record(conn: sqlite3.Connection, code: str, message: str, *, campaign_id: in
            stderr_tail: str | None = None, signature: str = "", kind: str | None = None) -> int:
     """Count one occurrence of ``code`` in its aggregate event (created if needed); return its id.
 
-    A job already covered by the open event is not counted twice (a stuck job seen each cycle).
+    The event keeps its first :data:`EXAMPLES` occurrences (task, job, and the telling line of
+    their stderr). A job already covered by the open event is not counted twice (a stuck job
+    seen each cycle).
     """
     entry = CATALOGUE[code]
     now = database.now()
+    example: dict[str, object] = {"task_id": task_id, "job_id": job_id}
+    if stderr_tail is not None:  # each example's own line: the group masks what tells them apart
+        example["line"] = telling_line(stderr_tail)
     row = conn.execute(
         "SELECT id, examples FROM events WHERE code = ? AND campaign_id IS ? AND cluster_id IS ? "
         "AND signature = ? AND state = ? ORDER BY id DESC LIMIT 1",
@@ -117,7 +123,7 @@ def record(conn: sqlite3.Connection, code: str, message: str, *, campaign_id: in
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [kind or entry.kind, code, entry.severity, "open" if entry.opens else "closed", campaign_id, cluster_id,
              job_id, task_id, message, stderr_tail, signature,
-             json.dumps([{"task_id": task_id, "job_id": job_id}] if job_id or task_id else []),
+             json.dumps([example] if job_id or task_id else []),
              now, now, None if entry.opens else now]).lastrowid
         assert event_id is not None
         if entry.opens and job_id is not None:
@@ -130,7 +136,7 @@ def record(conn: sqlite3.Connection, code: str, message: str, *, campaign_id: in
             [event_id, job_id, task_id]).rowcount == 0:
         return event_id
     if (job_id or task_id) and len(examples) < EXAMPLES:
-        examples.append({"task_id": task_id, "job_id": job_id})
+        examples.append(example)
     conn.execute("UPDATE events SET count = count + 1, updated_at = ?, examples = ? WHERE id = ?",
                  [now, json.dumps(examples), event_id])
     return event_id
@@ -154,30 +160,45 @@ def refused_clusters(conn: sqlite3.Connection) -> dict[int, set[int]]:
     return refused
 
 
-def first_line(text: str | None) -> str:
-    """The first non-blank line of a stderr tail."""
-    for line in (text or "").splitlines():
-        if line.strip():
-            return line.strip()[:200]
-    return ""
+def telling_line(tail: str | None) -> str:
+    """The line of a stderr tail that says what failed: its first non-blank one, or the last of
+    a Python traceback (whose first line, ``Traceback (most recent call last):``, is every
+    error's, and whose tail may start inside its frames); at most 200 characters."""
+    lines = [line.strip() for line in (tail or "").splitlines() if line.strip()]
+    if not lines:
+        return ""
+    traceback = "Traceback (most recent call last):" in lines or lines[0].startswith('File "')
+    return (lines[-1] if traceback else lines[0])[:200]
 
 
-# The numbers of a stderr line that name one job rather than the failure: those right after the
-# word job, task or campaign, in any case (``job 534``, ``job00411``, ``task #3``, ``JOB 534``,
-# array ``534_2``); every number of a word naming one of cigri's files (``cigri.12.sh``); and a
-# shell's line number in its ``script: 16: message`` or ``script: line 16: message`` (each job
-# runs its own branch of cigri's batch script). The program's own numbers stay.
-_JOB_ID = re.compile(r"(?i)(\b(?:job|task|campaign)(?:\s*[#=:]?\s*|[_-]))\d+(?:[._]\d+)*")
-_CIGRI_FILE = re.compile(r"\bcigri\.[\w.-]+")
-_SHELL_LINE = re.compile(r"(: (?:line )?)\d+(?=: )")
+# What tells one failure from another is the shape of its message and the kind of error, not
+# the numbers, paths and hashes naming the input, file, node, job or line it happened on: 16
+# tasks failing with ``error: input 9 is corrupt (checksum mismatch)``, ``… input 18 …`` are one
+# failure, ``error: input <n> is corrupt (checksum mismatch)``. So every number goes, within a
+# word too (``node12``, ``job00411``, ``cigri.12.sh``, a shell's ``script: 16:`` line), every
+# word with a slash (a path, ``/var/spool/slurmd/job411/slurm_script``), and every hexadecimal
+# run (``0x7ffd…``, a checksum, a UUID). The words stay, case included, and so do the numbers
+# that name the kind of error: an errno, a signal, an exit status or code, ``error 404``.
+_MASKS = re.compile(
+    r"(?P<kind>\b(?:errno|signal|status|code|exit)\s*[=:#]?\s*\d+|\berror\s+\d+)"
+    r"|(?P<path>[\w.~+@%/-]*/[\w.~+@%/-]*)"
+    r"|(?P<hex>\b(?:0x[0-9a-f]+|[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}"
+    r"|(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,})\b)"
+    r"|(?P<n>\d+(?:\.\d+)*(?:e[-+]?\d+)?)", re.IGNORECASE)
+
+
+def _mask(match: re.Match[str]) -> str:
+    if match["path"] is not None and not re.search(r"\w", match[0]):
+        return match[0]  # a slash alone is no path
+    return match[0] if match["kind"] else f"<{match.lastgroup}>"
 
 
 def signature(tail: str | None) -> str:
-    """What identical failures have in common: the first line of their stderr tail without the
-    numbers that name a job (:data:`_JOB_ID`, :data:`_CIGRI_FILE`, :data:`_SHELL_LINE`), so
-    that cigri's own ``cannot start job 534: …`` of a thousand jobs is one event."""
-    line = _CIGRI_FILE.sub(lambda m: re.sub(r"\d+", "#", m[0]), first_line(tail))
-    return _SHELL_LINE.sub(r"\1#", _JOB_ID.sub(r"\1#", line))
+    """What identical failures have in common: the telling line of their stderr tail
+    (:func:`telling_line`) with its numbers, paths and hexadecimal runs masked as ``<n>``,
+    ``<path>`` and ``<hex>`` (:data:`_MASKS`), so that a thousand tasks failing the same way on
+    their own inputs are one event, and two kinds of error two events."""
+    return _MASKS.sub(_mask, telling_line(tail))
 
 
 def close(conn: sqlite3.Connection, where: str, args: list[object]) -> int:

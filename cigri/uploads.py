@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
-from cigri.errors import InputError, shown
+from cigri.errors import shown
 
 
 @dataclass(frozen=True)
@@ -40,11 +40,13 @@ class JDLText:
     base_dir: Path
     source: str = "JDL"
     params: Lines | None = None
+    params_error: str | None = None  # why its param_file could not be opened: one of the JDL's mistakes
 
 
 def local_jdl(text: str, *, base_dir: Path, user: str, source: str = "JDL") -> JDLText:
     """A JDL read by the submitting user's own process, its ``param_file`` opened here (in
-    that process, with that user's rights); a file that cannot be opened is one line."""
+    that process, with that user's rights). A file that cannot be opened is one line, said
+    with the JDL's other mistakes (the submission checks them all)."""
     from cigri.jdl.parser import param_file_path  # the JDL's own reading of its key and macros
 
     path = param_file_path(text, base_dir=base_dir, user=user)
@@ -53,6 +55,6 @@ def local_jdl(text: str, *, base_dir: Path, user: str, source: str = "JDL") -> J
     try:
         return JDLText(text, base_dir, source, Lines(path.open("rb"), str(path)))
     except OSError as error:
-        raise InputError(f"param_file {path}: {error.strerror}", field="param_file") from None
+        return JDLText(text, base_dir, source, params_error=f"param_file {path}: {error.strerror}")
     except ValueError:  # a NUL byte: no file has that name
-        raise InputError(f"param_file {shown(str(path))}: not a file name", field="param_file") from None
+        return JDLText(text, base_dir, source, params_error=f"param_file {shown(str(path))}: not a file name")

@@ -122,8 +122,17 @@ def server(listen: Optional[str] = typer.Option(None, "--listen", metavar="HOST:
         overrides["server.socket"] = socket
     grid = _grid("server")  # the grid's owner or an admin; creates its directories and migrates its database
     grid.close()
-    logs.log_to_file(grid.config.log_path / "cigri.log", grid.config.settings)
-    serve(grid.config)
+    config = grid.config
+    logs.log_to_file(config.log_path / "cigri.log", config.settings)
+
+    def announce(_sockets: object) -> None:  # its terminal (or the journal) says where it serves, once it does
+        where = [f"unix:{config.server.socket}"] + ([f"{'https' if config.server.tls_cert else 'http'}://"
+                                                     f"{config.server.listen}"] if config.server.listen else [])
+        print(f"cigri server: serving {' and '.join(where)}, cycles every {config.settings.cycle_period:g}s; "
+              f"log {config.log_path / 'cigri.log'}; SIGTERM or Ctrl-C stops it", file=sys.stderr, flush=True)
+
+    serve(config, ready=announce)
+    print("cigri server: stopped", file=sys.stderr)
 
 
 @app.command()

@@ -81,20 +81,33 @@ def gridevents(
         print("No events")
         return None
     common.print_table(None, ["id", "date", "state", "severity", "code", "count", "campaign", "cluster", "message",
-                              "stderr tail"],
+                              "examples"],
                        [[e["id"], common.when(e["created_at"]), e["state"], e["severity"], e["code"], e["count"],
-                         e["campaign_id"], e["cluster"], e["message"], (e["stderr_tail"] or "").strip()]
-                        for e in events])
+                         e["campaign_id"], e["cluster"], e["summary"], _examples(e)] for e in events])
     return None
+
+
+SHOWN_EXAMPLES = 2  # per event in the list; -e shows every one kept
+
+
+def _examples(event: dict[str, Any]) -> str:
+    """The tasks of an event's first examples, by name: how its group's masked line reads."""
+    names = [str(x["task"] or x["task_id"]) for x in event["examples"] if x.get("task_id") is not None]
+    return ", ".join(names[:SHOWN_EXAMPLES]) + (", …" if event["count"] > SHOWN_EXAMPLES and names else "")
 
 
 def _print_event(event: dict[str, Any]) -> None:
     for key in ("id", "code", "class", "severity", "state", "campaign_id", "cluster", "count", "message"):
         print(f"{key}: {'' if event[key] is None else common.printable(str(event[key]))}")
+    if event["summary"] != event["message"]:
+        print(f"grouped as: {common.printable(event['summary'])}")
     print(f"opened: {common.when(event['created_at'])}   last: {common.when(event['updated_at'])}   "
           f"closed: {common.when(event['closed_at'])}")
     if event["examples"]:
-        print("examples: " + ", ".join(f"task {x['task_id']} job {x['job_id']}" for x in event["examples"]))
+        print("examples:")
+        for x in event["examples"]:
+            line = f": {x['line']}" if x.get("line") else ""
+            print(common.printable(f"  task {x['task'] or x['task_id']} (job {x['job_id']}){line}"))
     if event["stderr_tail"]:
         print("stderr tail:")
         for line in event["stderr_tail"].rstrip("\n").split("\n"):  # each other break shown escaped

@@ -117,8 +117,9 @@ def gridstat(
     user: Optional[str] = typer.Option(None, "-u", "--user", "--username", help="Only this user's campaigns."),
     all_campaigns: bool = typer.Option(False, "-a", "--all", help="Finished campaigns too."),
     states: list[str] = typer.Option([], "--state", metavar="STATE",
-                                     help="Only campaigns in this state (a name or its S letter; repeat or separate "
-                                          "with commas); with -c N, only its tasks in this state (pending, waiting, "
+                                     help="Only campaigns in this state (a name, its S letter, or running for "
+                                          "in_treatment; repeat or separate with commas); with -c N, only its tasks "
+                                          "in this state (pending, waiting, "
                                           "running, terminated, failed, cancelled), as -f does."),
     name: Optional[str] = typer.Option(None, "--name", metavar="PATTERN",
                                        help="Only campaigns whose name matches this shell pattern ('povray*')."),
@@ -260,10 +261,13 @@ def _split(values: list[str]) -> list[str]:
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
+ALIASES = {"running": "in_treatment"}  # what a campaign in treatment is to a squeue or qstat user
+
+
 def _campaign_state(text: str) -> str:
-    """A campaign state by name or by its S letter (``R``), as squeue's ``-t``."""
+    """A campaign state by name, by its S letter (``R``, as squeue's ``-t``) or as ``running``."""
     by_letter = {letter: state for state, letter in LETTERS.items()}
-    return by_letter.get(text.upper(), text) if len(text) == 1 else text
+    return by_letter.get(text.upper(), text) if len(text) == 1 else ALIASES.get(text.lower(), text)
 
 
 def _moment(text: str) -> float:

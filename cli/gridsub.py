@@ -75,6 +75,7 @@ def gridsub(
                 print("Campaign successfully submitted")
                 _details(client, entry["campaign_id"], details)
                 print(f"CAMPAIGN_ID={entry['campaign_id']}")
+        sys.stdout.flush()  # a script reading CAMPAIGN_ID= through a pipe has it now, not when --wait ends
         ids = [e["campaign_id"] for e in submitted]
     if wait:
         raise typer.Exit(live.follow(client, ids, period, quiet=as_json)[0])

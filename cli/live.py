@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Column
 
 from cigri.cli import common
 from cigri.client import Client
@@ -21,6 +22,7 @@ PERIOD = 0.2  # seconds to pause after a cycle that sent no job, when a --wait d
 VIEW_PERIOD = 0.25  # seconds between two reads of the campaigns' counts while cycles make progress
 CHECK_PERIOD = 30.0  # seconds between two questions whether cycles run, while only watching
 ENDED = ("terminated", "failed", "cancelled")
+BAR_MIN = 12  # columns of the live view's bar, at least
 
 
 def no_cycle_hint(client: Client, campaign_id: int) -> str | None:
@@ -69,9 +71,14 @@ def follow(client: Client, ids: list[int], period: float, quiet: bool) -> tuple[
     (exit 130): raised anywhere inside a cycle it could land in a finalizer, where Python only
     prints it.
     """
-    columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.fields[detail]}"), TextColumn("{task.fields[left]}")]
-    with Progress(*columns, console=common.stderr, disable=quiet or not common.fancy()) as progress, \
+    # a line fits the terminal (80 columns too): the bar takes what the text leaves (_View cuts
+    # the counts short before the campaign, its progress or its time left would be)
+    columns = [TextColumn("[bold]{task.description}", table_column=Column(no_wrap=True)),
+               BarColumn(bar_width=None, table_column=Column(ratio=1, min_width=BAR_MIN)),
+               MofNCompleteColumn(table_column=Column(no_wrap=True)),
+               TextColumn("{task.fields[detail]}", table_column=Column(no_wrap=True)),
+               TextColumn("{task.fields[left]}", table_column=Column(no_wrap=True))]
+    with Progress(*columns, console=common.stderr, expand=True, disable=quiet or not common.fancy()) as progress, \
             _sigint_as_flag() as interrupted:
         view = _View(progress, ids, quiet)
         last_view = last_check = 0.0
@@ -158,17 +165,30 @@ class _View:
 
     def show(self, summaries: list[dict[str, Any]], now: float) -> None:
         show_line = not self.quiet and not common.fancy() and now - self.last_line > 2
+        rows = []
         for s in summaries:
             t = s["tasks"]
             done = t["terminated"] + t["failed"] + t["cancelled"]
             rate = (done - self.done_before.setdefault(s["id"], done)) / max(now - self.started, 1e-9)
-            detail = (f"done {t['terminated']} running {t['running']} waiting {t['waiting']} "
-                      f"pending {t['pending']} failed {t['failed']}" + (f" {rate:.1f}/s" if rate else ""))
-            paused = f"paused (griddel -r {s['id']} resumes)" if s["state"] == "paused" else ""
+            counts = " ".join(f"{t[key]} {key}" for key in ("running", "waiting", "pending", "failed") if t[key])
+            detail = counts + (f" {rate:.1f}/s" if rate else "")
+            paused = f"paused: griddel -r {s['id']}" if s["state"] == "paused" else ""
             left = "paused" if paused else f"{common.duration(s['remaining_seconds'])} left"
-            self.progress.update(self.bars[s["id"]], total=t["total"], completed=done,  # a still bar says why
-                                 detail=f"{paused} {detail}" if paused else detail, left=left)
-            if show_line:
-                print(f"campaign {s['id']}: {paused or s['state']} {detail}", file=sys.stderr)
+            rows.append((s, done, f"{paused} {detail}" if paused else detail, left))
+            if show_line:  # a line, not a bar: room to say it whole
+                state = f"paused (griddel -r {s['id']} resumes)" if paused else s["state"]
+                print(f"campaign {s['id']}: {state} {done}/{t['total']} done {detail}", file=sys.stderr)
+        room = self._room(rows)
+        for s, done, detail, left in rows:  # a still bar says why
+            shown = detail if len(detail) <= room else detail[:max(0, room - 1)] + "…"
+            self.progress.update(self.bars[s["id"]], total=s["tasks"]["total"], completed=done, detail=shown,
+                                 left=left)
         if show_line:
             self.last_line = now
+
+    def _room(self, rows: list[tuple[dict[str, Any], int, str, str]]) -> int:
+        """The columns the counts may take: the terminal's width less the campaign's name, its
+        progress, its time left, the shortest bar and the gaps between them."""
+        fixed = (max(len(f"campaign {s['id']}") for s, *_ in rows) + max(len(f"{d}/{s['tasks']['total']}")
+                 for s, d, *_ in rows) + max(len(left) for *_, left in rows))
+        return self.progress.console.width - fixed - BAR_MIN - 4

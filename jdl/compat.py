@@ -24,10 +24,11 @@ The leniencies, in the order they apply:
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,12 +126,26 @@ def _lower_keys(document: dict[str, Any], warnings: Warnings) -> None:
         document[key.lower()] = value
 
 
+def close_key(key: str, known: Iterable[str]) -> str | None:
+    """The known key ``key`` is most likely a misspelling of (``wallltime``: ``walltime``)."""
+    matches = difflib.get_close_matches(key, list(known), n=1, cutoff=0.8)
+    return matches[0] if matches else None
+
+
 def _drop(settings: dict[str, Any], where: str, known: Mapping[str, Any], warnings: Warnings) -> None:
     """Keys cigri does not know, and values CiGri stored without using: dropped, as CiGri
-    ignored them (a cluster's key in upper case included: CiGri never lower-cased those)."""
+    ignored them (a cluster's key in upper case included: CiGri never lower-cased those). A key
+    that is a misspelling of a known one is kept, for the schema to refuse: ignored, it would
+    leave the campaign with the default it was meant to replace."""
     for key in [k for k in settings if k not in known]:
-        del settings[key]
-        warnings.add(f"{where}: unknown key {shown(key)} ignored, as CiGri ignored it (remove it)")
+        if key.lower() in known:  # CiGri ignored a cluster's key in upper case: so does cigri, saying so
+            del settings[key]
+            warnings.add(f"{where}: key {shown(key)} ignored, as CiGri ignored a cluster's key in upper case "
+                         f"(write it {shown(key.lower())})")
+        elif close_key(key, known) is None:
+            del settings[key]
+            warnings.add(f"{where}: unknown key {shown(key)} ignored, as CiGri ignored it (remove it)")
+        # else a misspelt key: the schema refuses it, saying which key it must have meant
     for key, meaningless in STORED_ONLY.items():
         if key in settings and settings[key] not in meaningless:
             value = settings.pop(key)

@@ -210,8 +210,11 @@ def _path(error: jsonschema.ValidationError) -> str:
 def _message(error: jsonschema.ValidationError) -> str:
     schema = error.schema if isinstance(error.schema, Mapping) else {}
     if error.validator == "additionalProperties" and isinstance(error.instance, Mapping):
-        extra = sorted(set(error.instance) - set(schema.get("properties", {})))
-        return "unknown key " + ", ".join(shown(k) for k in extra)
+        known = schema.get("properties", {})
+        extra = sorted(set(error.instance) - set(known))
+        return "unknown key " + ", ".join(
+            shown(k) + (f" (did you mean {shown(meant)}?)" if (meant := compat.close_key(k, known)) else "")
+            for k in extra)
     if error.validator == "anyOf":
         return f"{shown(error.instance)} is not valid: {schema.get('description', 'wrong type')}"
     if error.validator == "required":

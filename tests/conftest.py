@@ -62,7 +62,8 @@ def real_systems(item: pytest.Item) -> tuple[str, ...]:
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Each batch system's tests run one after the other on one xdist worker, Slurm's beside
-    OAR's: a test that uses both joins Slurm's group and also takes OAR's lock (``_one_test_per_system``)."""
+    OAR's and Grid Engine's: a test that uses several joins the first one's group and also takes
+    the others' locks (``_one_test_per_system``)."""
     for item in items:
         if item.get_closest_marker("real_clusters") is None:
             continue

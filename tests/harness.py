@@ -28,11 +28,12 @@ BIN = Path(sys.executable).parent
 COMMANDS = ("gridsub", "gridstat", "griddel", "gridevents", "gridnotify", "gridclusters", "cigri")
 SLOTS = 4
 
-# The real clusters of tests/clusters/up.sh are two Slurm clusters of one node of 8 cores and a
-# single OAR, which some tests fill or count on: the tests that use them carry this mark, and
-# conftest.py runs each batch system's tests one after the other (see ``real_systems``).
+# The real clusters of tests/clusters/up.sh are two Slurm clusters of one node of 8 cores, a
+# single OAR and a single Grid Engine, which some tests fill or count on: the tests that use them
+# carry this mark, and conftest.py runs each batch system's tests one after the other (see
+# ``real_systems``). A system is named as its backend, which starts the names of its clusters.
 REAL_CLUSTERS = pytest.mark.real_clusters
-REAL_SYSTEMS = ("slurm", "oar")
+REAL_SYSTEMS = ("slurm", "oar", "gridengine")
 
 
 def on_systems(*systems: str) -> pytest.MarkDecorator:
@@ -109,7 +110,7 @@ def clusters_dir() -> Path:
 
 def front_end(host: str, *command: str) -> str:
     """What ``command`` prints, run on a test cluster's front-end (``slurm-a``, ``slurm-b``,
-    ``oar``) as its account; the words are the remote shell's."""
+    ``oar``, ``gridengine``) as its account; the words are the remote shell's."""
     return subprocess.run(["ssh", "-F", str(clusters_dir() / "ssh" / "ssh_config"), host, *command],
                           capture_output=True, text=True, timeout=30, check=True).stdout
 
@@ -120,6 +121,8 @@ def busy_jobs(system: str) -> int:
     if system == "slurm":
         return sum(len(front_end(host, "squeue", "-h", "-t", "CF,R,CG", "-o", "%i").split())
                    for host in ("slurm-a", "slurm-b"))
+    if system == "gridengine":  # running, transferring, suspended, being deleted: one line per task
+        return len(front_end("gridengine", "qstat", "-u", "'*'", "-s", "rs").splitlines()[2:])
     jobs = json.loads(front_end("oar", "oarstat", "-J") or "{}")
     return sum(job["state"] in ("toLaunch", "Launching", "Running", "Finishing") for job in jobs.values())
 

@@ -106,10 +106,12 @@ def test_a_database_error_is_one_line(cigri: Cigri) -> None:
 def test_ctrl_c_exits_130_without_a_traceback(cigri: Cigri) -> None:
     program = cigri.script("sleep.sh", ": > started\nexec sleep 30\n")
     jdl = cigri.jdl("interrupted", exec_file=str(program), params=["a"])
+    env = {k: v for k, v in cigri.env.items() if k != "PYTHONUNBUFFERED"}  # a pipe buffers what is printed
     with open(cigri.tmp / "wait.err", "w+") as err:
         proc = subprocess.Popen([str(BIN / "gridsub"), "-f", str(jdl), "--wait", "--period", "0.05"],
-                                env=cigri.env, cwd=cigri.tmp, stdout=subprocess.PIPE, stderr=err, text=True)
+                                env=env, cwd=cigri.tmp, stdout=subprocess.PIPE, stderr=err, text=True)
         assert proc.stdout is not None and proc.stdout.readline() == "Campaign successfully submitted\n"
+        assert proc.stdout.readline().startswith("CAMPAIGN_ID=")  # while --wait waits: a script has it now
         wait_for((cigri.work / "started").exists, 60, "the task to start")  # gridsub is in its wait loop
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 130

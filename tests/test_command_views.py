@@ -6,6 +6,8 @@ its chosen columns (``-o``, ``--noheader``), only a campaign's failed tasks, lab
 from __future__ import annotations
 
 import json
+import os
+import pty
 import re
 import sqlite3
 import subprocess
@@ -80,6 +82,7 @@ def test_gridstat_filters_and_chosen_columns(cigri: Cigri) -> None:
 
     assert ids() == [alpha, old]
     assert ids("--state", "C") == ids("--state", "cancelled") == [beta]
+    assert ids("--state", "running") == ids("--state", "Running") == ids("--state", "R") == [alpha, old]
     assert ids("--state", "R,C") == ids("--state", "R", "--state", "cancelled") == [alpha, beta, old]
     assert ids("--name", "alpha*") == [alpha, old]
     assert ids("--since", "1d") == [alpha]
@@ -183,4 +186,32 @@ def test_the_live_view_of_a_paused_campaign_says_so_and_how_to_resume(cigri: Cig
             proc.wait(60)
         err.seek(0)
         first = err.readline()
-    assert first.startswith(f"campaign {campaign_id}: paused (griddel -r {campaign_id} resumes) done 0 "), first
+    assert first.startswith(f"campaign {campaign_id}: paused (griddel -r {campaign_id} resumes) 0/2 done "), first
+
+
+def test_the_live_view_fits_80_columns(cigri: Cigri) -> None:
+    """``gridsub --wait`` on a terminal of 80 columns: every line it draws fits (it ran past them)."""
+    program = cigri.script("slow.sh", "sleep 0.2\n")
+    jdl = cigri.jdl("a-campaign-with-a-rather-long-name", exec_file=str(program), params=[f"t{i}" for i in range(30)])
+    controller, terminal = pty.openpty()
+    env = {**cigri.env, "TERM": "xterm", "COLUMNS": "80", "LINES": "24"}
+    view = subprocess.Popen([str(BIN / "gridsub"), "-f", str(jdl), "--wait", "--period", "0.05"], env=env,
+                            cwd=cigri.tmp, stdin=terminal, stdout=terminal, stderr=terminal, start_new_session=True)
+    os.close(terminal)
+    drawn = bytearray()
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # the command ended: the terminal is gone
+            break
+        if not chunk:
+            break
+        drawn.extend(chunk)
+    os.close(controller)
+    assert view.wait(120) == 0
+    lines = [line for line in (re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", part)
+                               for part in re.split(r"[\r\n]", drawn.decode(errors="replace"))) if line.strip()]
+    bars = [line for line in lines if line.startswith("campaign 1 ") and "/?" not in line]  # "/?": before counts
+    assert bars and max(len(line) for line in lines) <= 80, max(lines, key=len)
+    odd = [line for line in bars if not re.match(r"campaign 1 +[━╸╺ ]{8,} \d+/30 .* left$", line.rstrip())]
+    assert not odd, odd

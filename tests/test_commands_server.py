@@ -116,3 +116,14 @@ def test_cigri_cycle_is_refused_beside_the_server(site: Site) -> None:
     assert (result.returncode, result.stdout) == (1, "")  # a cycle run prints its report
     assert result.stderr == (f"cigri: a cigri daemon or server runs the cycles of {site.home}: "
                              "not running one beside it\n")
+
+
+def test_a_param_file_the_client_cannot_open_is_said_with_the_jdls_other_mistakes(site: Site) -> None:
+    u1, _ = site.users
+    jdl = site.user_file(u1, "three.json", '{"name": "x", "exec_file": "/bin/true", "param_file": "absent.txt", '
+                                           '"walltime": "1h", "clusters": {"mars": {}}}')
+    refused = site.run(u1, "gridsub", "-f", str(jdl), expect=2)
+    assert refused.stderr.splitlines() == [
+        f"gridsub: {jdl}: $.walltime: '1h' is not valid: HH:MM:SS, MM:SS, or seconds (integer or decimal string)",
+        f"gridsub: {jdl}: $.clusters.mars: unknown cluster (known: local)",
+        f"gridsub: {jdl}: param_file {jdl.parent / 'absent.txt'}: No such file or directory"]

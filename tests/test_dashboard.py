@@ -50,6 +50,8 @@ def _seed_module() -> Any:
 @pytest.fixture(scope="module")
 def site() -> Iterator[Site]:
     built = Site(front=True)  # a front on this host names the user, with its secret (tested last)
+    built.config.write_text(built.config.read_text().replace(  # the failing campaign keeps its cluster
+        "[cigri]\n", "[cigri]\nfailure_rate_min = 1000\n"))
     try:  # the server's database, written as root, its account, before it starts
         _seed_module().seed(built.home / "cigri.db", clusters=SIM_CLUSTERS, users=built.users, campaigns=300,
                             jobs=30_000, days=30, period=60, paused=4, big_share=0.1)
@@ -76,6 +78,23 @@ def live(site: Site) -> int:
     campaign_id = site.submit(u1, site.jdl(u1, "live", exec_file=str(program), nb_jobs=2))
     wait_for(lambda: api(site, u1, f"/campaigns/{campaign_id}")["tasks"]["running"] == 2, 120,
              "the live campaign's two tasks to run", step=0.5)
+    return campaign_id
+
+
+FAILING = 60  # tasks of the failing campaign: more than a page of the tasks page
+
+
+@pytest.fixture(scope="module")
+def failing(site: Site) -> int:
+    """A campaign of the first user whose tasks all fail on their own input, each saying which
+    on its stderr (issue 36: ``error: input 9 is corrupt (checksum mismatch)``, ``… input 18
+    …``), run to its end on the local cluster."""
+    u1, _ = site.users
+    program = site.script("corrupt.sh", 'echo "reading input $2"\n'
+                                        'echo "error: input $2 is corrupt (checksum mismatch)" >&2\nexit 1\n')
+    campaign_id = site.submit(u1, site.jdl(u1, "corrupt", exec_file=str(program),
+                                           params=[f"t{i} {9 * (i + 1)}" for i in range(FAILING)]))
+    assert site.drain(u1, campaign_id, timeout=300)["tasks"]["failed"] == FAILING
     return campaign_id
 
 
@@ -171,6 +190,43 @@ def page_json(browser: Any, site: Site, path: str) -> Any:
     return json.loads(browser.find_element(By.TAG_NAME, "pre").text)
 
 
+def refresh_period(browser: Any) -> int | None:
+    """The seconds of the page's ``meta`` refresh, None without one."""
+    metas = browser.find_elements(By.CSS_SELECTOR, 'meta[http-equiv="refresh"]')
+    return int(metas[0].get_attribute("content")) if metas else None
+
+
+def plot_area(chart: Any) -> tuple[float, float, float, float]:
+    """A chart's axes, in its viewBox's units: left, right, top (the highest gridline), bottom."""
+    x_axis, y_axis = chart.find_elements(By.CSS_SELECTOR, "line.axis")[-2:]
+    tops = [float(line.get_attribute("y1")) for line in chart.find_elements(By.CSS_SELECTOR, "line.gridline")]
+    return (float(x_axis.get_attribute("x1")), float(x_axis.get_attribute("x2")), min(tops),
+            float(x_axis.get_attribute("y1")))
+
+
+def points(path: Any) -> list[tuple[float, float]]:
+    """The points of a series' SVG path (``M x y L x y …``; a lone point's ``l0 0`` adds none)."""
+    numbers = [float(n) for n in re.findall(r"(?<![a-z])-?\d+(?:\.\d+)?", path.get_attribute("d").replace("l0 0", ""))]
+    return list(zip(numbers[::2], numbers[1::2]))
+
+
+def assert_inside_axes(chart: Any) -> None:
+    """Every line of the chart within its axes (they ran past the x axis, issue 36)."""
+    left, right, top, bottom = plot_area(chart)
+    for path in chart.find_elements(By.CSS_SELECTOR, "path.series"):
+        for x, y in points(path):
+            assert left - 0.05 <= x <= right + 0.05 and top - 0.05 <= y <= bottom + 0.05, \
+                (path.get_attribute("data-series"), x, y, (left, right, top, bottom))
+
+
+def assert_page_wide(browser: Any, chart: Any) -> None:
+    """The chart takes the page's width (it was 600 px in a 1,400 px window)."""
+    main = browser.find_element(By.TAG_NAME, "main")
+    padding = browser.execute_script("const s = getComputedStyle(arguments[0]); "
+                                     "return parseFloat(s.paddingLeft) + parseFloat(s.paddingRight)", main)
+    assert chart.size["width"] >= main.size["width"] - padding - 2, (chart.size, main.size)
+
+
 def session_client(site: Site, browser: Any) -> httpx.Client:
     """An HTTP client holding the browser's session cookie: what a forged request would carry."""
     cookie = browser.get_cookie("cigri_session")
@@ -219,6 +275,18 @@ def test_the_grid_page_shows_the_apis_clusters_and_usage(site: Site, browser: An
         assert [p.get_attribute("data-series") for p in chart.find_elements(By.CSS_SELECTOR, "path.series")] == [
             "total slots", "used slots", "cigri running", "cigri waiting"]
         assert chart.find_elements(By.CSS_SELECTOR, "text.label")[0].text == "slots (cores)"
+        assert_inside_axes(chart)
+        assert_page_wide(browser, chart)
+    # By default the window fits the grid's age: a month of samples here, so a day at most.
+    assert text(browser, "#range-fit") == "its life, a day at most: 1d 00h"
+    window = dict(pair.split("=") for pair in
+                  browser.find_element(By.ID, "usage-json").get_attribute("href").split("?", 1)[1].split("&"))
+    assert float(window["to"]) - float(window["from"]) == 86_400
+    assert refresh_period(browser) == 30  # it refreshes by default...
+    follow(browser, "#refresh")
+    assert refresh_period(browser) is None and text(browser, "#refresh") == "turn on"  # ...until told not to
+    follow(browser, "#refresh")
+    assert refresh_period(browser) == 30
     shot(browser, "grid")
     follow(browser, '.switch a[href="/?range=30d"]')
     assert browser.current_url.endswith("/?range=30d")
@@ -267,7 +335,8 @@ def test_the_campaigns_page_lists_the_viewers_newest_first_with_the_apis_figures
     failed = [int(row.get_attribute("data-campaign"))
               for row in browser.find_elements(By.CSS_SELECTOR, "#campaigns tbody tr[data-campaign]")]
     assert failed and failed == sorted((i for i, c in theirs.items() if c["state"] == "failed"), reverse=True)[:50]
-    assert not browser.find_elements(By.CSS_SELECTOR, 'input[name="user"]')  # no one else's, for a user
+    assert not browser.find_elements(By.CSS_SELECTOR, '[name="user"]')  # no one else's, for a user
+    assert refresh_period(browser) == 30
 
 
 def test_a_campaigns_page_shows_the_apis_figures_events_failed_tasks_and_history(
@@ -291,7 +360,11 @@ def test_a_campaigns_page_shows_the_apis_figures_events_failed_tasks_and_history
     events = api(site, u1, f"/campaigns/{failed_id}/events")
     assert [int(e.get_attribute("data-event")) for e in browser.find_elements(By.CSS_SELECTOR, "#events .event")] == [
         e["id"] for e in events]
+    assert text(browser, "#events pre.stderr") == ""  # collapsed: the group's line only
+    assert text(browser, "#events summary .what") == events[0]["summary"]
+    browser.find_element(By.CSS_SELECTOR, "#events summary").click()
     assert "ValueError: bad input t0" in text(browser, "#events pre.stderr") == events[0]["stderr_tail"].strip()
+    assert refresh_period(browser) is None  # an ended campaign's figures no longer move
     failed_tasks = api(site, u1, f"/campaigns/{failed_id}/tasks?state=failed")
     assert [int(t.get_attribute("data-task")) for t in browser.find_elements(By.CSS_SELECTOR, "#failed-tasks tr[data-task]")] \
         == [t["id"] for t in failed_tasks] and len(failed_tasks) == 1
@@ -299,11 +372,93 @@ def test_a_campaigns_page_shows_the_apis_figures_events_failed_tasks_and_history
     throughput = browser.find_element(By.CSS_SELECTOR, "#throughput svg")
     names = [p.get_attribute("data-series") for p in throughput.find_elements(By.CSS_SELECTOR, "path.series")]
     assert names[:len(expected["clusters"])] == sorted(c["cluster"] for c in expected["clusters"])
+    for chart in (throughput, browser.find_element(By.CSS_SELECTOR, "#progress svg")):
+        assert_inside_axes(chart)
+        assert_page_wide(browser, chart)
+    assert_progress_ends_at(browser, expected["progress"])
     shot(browser, "campaign")
     window = browser.find_element(By.ID, "history-json").get_attribute("href").split("?", 1)[1]
     history = page_json(browser, site, f"/campaigns/{failed_id}/history.json?{window}")
     assert history == api(site, u1, f"/campaigns/{failed_id}/history?{window}")
     assert history["progress"][-1]["cumulative"] == expected["tasks"]["terminated"]
+
+
+def assert_progress_ends_at(browser: Any, progress: float) -> None:
+    """The progress plot's line of ended tasks ends at the right axis, at the page's figure (it
+    ended at 89 % where the figure said 100 %: failed tasks were left out)."""
+    chart = browser.find_element(By.CSS_SELECTOR, "#progress svg")
+    left, right, top, bottom = plot_area(chart)
+    ended = chart.find_element(By.CSS_SELECTOR, 'path.series[data-series="tasks ended (terminated or failed)"]')
+    x, y = points(ended)[-1]
+    assert abs(x - right) <= 0.1 and abs(100 * (bottom - y) / (bottom - top) - progress) <= 0.1, (x, y, progress)
+
+
+def test_a_campaign_failing_on_its_inputs_shows_them_first_grouped_with_their_outputs(
+        site: Site, browser: Any, tokens: dict[str, str], failing: int) -> None:
+    """Issue 36's campaign: every task failed on its own input. One collapsed group of them, the
+    failed tasks first, each linked to its job's stdout and stderr; a page as long with 60
+    failures as with a few, the rest a page at a time on the tasks page, found by name."""
+    u1, u2 = site.users
+    login(site, browser, tokens[u1], f"/campaigns/{failing}")
+    expected = api(site, u1, f"/campaigns/{failing}")
+    assert [section.get_attribute("id") for section in browser.find_elements(By.CSS_SELECTOR, "main > section")] == [
+        "figures", "failed", "events", "per-cluster", "history"]
+    [event] = [e for e in api(site, u1, f"/campaigns/{failing}/events") if e["code"] == "EXIT_ERROR"]
+    [group] = browser.find_elements(By.CSS_SELECTOR, f'#events .event[data-event="{event["id"]}"] details')
+    assert group.get_attribute("open") is None  # collapsed
+    assert text(browser, "#events summary .what") == "error: input <n> is corrupt (checksum mismatch)"
+    assert text(browser, "#events summary .count") == f"×{FAILING}"
+    rows = browser.find_elements(By.CSS_SELECTOR, "#failed-tasks tr[data-task]")
+    assert len(rows) == 10 and text(browser, "#all-failed") == f"All {FAILING} failed tasks, a page at a time"
+    height = browser.execute_script("return document.documentElement.scrollHeight")
+    assert height < 2400, height  # 3,906 px with 16 failures before
+    assert_progress_ends_at(browser, expected["progress"])
+    assert expected["progress"] == 100
+    shot(browser, "campaign-failures")
+
+    browser.find_element(By.CSS_SELECTOR, "#events summary").click()
+    examples = browser.find_elements(By.CSS_SELECTOR, "#events ul.examples li[data-job]")
+    assert len(examples) == 2 and "and 58 more" in text(browser, "#events ul.examples")
+    for example in examples:
+        name = re.match(r"task (t\d+), ", example.text)[1]
+        assert example.text.endswith(f": error: input {9 * (int(name[1:]) + 1)} is corrupt (checksum mismatch)")
+    shot(browser, "campaign-failures-open")
+
+    first = rows[0].get_attribute("data-task")
+    name = rows[0].find_element(By.CSS_SELECTOR, '[data-field="name"]').text
+    follow(browser, f'#failed-tasks tr[data-task="{first}"] a.stderr')
+    number = 9 * (int(name[1:]) + 1)
+    assert text(browser, "#output") == f"error: input {number} is corrupt (checksum mismatch)"
+    assert text(browser, "#task") == name
+    job_page = browser.current_url
+    follow(browser, "#other-stream")
+    assert text(browser, "#output") == f"reading input {number}"
+    shot(browser, "job-output")
+
+    browser.get(site.url + f"/campaigns/{failing}")
+    follow(browser, "#find-task")
+    assert refresh_period(browser) is None  # one types into it: it does not refresh
+    browser.find_element(By.ID, "name").send_keys("t1")
+    follow(browser, "#find")
+    found = [row.find_element(By.CSS_SELECTOR, '[data-field="name"]').text
+             for row in browser.find_elements(By.CSS_SELECTOR, "#tasks tr[data-task]")]
+    assert found == ["t1"] + [f"t1{i}" for i in range(10)]
+    name_field = browser.find_element(By.ID, "name")
+    name_field.clear()
+    name_field.send_keys("t?")
+    follow(browser, "#find")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#tasks tr[data-task]")) == 10
+    shot(browser, "tasks")
+    browser.get(site.url + f"/campaigns/{failing}/tasks?state=failed")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#tasks tr[data-task]")) == 50
+    follow(browser, "#next")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#tasks tr[data-task]")) == FAILING - 50
+    assert not browser.find_elements(By.ID, "next")
+
+    login(site, browser, tokens[u2], f"/campaigns/{failing}")
+    assert browser.title.startswith("404")
+    browser.get(job_page)  # another user's job: its output is not theirs to read
+    assert browser.title.startswith("404") and "no such job" in text(browser, "#error")
 
 
 def test_the_events_page_lists_the_apis_events_and_fixes_the_viewers(site: Site, browser: Any,
@@ -341,8 +496,8 @@ def test_the_admin_pages_show_the_apis_shares_users_classes_and_tokens(site: Sit
     assert row["reason"] == campaign["reason"]
     for cluster in shares["clusters"]:
         shown = fields(browser, f'#share-clusters tr[data-cluster="{cluster["name"]}"]')
-        assert [value(shown[name]) for name in ("cores", "running", "queued")] == \
-            [cluster["cores"], cluster["running"], cluster["queued"]]
+        names = ("cores", "running_cores", "target_cores", "running", "queued", "target")
+        assert [value(shown[name]) for name in names] == [cluster[name] for name in names]
     assert len(browser.find_elements(By.CSS_SELECTOR, "figure.chart svg")) == 3  # classes, users, campaigns
     shot(browser, "shares")
     browser.get(site.url + "/admin")
@@ -397,6 +552,7 @@ def test_the_owner_pauses_resumes_and_cancels_by_clicking(site: Site, browser: A
                                                           live: int) -> None:
     u1, _ = site.users
     login(site, browser, tokens[u1], f"/campaigns/{live}")
+    assert refresh_period(browser) == 30  # a campaign under way refreshes by default
     shot(browser, "campaign-live")
     follow(browser, "#pause")
     assert text(browser, "#done") == f"Campaign {live}: paused."

@@ -6,6 +6,7 @@ axes. The pages themselves are tested in a real browser (``test_dashboard.py``).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,7 +17,8 @@ from cigri import db as database
 from cigri.config import load
 from cigri.errors import InputError, NotFound
 from cigri.grid import Grid
-from cigri.server.pages import plots
+from cigri.server.pages import campaigns, plots
+from cigri.server.pages import grid as grid_page
 
 NOW = 1_800_000_000.0
 
@@ -110,10 +112,21 @@ def test_a_campaigns_history_counts_its_terminated_tasks_per_bucket_and_cluster(
     assert history["clusters"]["b"] == [{"at": round(NOW - 3500 + 8 * 350.1, 3), "terminated": 1,
                                          "per_hour": round(3600 / 350.1, 3)}]  # the failed job is not a completion
     assert [row["cumulative"] for row in history["progress"]][-1] == 31
-    assert history["progress"][-1]["percent"] == round(100 * 31 / 40, 2)
+    assert [row["failed"] for row in history["progress"]] == [0] * 8 + [1, 0]  # at its job's end
+    assert history["progress"][-1]["ended"] == 32
+    # The progress as the campaign's figures count it (terminated or failed): the plot ended at
+    # 77.5 % (terminated only) where the page's header said 80 %.
+    assert history["progress"][-1]["percent"] == api.campaign_summary(grid, campaign_id, user="alice")["progress"] \
+        == 80.0
     assert all(a["cumulative"] <= b["cumulative"] for a, b in zip(history["progress"], history["progress"][1:]))
     later = api.campaign_history(grid, campaign_id, user="alice", since=NOW - 1000, until=NOW, points=2)
     assert later["progress"][0]["cumulative"] == 31 and later["progress"][0]["terminated"] == 1  # 30 before
+    cut = api.campaign_history(grid, campaign_id, user="alice", since=NOW - 700, until=NOW - 595, points=2)
+    assert cut["step"] == 60  # the second bucket has 45 s before the window's end: one task in 45 s, not in 60
+    assert cut["clusters"]["b"] == [{"at": NOW - 640, "terminated": 1, "per_hour": 80.0}]
+    assert cut["progress"][-1]["per_hour"] == 80.0
+    before = api.campaign_history(grid, campaign_id, user="alice", since=NOW - 3500, until=NOW - 595, points=1)
+    assert before["progress"][-1]["ended"] == 31 and before["progress"][-1]["failed"] == 0  # failed later
     with pytest.raises(NotFound, match=f"campaign {campaign_id}: no such campaign"):
         api.campaign_history(grid, campaign_id, user="bob")
 
@@ -155,6 +168,37 @@ def test_axes_have_round_ticks_and_lines_break_where_data_is_missing() -> None:
     series = [{"at": NOW - 100, "x": 3}, {"at": NOW - 60, "x": 5}]
     assert plots.buckets(series, "x", NOW - 100, NOW, 20) == [
         (NOW - 90, 3), (NOW - 70, None), (NOW - 50, 5), (NOW - 30, None), (NOW - 10, None)]
+
+
+def test_lines_stay_inside_their_axes_when_the_last_bucket_is_cut_by_the_window() -> None:
+    """721 s in buckets of 60 s: the 13th bucket's middle (750 s) was drawn 29 s past the x axis."""
+    assert plots.buckets([{"at": NOW + 720, "x": 1}], "x", NOW, NOW + 721, 60)[-1] == (NOW + 720.5, 1)
+    chart = plots.line_chart("t", [plots.Series("s", plots.buckets([{"at": NOW + 60 * i, "x": i} for i in range(13)],
+                                                                    "x", NOW, NOW + 721, 60))],
+                             since=NOW, until=NOW + 721, y_label="y")
+    xs = [float(x) for x in re.findall(r"[ML](-?[\d.]+) ", chart.lines[0].path)]
+    assert len(xs) == 13 and chart.plot_left <= min(xs) and max(xs) <= chart.plot_right
+
+
+def test_the_progress_plot_ends_at_the_campaigns_progress_at_the_right_axis(grid: Grid) -> None:
+    ends = [(1, NOW - 3000 + 100 * k, "terminated") for k in range(8)] + [(1, NOW - 100, "failed")] * 2
+    campaign_id = _campaign(grid, "alice", "failed", ends, 10)
+    history = api.campaign_history(grid, campaign_id, user="alice", points=7)
+    chart = campaigns.progress_chart(history)
+    ended, terminated = chart.lines
+    last = re.findall(r"(-?[\d.]+) (-?[\d.]+)", ended.path)[-1]
+    top, bottom = chart.y_ticks[-1].at, chart.y_ticks[0].at  # 100 % and 0 %
+    assert float(last[0]) == chart.plot_right
+    assert 100 * (bottom - float(last[1])) / (bottom - top) == pytest.approx(
+        api.campaign_summary(grid, campaign_id, user="alice")["progress"]) == 100  # not 80 %: 2 tasks failed
+    assert re.findall(r"(-?[\d.]+) (-?[\d.]+)", terminated.path)[-1][1] == f"{bottom - 0.8 * (bottom - top):.1f}"
+
+
+def test_a_young_grids_default_window_is_its_life() -> None:
+    day = 86_400
+    assert grid_page.fitting_window(NOW - 3 * 3600, NOW) == NOW - 3 * 3600  # three hours old: its three hours
+    assert grid_page.fitting_window(NOW - 40 * day, NOW) == NOW - day  # old: its last day
+    assert grid_page.fitting_window(NOW - 60, NOW) == grid_page.fitting_window(None, NOW) == NOW - 600
 
 
 def test_the_seed_of_the_benchmark_writes_a_consistent_past(tmp_path: Path) -> None:

@@ -431,3 +431,12 @@ def test_page_examples_are_valid(tmp_path: Path) -> None:
     fairshare.allocate(fairshare.scenario_from_json(json.loads(shares)))
     (simulation,) = _examples("cigri-scenario.5", '{"seed"')
     simulate.parse_scenario(json.loads(simulation))
+
+
+def test_the_readmes_test_command_leaves_its_first_install_whole() -> None:
+    """The quick start's regular install puts the man pages where ``man`` finds them; the test
+    command's editable install has none, and once made over it took them away (``man gridsub``
+    gone): it has an environment of its own, which .ci/run uses too."""
+    first, test = re.findall(r"^python3 -m venv (\S+) && \1/bin/pip install -q (\S+)", README, re.MULTILINE)
+    assert first[1] == "." and test[1] == "-e" and test[0] != first[0], (first, test)
+    assert f"python3 -m venv {test[0]} && {test[0]}/bin/pip install -q -e '.[test]'" in (ROOT / ".ci" / "run").read_text()

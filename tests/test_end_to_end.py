@@ -149,14 +149,14 @@ def test_failing_tasks_raise_events_with_their_stderr_and_the_campaign_ends(cigr
     summary = cigri.stat(campaign_id)
     assert summary["state"] == "failed"
     assert summary["tasks"]["failed"] == 3 and summary["tasks"]["terminated"] == 3
-    events = cigri.events(campaign_id)
-    assert len(events) == 3 and summary["open_events"] == 3
+    [event] = cigri.events(campaign_id)  # one failure, on three inputs: one group of three
+    assert summary["open_events"] == 1
+    assert (event["code"], event["cluster"], event["count"], event["summary"]) == ("EXIT_ERROR", "local", 3, "boom <n>")
     failed_jobs = {j["id"]: t["name"] for t in cigri.tasks(campaign_id) if t["state"] == "failed" for j in t["jobs"]}
-    for event in events:
-        assert event["code"] == "EXIT_ERROR"
-        assert event["cluster"] == "local"
-        name = failed_jobs[event["job_id"]]
-        assert f"boom {name[1:]}" in event["stderr_tail"]
+    assert sorted(x["job_id"] for x in event["examples"]) == sorted(failed_jobs)
+    for example in event["examples"]:
+        assert example["task"] == failed_jobs[example["job_id"]] and example["line"] == f"boom {example['task'][1:]}"
+    assert f"boom {failed_jobs[event['job_id']][1:]}" in event["stderr_tail"]
 
 
 def test_a_prologue_failing_everywhere_fails_the_tasks_and_a_fix_runs_it_again(cigri: Cigri) -> None:

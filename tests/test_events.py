@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
+import tomllib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Cigri
+from harness import REAL_CLUSTERS, Cigri, busy_jobs, clusters_dir, marker_exec_dir, wait_for
+from service import Site
 
 from cigri import api, bag, colombo, config
 from cigri import db as database
@@ -320,16 +323,47 @@ def test_gridevents_shows_aggregated_failures_with_their_stderr_and_fixes_them(c
     (["cigri: no job for array task 3", "cigri: no job for array task 14"], True),
     (["slurmstepd: error: *** JOB 534 ON node1 CANCELLED ***", "slurmstepd: error: *** JOB 9 ON node1 CANCELLED ***"],
      True),
-    (["Task #3: bad input", "task #4: bad input"], False),  # case is kept: only the ids go
-    (["error 1", "error 2"], False),  # a program's own numbers are not ids
+    (["Task #3: bad input", "task #4: bad input"], False),  # case is kept: only the numbers go
+    (["error 1", "error 2"], False),  # the numbers naming the kind of error stay
     (["[Errno 2] No such file or directory", "[Errno 13] Permission denied"], False),
-    (["disk 95% full", "disk 96% full"], False),
+    (["killed by signal 9", "killed by signal 11"], False),
+    (["exit code: 1", "exit code: 2"], False),
+    (["HTTP error 404", "HTTP error 503"], False),
+    (["disk 95% full", "disk 96% full"], True),  # the program's own numbers go too (they stayed)
     (["cigri: cannot start job 5: [Errno 2] No such file", "cigri: cannot start job 5: [Errno 13] Permission denied"],
      False),
+    (["error: input 9 is corrupt (checksum mismatch)", "error: input 18 is corrupt (checksum mismatch)"], True),
+    (["error: input 9 is corrupt (checksum mismatch)", "error: input 9 is missing"], False),
+    (["cannot open /data/run-7/in_9.dat: No such file", "cannot open ./in_18.dat: No such file",
+      "cannot open in/x.dat: No such file"], True),
+    (["cannot open /data/in_9.dat: No such file", "cannot open /data/in_9.dat: Permission denied"], False),
+    (["checksum 3f2a9c1b, expected 0badc0de", "checksum 77aa01ff, expected deadbeef42"], True),
+    (["segfault at 0x7ffd12ab in libfoo.so.6", "segfault at 0x0 in libfoo.so.7"], True),
+    (["request 550e8400-e29b-41d4-a716-446655440000 refused", "request 123e4567-e89b-12d3-a456-426614174000 refused"],
+     True),
+    (["node12: out of memory (used 31.5 GB)", "node3: out of memory (used 64 GB)"], True),
+    (["Traceback (most recent call last):\n  File \"run.py\", line 3\nValueError: bad input t0",  # Python: its last line
+      "Traceback (most recent call last):\n  File \"run.py\", line 9\nValueError: bad input t17"], True),
+    (["Traceback (most recent call last):\n  File \"run.py\", line 3\nValueError: bad input t0",
+      "Traceback (most recent call last):\n  File \"run.py\", line 3\nKeyError: 't0'"], False),
+    (['  File "/x/run.py", line 30, in main\n    go()\nMemoryError', 'Traceback (most recent call last):\nMemoryError'],
+     True),  # a tail that starts inside the traceback
 ])
-def test_the_signature_is_the_first_stderr_line_without_its_ids(lines: list[str], grouped: bool) -> None:
-    signatures = {signature(f"{line}\nsecond line {i}\n") for i, line in enumerate(lines)}
+def test_the_signature_masks_numbers_paths_and_hex_and_keeps_the_kind_of_error(lines: list[str],
+                                                                                grouped: bool) -> None:
+    signatures = {signature(line if "\n" in line else f"{line}\nsecond line {i}\n") for i, line in enumerate(lines)}
     assert (len(signatures) == 1) == grouped, signatures
+
+
+def test_the_signature_reads_as_the_failure_with_its_inputs_masked() -> None:
+    assert signature("error: input 9 is corrupt (checksum mismatch)\n") == \
+        "error: input <n> is corrupt (checksum mismatch)"
+    assert signature("/var/spool/slurmd/job00411/slurm_script: 16: exec: /x/prog: not found") == \
+        "<path>: <n>: exec: <path>: not found"
+    assert signature("bad block 0x7ffd12ab (sha 9f86d081884c7d65) at node12, exit status 3") == \
+        "bad block <hex> (sha <hex>) at node<n>, exit status 3"
+    assert signature("read / write 1.5e-3 s") == "read / write <n> s"  # a slash alone is no path
+    assert signature("") == signature(None) == signature("\n  \n") == ""
 
 
 def test_three_tasks_with_a_missing_exec_file_are_one_event(cigri: Cigri) -> None:
@@ -339,3 +373,89 @@ def test_three_tasks_with_a_missing_exec_file_are_one_event(cigri: Cigri) -> Non
     assert cigri.drain(campaign_id)["tasks"]["failed"] == 3
     [failed] = [e for e in cigri.events(campaign_id) if e["code"] == "EXIT_ERROR"]
     assert failed["count"] == 3 and "cannot start job" in failed["stderr_tail"]
+
+
+# --- many tasks failing the same way on their own inputs: one group, on every kind of cluster --
+
+CORRUPT = 'if [ "$3" = gone ]; then echo "error: input $2 is missing" >&2\n' \
+          'else echo "error: input $2 is corrupt (checksum mismatch)" >&2; fi\necho "read $2" \nexit 1\n'
+
+
+def _real(name: str) -> Any:
+    return pytest.param(name, marks=REAL_CLUSTERS)
+
+
+@pytest.fixture(params=["local", _real("slurm-a-ssh"), _real("oar-rest")])
+def failing_site(request: pytest.FixtureRequest) -> Iterator[tuple[Site, str, Path]]:
+    """A site (a real ``cigri server``) whose campaigns run on the cluster the parameter names
+    (on a real one as its account), keeping the cluster however many tasks fail; and a program
+    there that fails on its input, saying which."""
+    cluster = request.param
+    lines = []
+    if cluster != "local":
+        with (clusters_dir() / "single.toml").open("rb") as handle:
+            options = tomllib.load(handle)["clusters"][cluster]
+        lines += [f"[clusters.{cluster}]", *(f"{key} = {json.dumps(value)}" for key, value in options.items())]
+        system = cluster.split("-")[0]
+        wait_for(lambda: busy_jobs(system) == 0, 120, f"{system}'s last jobs to end", step=1)
+    site = Site("\n".join(lines) + "\n")
+    site.config.write_text(site.config.read_text().replace("[cigri]\n", "[cigri]\nfailure_rate_min = 1000\n"))
+    if cluster == "local":
+        exec_dir = site.exec / "corrupt"
+        exec_dir.mkdir(mode=0o777)
+        exec_dir.chmod(0o1777)
+    else:
+        exec_dir = marker_exec_dir("events")
+    (exec_dir / "task.sh").write_text("#!/bin/sh\n" + CORRUPT)
+    (exec_dir / "task.sh").chmod(0o755)
+    try:
+        site.start()
+        yield site, cluster, exec_dir
+    finally:
+        site.close()
+
+
+@pytest.mark.slow
+def test_tasks_failing_on_their_own_inputs_are_one_group_with_two_examples(
+        failing_site: tuple[Site, str, Path]) -> None:
+    """Issue 36: 16 tasks failing with ``error: input 9 is corrupt (checksum mismatch)``, ``…
+    input 18 …`` gave 16 events. Through the real server and commands: one event of 6 (and one
+    of 2 for another error), its line masked, its examples each with its task and own line,
+    each job's stderr readable from the dashboard by its owner only; fixing the group still
+    resubmits every task it covers."""
+    site, cluster, exec_dir = failing_site
+    owner, other = site.users
+    params = [f"t{i} {9 * (i + 1)}{' gone' if i % 4 == 3 else ''}" for i in range(8)]
+    fields = {} if cluster == "local" else {"walltime": "00:05:00", "type": "normal"}
+    jdl = site.jdl(owner, "corrupt", exec_file=str(exec_dir / "task.sh"), exec_directory=str(exec_dir),
+                   params=params, clusters={cluster: {}}, **fields)
+    campaign_id = site.submit(owner, jdl)
+    assert site.drain(owner, campaign_id, timeout=300)["tasks"]["failed"] == 8
+
+    events = [e for e in site.json(owner, "gridevents", "-c", str(campaign_id)) if e["code"] == "EXIT_ERROR"]
+    assert sorted((e["count"], e["summary"]) for e in events) == [
+        (2, "error: input <n> is missing"), (6, "error: input <n> is corrupt (checksum mismatch)")]
+    corrupt = next(e for e in events if e["count"] == 6)
+    number = {line.split()[0]: line.split()[1] for line in params}
+    assert len(corrupt["examples"]) == 5
+    for example in corrupt["examples"]:  # each its own task and its own line
+        assert example["line"] == f"error: input {number[example['task']]} is corrupt (checksum mismatch)"
+    first, second = corrupt["examples"][:2]
+
+    listing = site.run(owner, "gridevents", "-c", str(campaign_id)).stdout
+    [row] = [line for line in listing.splitlines() if line.startswith(f"{corrupt['id']} ")]
+    assert re.search(rf" 6 +{campaign_id} +{cluster} +error: input <n> is corrupt \(checksum mismatch\) +"
+                     rf"{first['task']}, {second['task']}, …$", row), row
+    detail = site.run(owner, "gridevents", "-e", str(corrupt["id"])).stdout
+    assert "grouped as: error: input <n> is corrupt (checksum mismatch)" in detail
+    assert f"  task {first['task']} (job {first['job_id']}): {first['line']}" in detail
+
+    [(status, page, _)] = site.http(owner, [("GET", f"/jobs/{first['job_id']}/stderr", {})], root=True)
+    assert status == 200 and first["line"] in page  # read on the cluster as the job's owner
+    [(status, page, _)] = site.http(owner, [("GET", f"/jobs/{first['job_id']}/stdout", {})], root=True)
+    assert status == 200 and f"read {number[first['task']]}" in page
+    [(status, page, _)] = site.http(other, [("GET", f"/jobs/{first['job_id']}/stderr", {})], root=True)
+    assert status == 404 and first["line"] not in page
+
+    fixed = site.json(owner, "gridevents", "-e", str(corrupt["id"]), "--fix", "--resubmit")
+    assert fixed == {"closed": 1, "resubmitted": 6}  # every job the group covers, not its five examples

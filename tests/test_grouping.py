@@ -135,3 +135,32 @@ def test_a_term_reaching_the_script_last_still_starts_no_other_job(tmp_path: Pat
     assert process.wait(timeout=10) != 0
     assert not (tmp_path / "never").exists()
     assert set(groups.parse_status(status_file.read_text())) == {0}
+
+
+def test_a_term_reaching_the_script_after_its_spec_ended_still_starts_no_other_job(tmp_path: Path) -> None:
+    """The same, when the spec's subshell saw its program die, wrote its end and returned before
+    the kills reached it (CI: the group then ran its next job): the spec's status, above 128,
+    holds the group until the script's own TERM comes."""
+    specs = [spec("1", "/bin/sleep", "30"), spec("2", "/bin/touch", "never")]
+    process = run_script(tmp_path, specs)
+    status_file = first_started(tmp_path)
+    wait_for(lambda: len(session_members(process.pid)) == 4, 10, "the job's program to start")
+    youngest = max(session_members(process.pid))  # sleep: timeout then ends, and the spec's subshell with it
+    os.kill(youngest, signal.SIGTERM)
+    wait_for(lambda: 0 in groups.parse_status(status_file.read_text())
+             and groups.parse_status(status_file.read_text())[0].status is not None, 10, "the spec's end")
+    time.sleep(0.3)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=10) != 0
+    assert not (tmp_path / "never").exists()
+
+
+def test_a_spec_whose_program_dies_of_a_signal_by_itself_costs_the_group_a_second(tmp_path: Path) -> None:
+    """A segfault is the program's own: nothing kills the job, so after a second the group goes on."""
+    specs = [spec("1", "/bin/sh", "-c", "kill -SEGV $$"), spec("2", "/bin/touch", "ran")]
+    started = time.monotonic()
+    assert run_script(tmp_path, specs).wait(timeout=20) == 0
+    assert 1 <= time.monotonic() - started < 10
+    assert (tmp_path / "ran").exists()
+    status = groups.parse_status((tmp_path / "cigri.c.9_0.status").read_text())
+    assert [status[0].status, status[1].status] == ["139", "0"]

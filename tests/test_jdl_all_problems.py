@@ -84,3 +84,30 @@ def test_gridsub_reports_the_problems_of_every_file(cigri: Cigri) -> None:
         == [f"gridsub: {first}: $.walltime", f"gridsub: {first}: $.clusters.mars",
             f"gridsub: {second}: $.clusters.local.memory"]
     assert cigri.db_counts()["campaigns"] == 0
+
+
+def test_a_misspelt_key_is_refused_with_the_key_it_must_have_meant() -> None:
+    """Ignored with a warning, ``wallltime`` left the campaign with the default walltime; a key
+    far from any known one is still CiGri's unknown key, ignored with a warning."""
+    assert problems({"name": "x", "exec_fle": "/bin/true", "nb_jobs": 1, "clusters": {"local": {"wallltime": 60}},
+                     "exec_file": "/bin/true"}) == [
+        "x.json: $: unknown key 'exec_fle' (did you mean 'exec_file'?)",
+        "x.json: $.clusters.local: unknown key 'wallltime' (did you mean 'walltime'?)"]
+    spec = parse_jdl(json.dumps({"name": "x", "exec_file": "/bin/true", "nb_jobs": 1, "clusters": {"local": {}},
+                                 "submitted_by": "portal"}), known_clusters=CLUSTERS, user="root",
+                     base_dir=Path("/"), default_walltime="01:00:00", default_resources="core=1", source="x.json")
+    assert spec.warnings == ("x.json: $: unknown key 'submitted_by' ignored, as CiGri ignored it (remove it)",)
+
+
+def test_a_param_file_that_cannot_be_opened_is_said_with_the_jdls_other_mistakes(cigri: Cigri) -> None:
+    """Three mistakes, one try: the param_file no longer hides the rest (direct mode here; a
+    client of the server sends why it could not open the file with the JDL)."""
+    jdl = cigri.tmp / "three.json"
+    jdl.write_text(json.dumps({"name": "x", "exec_file": "/bin/true", "param_file": "absent.txt",
+                               "walltime": "1h", "clusters": {"mars": {}}}))
+    refused = cigri.run("gridsub", "-f", str(jdl), expect=2)
+    assert refused.stderr.splitlines() == [
+        f"gridsub: {jdl}: $.walltime: '1h' is not valid: HH:MM:SS, MM:SS, or seconds (integer or decimal string)",
+        f"gridsub: {jdl}: $.clusters.mars: unknown cluster (known: local)",
+        f"gridsub: {jdl}: param_file {cigri.tmp / 'absent.txt'}: No such file or directory"]
+    assert cigri.json("gridstat", "-a") == []

@@ -224,13 +224,13 @@ def test_the_live_view_of_a_paused_campaign_says_paused_instead_of_a_countdown(c
         for i in range(4):  # each ends in a cycle of its own: a rate rich could measure
             (cigri.work / f"release.t{i}").touch()
             wait_for(lambda i=i: cigri.stat(campaign_id)["tasks"]["terminated"] == i + 1, 60, f"t{i} to end")
-        wait_for(lambda: any("done 4 " in line for line in _terminal_lines(bytes(drawn))), 60, "the view to show it")
+        wait_for(lambda: any(" 4/6 " in line for line in _terminal_lines(bytes(drawn))), 60, "the view to show it")
     finally:
         view.send_signal(signal.SIGINT)  # the view leaves, saying the campaign carries on
         view.wait(60)
         reader.join(10)
         os.close(controller)
     paused = [line for line in _terminal_lines(bytes(drawn))
-              if f"campaign {campaign_id}" in line and "paused (" in line]
+              if f"campaign {campaign_id}" in line and "paused: griddel -r" in line]
     assert paused and all(line.rstrip().endswith("paused") for line in paused), paused[-5:]
     assert not [line for line in paused if COUNTDOWN.search(line)], paused[-5:]

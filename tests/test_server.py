@@ -241,7 +241,9 @@ def test_errors_are_one_json_object_with_the_right_status(site: Site, campaigns:
         ("GET", "/shares", {}),
     ])
     assert [status for status, _, _ in answers] == [400, 400, 400, 409, 404, 403]
-    assert all(set(body) == {"error", "field"} for _, body, _ in answers)
+    assert all(set(body) == {"error", "field"} for _, body, _ in answers[:2] + answers[3:])
+    assert set(answers[2][1]) == {"error", "field", "problems"}  # a JDL's mistakes: each also on its own
+    assert answers[2][1]["error"] == " ".join(answers[2][1]["problems"])
     assert answers[0][1]["field"] == "campaign_id" and answers[1][1]["field"] == "limit"
     assert answers[2][1]["error"].startswith("JDL: $: missing mandatory key 'clusters'")
 
@@ -271,3 +273,10 @@ def test_doctor_checks_the_servers_layout(site: Site) -> None:
         assert "users cannot reach it" in {c["what"]: c for c in json.loads(broken.stdout)}["server: socket"]["detail"]
     finally:
         site.socket.chmod(0o666)
+
+
+def test_the_server_says_where_it_serves(site: Site) -> None:
+    """On its terminal (or the journal): where it serves, how often it cycles, where it logs."""
+    said = [line for line in site.log().splitlines() if line.startswith("cigri server: serving ")]
+    assert said == [f"cigri server: serving unix:{site.socket} and http://127.0.0.1:{site.port}, cycles every 0.2s; "
+                    f"log {site.home / 'log' / 'cigri.log'}; SIGTERM or Ctrl-C stops it"]

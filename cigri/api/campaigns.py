@@ -154,6 +154,11 @@ def campaign_detail(grid: Grid, campaign_id: int, *, user: str, now: float | Non
 CAMPAIGN_STATES = tuple(state.value for state in CampaignState)
 
 
+def campaign_owners(grid: Grid) -> list[str]:
+    """The users who own a campaign, by name: whom an admin may filter the campaigns by."""
+    return [row[0] for row in grid.db.execute("SELECT DISTINCT user FROM campaigns ORDER BY user")]
+
+
 def list_campaigns(grid: Grid, *, user: str | None = None, include_finished: bool = False,
                    states: Sequence[str] = (), name: str | None = None, since: float | None = None,
                    limit: int | None = None, offset: int = 0, newest_first: bool = False) -> list[dict[str, Any]]:
@@ -204,11 +209,12 @@ TASK_PAGE = 10_000  # tasks read at a time, with their jobs, by campaign_tasks
 TASK_STATES = tuple(state.value for state in TaskState)
 
 
-def campaign_tasks(grid: Grid, campaign_id: int, *, user: str, states: Sequence[str] = (), limit: int | None = None,
-                   offset: int = 0) -> Iterator[dict[str, Any]]:
+def campaign_tasks(grid: Grid, campaign_id: int, *, user: str, states: Sequence[str] = (), name: str | None = None,
+                   limit: int | None = None, offset: int = 0) -> Iterator[dict[str, Any]]:
     """The tasks of one of ``user``'s campaigns in id order, each with its jobs (``gridstat
-    -f``), only those in ``states`` if given (``gridstat -c N --state failed``): ``limit`` of
-    them after ``offset``, all by default. States without ``pending`` are read through the
+    -f``), only those in ``states`` if given (``gridstat -c N --state failed``) and those whose
+    name matches the shell pattern ``name`` (``input_1*``): ``limit`` of them after ``offset``,
+    all by default. States without ``pending`` are read through the
     bag's index (the failed tasks of a million-task campaign are found without reading the
     others: fresh tasks are pending, outside the index). Streamed a page at a time, so a
     million tasks are never held together."""
@@ -220,13 +226,15 @@ def campaign_tasks(grid: Grid, campaign_id: int, *, user: str, states: Sequence[
     chosen = f"AND state IN {sql_in(tuple(TaskState(state) for state in states))} " if states else ""
     if states and TaskState.PENDING not in states:
         chosen += f"AND {bag.INDEXED} "
+    if name is not None:
+        chosen += "AND name GLOB ? "
     low, high = bag.span(grid.db, campaign_id)
     left = -1 if limit is None else limit
     while left != 0:
         page = list(grid.db.query(
             f"SELECT id, name, param, state, attempts FROM tasks WHERE id BETWEEN ? AND ? AND campaign_id = ? {chosen}"
-            "ORDER BY id LIMIT ? OFFSET ?", [low, high, campaign_id, TASK_PAGE if left < 0 else min(left, TASK_PAGE),
-                                            offset]))
+            "ORDER BY id LIMIT ? OFFSET ?", [low, high, campaign_id, *([] if name is None else [name]),
+                                            TASK_PAGE if left < 0 else min(left, TASK_PAGE), offset]))
         if not page:
             return
         jobs: dict[int, list[dict[str, Any]]] = defaultdict(list)

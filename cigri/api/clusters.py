@@ -124,6 +124,12 @@ def grid_usage(grid: Grid, *, since: float | None = None, until: float | None = 
     return {"from": since, "to": until, "step": step, "clusters": series}
 
 
+def first_sample(grid: Grid) -> float | None:
+    """When the oldest sample of the grid's use still kept was taken (None: none yet): how far
+    back :func:`grid_usage` has anything to say."""
+    return grid.db.execute("SELECT min(at) FROM counts").fetchone()[0]  # type: ignore[no-any-return]
+
+
 def cluster_table(grid: Grid) -> list[dict[str, Any]]:
     """Every cluster as the database holds it, with its backend options (``cigri cluster
     list``): names of hosts, accounts and files, never a secret's content."""

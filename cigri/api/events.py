@@ -16,8 +16,8 @@ from cigri.states import CAMPAIGN_ACTIVE, TaskState, sql_in
 from cigri.users import is_admin, require_admin
 
 _EVENT_COLUMNS = ("e.id, e.class, e.code, e.severity, e.state, e.campaign_id, c.name AS cluster, e.job_id, e.task_id, "
-                  "e.count, e.examples, e.message, e.stderr_tail, e.created_at, e.updated_at, e.closed_at, "
-                  "e.cluster_id")
+                  "e.count, e.examples, e.message, e.stderr_tail, e.signature, e.created_at, e.updated_at, "
+                  "e.closed_at, e.cluster_id")
 
 
 def _event_rows(grid: Grid, where: str, args: list[Any], limit: int | None = None,
@@ -29,7 +29,18 @@ def _event_rows(grid: Grid, where: str, args: list[Any], limit: int | None = Non
                               "LIMIT ? OFFSET ?", [*args, -1 if limit is None else limit, offset]))
     for row in rows:
         row["examples"] = json.loads(row["examples"])
+        row["summary"] = row["signature"] if row["stderr_tail"] is not None and row["signature"] else row["message"]
+    _name_tasks(grid, [example for row in rows for example in row["examples"]])
     return rows
+
+
+def _name_tasks(grid: Grid, examples: list[dict[str, Any]]) -> None:
+    """Give each example its task's name (``task``), read in one query."""
+    ids = sorted({example["task_id"] for example in examples if example.get("task_id") is not None})
+    names = dict(grid.db.execute("SELECT id, name FROM tasks WHERE id IN (SELECT value FROM json_each(?))",
+                                 [json.dumps(ids)]).fetchall()) if ids else {}
+    for example in examples:
+        example["task"] = names.get(example.get("task_id"))
 
 
 def list_events(grid: Grid, *, user: str, campaign_id: int | None = None, global_only: bool = False,

@@ -2,7 +2,8 @@
 
 Read from the terminated jobs' index (``jobs_terminated``: campaign, finished_at, cluster),
 one range of it per call, never the jobs themselves: the same for a ten-task campaign as, a
-few hundred milliseconds at most, for a million-task one. ``throughput_minutes`` keeps only two
+few hundred milliseconds at most, for a million-task one. Its failed tasks are read through
+the bag's index, each with its last job. ``throughput_minutes`` keeps only two
 hours, so a campaign's whole life is read here.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from cigri import bag
 from cigri import db as database
 from cigri.api.access import campaign_row
 from cigri.errors import InputError
@@ -27,6 +29,16 @@ GROUP BY cluster_id, bucket
 """
 _BEFORE = ("SELECT count(*) FROM jobs INDEXED BY jobs_terminated WHERE campaign_id = ? AND state = 'terminated' "
            "AND kind = 'task' AND finished_at < ?")
+# The campaign's failed tasks (through the bag's index), each at its last job's end, or at the
+# campaign's end (now, while it runs) for a task that failed without an ended job (a prologue
+# failed on every cluster); bucket -1 holds those before the window.
+_FAILED = f"""
+WITH ends AS (SELECT coalesce((SELECT max(j.finished_at) FROM jobs j WHERE j.task_id = t.id), :end) AS at
+              FROM tasks t INDEXED BY tasks_bag
+              WHERE t.campaign_id = :campaign AND t.state = 'failed' AND {bag.indexed('t')})
+SELECT CASE WHEN at < :since THEN -1 ELSE CAST((at - :since) / :step AS INTEGER) END AS bucket, count(*)
+FROM ends WHERE at < :until GROUP BY bucket
+"""
 
 
 def campaign_history(grid: Grid, campaign_id: int, *, user: str, since: float | None = None,
@@ -37,9 +49,13 @@ def campaign_history(grid: Grid, campaign_id: int, *, user: str, since: float | 
     most ``points`` buckets of equal length (at least :data:`MIN_STEP`):
 
     - ``clusters``: per cluster, the tasks terminated in each bucket and that as tasks per hour
-      (its throughput), for buckets where some were;
-    - ``progress``: for every bucket, the tasks terminated in it on all clusters, the campaign's
-      terminated tasks by its end (``cumulative``) and that in percent of its tasks.
+      (its throughput; the last bucket's over its part before ``until``), for buckets where some
+      were;
+    - ``progress``: for every bucket, the tasks terminated in it on all clusters (and per hour)
+      and those that failed in it (at their last job's end), the campaign's terminated tasks by
+      its end (``cumulative``), its tasks ended either way by then (``ended``), and that in percent of
+      its tasks (``percent``): its progress as its summary counts it, which the last bucket
+      reaches.
     """
     row = campaign_row(grid, campaign_id, user)
     now = database.now()
@@ -58,17 +74,26 @@ def campaign_history(grid: Grid, campaign_id: int, *, user: str, since: float | 
     buckets = math.ceil((until - since) / step)
     per_bucket = [0] * buckets
     clusters: dict[str, list[dict[str, Any]]] = {}
+
+    def per_hour(bucket: int, terminated: int) -> float:  # over the bucket's part before ``until``
+        return round(3600 * terminated / min(step, until - since - bucket * step), 3)
+
     for cluster_id, bucket, terminated in grid.db.execute(
             _PER_BUCKET, {"campaign": campaign_id, "since": since, "until": until, "step": step}).fetchall():
         clusters.setdefault(names[cluster_id], []).append(
-            {"at": round(since + bucket * step, 3), "terminated": terminated,
-             "per_hour": round(3600 * terminated / step, 3)})
+            {"at": round(since + bucket * step, 3), "terminated": terminated, "per_hour": per_hour(bucket, terminated)})
         per_bucket[bucket] += terminated
+    failed = dict(grid.db.execute(_FAILED, {"campaign": campaign_id, "since": since, "until": until, "step": step,
+                                            "end": row["finished_at"] or now}).fetchall())
     cumulative = grid.db.execute(_BEFORE, [campaign_id, since]).fetchone()[0]
+    ended = cumulative + failed.get(-1, 0)
     progress = []
     for bucket, terminated in enumerate(per_bucket):
         cumulative += terminated
-        progress.append({"at": round(since + bucket * step, 3), "terminated": terminated, "cumulative": cumulative,
-                         "percent": round(100 * cumulative / row["nb_tasks"], 2) if row["nb_tasks"] else None})
+        ended += terminated + failed.get(bucket, 0)
+        progress.append({"at": round(since + bucket * step, 3), "terminated": terminated,
+                         "per_hour": per_hour(bucket, terminated), "failed": failed.get(bucket, 0),
+                         "cumulative": cumulative, "ended": ended,
+                         "percent": round(100 * ended / row["nb_tasks"], 2) if row["nb_tasks"] else None})
     return {"id": campaign_id, "from": since, "to": until, "step": step, "tasks": row["nb_tasks"],
             "clusters": {name: clusters[name] for name in sorted(clusters)}, "progress": progress}

@@ -63,6 +63,12 @@ def subscribe(grid: Grid, *, user: str, kind: str, target: str, severity: str) -
     now = database.now()
     trusted = addresses.confirmed(grid.config.notify, user, kind, target, None)
     with database.write(grid.db) as conn:
+        most = grid.config.limits.subscriptions_per_user
+        held = conn.execute("SELECT count(*) FROM subscriptions WHERE user = ? AND NOT (kind = ? AND target = ?)",
+                            [user, kind, target]).fetchone()[0]
+        if held >= most:
+            raise LimitExceeded(f"{user}: {held} subscriptions, the most one user holds "
+                                "(limits.subscriptions_per_user); gridnotify unsubscribe one first")
         subscription_id, confirmed_at = conn.execute(
             "INSERT INTO subscriptions(user, kind, target, severity, created_at, confirmed_at) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(user, kind, target) DO UPDATE SET severity = excluded.severity, "

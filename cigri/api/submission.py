@@ -135,6 +135,8 @@ def _parse_all(grid: Grid, jdls: Sequence[JDLText], user: str, strict: bool) -> 
             specs.append(_parse(grid, jdl, user, strict))
         except InputError as error:
             problems.append(error)
+        if jdl.params_error is not None:  # a param_file its submitter could not open: one more of its mistakes
+            problems.append(InputError(f"{jdl.source}: {jdl.params_error}", field="param_file"))
     if len(problems) > 1:
         raise InputError("\n".join(str(problem) for problem in problems))
     if problems:

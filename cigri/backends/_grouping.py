@@ -49,16 +49,18 @@ SAVE_UMASK = "cigri_umask=$(umask)"
 # Defined once per script. A TERM (scancel, oardel, preemption, the group's walltime) ends the
 # whole job at once: the trap runs as soon as the running spec's subshell returns, and notes the
 # kill in the status file. A cluster may signal the job's processes one at a time (Slurm's
-# proctrack/linuxproc, deepest first), so the script's own TERM can come after it saw that
-# subshell die: a spec's subshell killed by a signal (status above 128) ends the group too,
-# before the next spec starts. The group runs under umask 077 (its status file is private); each
-# spec gets the job's own back.
+# proctrack/linuxproc, deepest first), so the script's own TERM can come after it saw its running
+# spec die, even after that spec's subshell wrote its end and returned: a spec that ended by a
+# signal (status above 128, which its subshell returns) holds the group a second before the next
+# spec starts, long enough for the job's own TERM (or a cluster's warning, below) to come and end
+# it; a spec's program that died of a signal by itself (a segfault) only costs that second. The
+# group runs under umask 077 (its status file is private); each spec gets the job's own back.
 _COMMON = """\
 cigri_kill() { [ -z "$prefix" ] || echo "kill $(date +%s.%N) $1" >> "$prefix.status"; exit "$2"; }
 trap 'cigri_kill TERM 143' TERM
 trap 'cigri_kill INT 130' INT
 trap 'cigri_kill HUP 129' HUP
-cigri_killed() { [ "$1" -le 128 ] || cigri_kill "$1" "$1"; }
+cigri_killed() { if [ "$1" -gt 128 ]; then sleep 1; [ -z "$cigri_term" ] || exit "$cigri_term"; fi; }
 cigri_exec() { o=$1; shift; IGNOREexec >"$o.stdout" 2>"$o.stderr"; umask "$cigri_umask"; exec "$@"; }
 RUN
 cigri_member() {
@@ -71,6 +73,7 @@ cigri_member() {
   end=$(date +%s.%N)
   if [ "$s" -eq 124 ] || [ "$s" -eq 137 ]; then [ $((${end%.*} - ${start%.*})) -lt "$w" ] || s=timeout; fi
   echo "$n end $end $s" >> "$prefix.status"
+  [ "$s" = timeout ] || return "$s"
 }
 cigri_alone() {
   echo "0 start $(date +%s.%N) $1" >> "$prefix.status"

@@ -70,11 +70,14 @@ class HTTPClient:
 
     def submit(self, jdls: list[JDLText], *, strict: bool = False) -> list[Submitted]:
         files: list[tuple[str, tuple[str, Any, str]]] = []
+        unopened: dict[str, str] = {}  # the param_files this process could not open, said with the JDLs' mistakes
         for index, jdl in enumerate(jdls):
             files.append(("jdl", (jdl.source, jdl.text.encode(), "application/json")))
             if jdl.params is not None:
                 files.append((f"params.{index}", (jdl.params.name, _sized_or_not(jdl.params.stream), "text/plain")))
-        answer = self._json("POST", "/campaigns", files=files, params={"strict": strict})
+            if jdl.params_error is not None:
+                unopened[f"params_error.{index}"] = jdl.params_error
+        answer = self._json("POST", "/campaigns", files=files, data=unopened, params={"strict": strict})
         return [_submitted(entry) for entry in answer["campaigns"]]
 
     def extend(self, campaign_id: int, lines: Lines, *, strict: bool = False) -> Submitted:
@@ -295,6 +298,8 @@ def _error(response: httpx.Response) -> CigriError:
     try:
         body = response.json()
         message, field = str(body["error"]), body.get("field")
+        if isinstance(body.get("problems"), list):  # several problems: a line each, as in direct mode
+            message = "\n".join(str(line) for line in body["problems"])
     except (json.JSONDecodeError, KeyError, TypeError, ValueError):
         message, field = f"HTTP {response.status_code}: {' '.join(response.text.split())[:200]}", None
     kind = ERRORS.get(response.status_code, CigriError)

@@ -204,7 +204,10 @@ def _upload(scope: dict[str, Any]) -> bool:
 ERROR_SCHEMA = {"type": "object", "required": ["error", "field"],
                 "properties": {"error": {"type": "string", "description": "One line saying what went wrong."},
                                "field": {"anyOf": [{"type": "string"}, {"type": "null"}],
-                                         "description": "The input it is about, when there is one."}}}
+                                         "description": "The input it is about, when there is one."},
+                               "problems": {"type": "array", "items": {"type": "string"},
+                                            "description": "Each problem in a line, when there are several "
+                                                           "(every mistake of a JDL)."}}}
 ERROR_STATUSES = {"400": "Bad input (the field is named)", "401": "Not authenticated",
                   "403": "Not allowed (an admin's operation)", "404": "No such object, or not the caller's",
                   "409": "Not in a state that allows it", "413": "Too large", "429": "Over a per-user limit",
@@ -240,8 +243,11 @@ def error_response(error: CigriError) -> JSONResponse:
         headers["WWW-Authenticate"] = "Bearer"
     if error.http_status in (413, 429):  # an upload cut short: the rest of its body is not read
         headers["Connection"] = "close"
-    return JSONResponse({"error": " ".join(str(error).split("\n")) or type(error).__name__, "field": error.field},
-                        status_code=error.http_status, headers=headers)
+    lines = str(error).split("\n")
+    body: dict[str, Any] = {"error": " ".join(lines) or type(error).__name__, "field": error.field}
+    if len(lines) > 1:  # several problems at once (every mistake of a JDL): each its own line, as in direct mode
+        body["problems"] = lines
+    return JSONResponse(body, status_code=error.http_status, headers=headers)
 
 
 async def _cigri_error(request: Request, error: CigriError) -> JSONResponse:

@@ -7,7 +7,11 @@ For each [clusters.*] entry: ssh -> submit a `true` job with sbatch/oarsub and
 see it finish; rest -> submit through the API and poll it to its end; plus the
 advertised capacity (8 CPUs/cores). Besteffort: on every Slurm ssh entry a
 `main` job must preempt (cancel) `besteffort` jobs filling the node; on OAR
-(ssh) a normal job must kill a besteffort job. DIR/limits.toml (slurm-b's
+(ssh) a normal job must kill a besteffort job; on Grid Engine (ssh, DIR/gridengine.toml
+while cigri.toml cannot hold it) a job in the queue must have tasks of the best-effort queue
+killed (qacct: failed 100, exit_status 137), qacct must know a finished job, qsub -w e must
+refuse what no queue can run, a PE job gets its slots and h_vmem, and with identity = "sudo" a
+job submitted through sudo runs as the first test user. DIR/limits.toml (slurm-b's
 partition `capped`, partition QOS with MaxSubmitJobsPerUser, the number in its
 comment): with the cap's worth of jobs queued there, one more is refused over
 SSH and over REST, and a `main` job is still accepted; (partition `walled`,
@@ -315,15 +319,124 @@ def oar_rest(name: str, e: dict, exec_dir: str) -> None:
             check(f"{name}: job {jid} Terminated", st == "Terminated", str(st))
 
 
+# ---------------------------------------------------------------- Grid Engine
+def qacct(r: Remote, jid: str) -> dict[str, str]:
+    """The accounting record of job (or task ``ID.TASK``) ``jid``, empty until it is written."""
+    job, _, task = jid.partition(".")
+    rc, out, _ = r.run(f"qacct -j {job}" + (f" -t {task}" if task else ""))
+    fields = (line.split(None, 1) for line in out.splitlines() if " " in line.strip())
+    return {key: value.strip() for key, value in fields} if rc == 0 else {}
+
+
+def in_qstat(r: Remote, job: str) -> bool:
+    return r.run(f"qstat -j {job}")[0] == 0
+
+
+def gridengine_ssh(name: str, e: dict, d: Path) -> None:
+    exec_dir = str(d / "exec")
+    try:
+        r = Remote(e)
+    except Exception as ex:  # noqa: BLE001
+        check(f"{name}: ssh login", False, repr(ex))
+        return
+    try:
+        queue, be = e["queue"], e["best_effort_queue"]
+        out = r.run("qstat -g c")[1]
+        totals = {f[0]: f[5] for f in (line.split() for line in out.splitlines()) if len(f) > 5}
+        check(f"{name}: qstat -g c: {queue} and {be} have 8 slots", totals.get(queue) == totals.get(be) == "8",
+              str({q: totals.get(q) for q in (queue, be)}))
+        # -shell no: the arguments reach the program as they are (with -b y alone a shell splits them again)
+        rc, out, err = r.run(f"qsub -terse -b y -shell no -wd {exec_dir} -o 'smoke-$JOB_ID.out' -j y "
+                             "/bin/sh -c 'echo smoke $JOB_ID; exit 3'")
+        jid = out.strip()
+        if check(f"{name}: qsub echo; exit 3", rc == 0 and jid.isdigit(), (out or err).strip()):
+            t = time.monotonic()
+            left = wait_for(lambda: not in_qstat(r, jid), 30)
+            t_left = time.monotonic()
+            check(f"{name}: job {jid} left qstat", left, f"after {t_left - t:.1f}s")
+            record = wait_for(lambda: qacct(r, jid), 15)
+            check(f"{name}: qacct: job {jid} exit_status 3, failed 0",
+                  record.get("exit_status") == "3" and record.get("failed", "").split()[:1] == ["0"],
+                  f"{record.get('exit_status')}/{record.get('failed')}; in qacct {time.monotonic() - t_left:.1f}s "
+                  "after it left qstat")
+            text = r.run(f"cat {exec_dir}/smoke-{jid}.out; rm -f {exec_dir}/smoke-{jid}.out")[1].strip()
+            check(f"{name}: job wrote its output in the exec dir", text == f"smoke {jid}", text)
+        for ask in ("-pe smp 64", f"-l {e['memory_complex']}=64G"):
+            rc, out, err = r.run(f"qsub -w e -terse -b y -shell no -o /dev/null -j y {ask} /bin/true")
+            check(f"{name}: qsub -w e {ask} refused", rc != 0 and "no suitable queues" in err,
+                  f"rc {rc}: " + " | ".join((out + err).strip().splitlines()))
+        rc, out, err = r.run(f"qsub -terse -b y -shell no -pe {e['parallel_environment']} 2 "
+                             f"-l {e['memory_complex']}=1500M -wd {exec_dir} -o 'smoke-$JOB_ID.out' -j y "
+                             "/bin/sh -c 'echo $NSLOTS $(ulimit -v)'")
+        jid = out.strip()
+        if check(f"{name}: qsub -pe smp 2 -l h_vmem=1500M", rc == 0 and jid.isdigit(), (out or err).strip()):
+            wait_for(lambda: not in_qstat(r, jid), 30)
+            text = r.run(f"cat {exec_dir}/smoke-{jid}.out; rm -f {exec_dir}/smoke-{jid}.out")[1].strip()
+            # h_vmem is asked per slot: the job's limit is the sum, in KiB
+            check(f"{name}: 2 slots, ulimit -v of 2 x 1500M", text == f"2 {2 * 1500 * 1024}", text)
+        if e.get("identity") == "sudo":
+            gridengine_sudo(name, r, d)
+        gridengine_preemption(name, e, r)
+    finally:
+        r.close()
+
+
+def gridengine_sudo(name: str, r: Remote, d: Path) -> None:
+    """The front-end's account submits as a test user, whose job the accounting then names."""
+    user = (d / "users").read_text().split()[0]
+    rc, out, err = r.run(f"sudo -n -u {user} -- qsub -terse -b y -shell no -o /dev/null -j y /bin/true")
+    jid = out.strip()
+    if check(f"{name}: sudo -u {user} qsub", rc == 0 and jid.isdigit(), (out or err).strip()):
+        record = wait_for(lambda: qacct(r, jid), 30)
+        check(f"{name}: qacct: job {jid} ran as {user}", record.get("owner") == user, str(record.get("owner")))
+
+
+def gridengine_preemption(name: str, e: dict, r: Remote) -> None:
+    """8 best-effort tasks fill the host; a normal job runs and has one killed."""
+    queue, be = e["queue"], e["best_effort_queue"]
+    rc, out, err = r.run(f"qsub -terse -b y -shell no -q {be} -t 1-8 -o /dev/null -j y /bin/sleep 300")
+    arr = out.strip().split(".")[0]
+    if not check(f"{name}: qsub -q {be} -t 1-8 sleep", rc == 0 and arr.isdigit(), (out or err).strip()):
+        return
+    def running(job: str) -> list[list[str]]:
+        """qstat's lines of the job's running tasks (the last field: the task's index)."""
+        return [f for f in (line.split() for line in r.run("qstat -s r -u '*'")[1].splitlines()) if f and f[0] == job]
+
+    try:
+        check(f"{name}: 8 best-effort tasks run", wait_for(lambda: len(running(arr)) == 8, 30),
+              f"{len(running(arr))} running")
+        rc, out, err = r.run(f"qsub -terse -b y -shell no -q {queue} -pe {e['parallel_environment']} 2 "
+                             "-o /dev/null -j y /bin/sleep 5")
+        jid = out.strip()
+        t = time.monotonic()
+        started = wait_for(lambda: running(jid), 30)
+        check(f"{name}: a normal job {jid} starts", started, f"after {time.monotonic() - t:.1f}s")
+        killed = wait_for(lambda: len(running(arr)) < 8 and running(arr), 30)
+        tasks = {f[-1] for f in killed or []}
+        gone = sorted(set(map(str, range(1, 9))) - tasks)
+        check(f"{name}: best-effort tasks killed", gone, f"tasks {' '.join(gone)} of {arr}")
+        if gone:
+            record = wait_for(lambda: qacct(r, f"{arr}.{gone[0]}"), 15)
+            check(f"{name}: qacct: task {arr}.{gone[0]} in {be}, failed 100, exit_status 137",
+                  record.get("qname") == be and record.get("failed", "").split()[:1] == ["100"]
+                  and record.get("exit_status", "").split()[:1] == ["137"],
+                  f"{record.get('qname')}, {record.get('failed')}, {record.get('exit_status')}")
+    finally:
+        r.run(f"qdel {arr}")
+
+
 def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__)
         return 2
     d = Path(argv[0]).resolve()
-    cfg = tomllib.loads((d / "cigri.toml").read_text())
+    clusters = tomllib.loads((d / "cigri.toml").read_text()).get("clusters", {})
+    # the Grid Engine cluster, while cigri.toml cannot hold it (up.sh, SGE_IN_CIGRI_TOML)
+    if (d / "gridengine.toml").exists():
+        clusters |= tomllib.loads((d / "gridengine.toml").read_text()).get("clusters", {})
     exec_dir = str(d / "exec")
     only = set(argv[1:])
-    for name, e in cfg.get("clusters", {}).items():
+    for name, e in clusters.items():
         if only and name not in only:
             continue
         kind = (e.get("backend"), e.get("transport"))
@@ -337,6 +450,8 @@ def main(argv: list[str]) -> int:
                 oar_ssh(name, e, exec_dir)
             elif kind == ("oar", "rest"):
                 oar_rest(name, e, exec_dir)
+            elif kind == ("gridengine", "ssh"):
+                gridengine_ssh(name, e, d)
             elif e.get("backend") == "local":
                 print("     (embedded local backend: nothing to reach)")
             else:

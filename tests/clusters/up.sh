@@ -17,11 +17,20 @@
 #     `walled` whose partition QOS `walled` has MaxWall=00:10:00 without
 #     DenyOnLimit, Slurm's default (a longer job is accepted and pends forever,
 #     reason QOSMaxWallDurationPerJobLimit);
-#   - one sshd per cluster front-end (slurm-a, slurm-b, oar) for user gridtest,
+#   - one sshd per cluster front-end (slurm-a, slurm-b, oar, gridengine) for user gridtest,
 #     with a generated client key and a known_hosts; the Slurm ones set
 #     SLURM_CONF (sshd SetEnv) so a plain `sbatch` hits that cluster;
 #   - OAR 2.5.9: private PostgreSQL, server (Almighty), node, 8 core resources,
 #     REST API in a private apache2;
+#   - Son of Grid Engine 8.1.9 in a cell of its own, `cigri` (linked as
+#     /var/lib/gridengine/cigri, its files in DIR/gridengine): qmaster and execd on this host,
+#     queue all.q (8 slots, the default of a plain qsub), parallel environment smp
+#     ($pe_slots: a job's slots on one host), best-effort queue besteffort.q (8 slots; slot-wise
+#     subordinate of all.q: beyond 8 tasks running in both, the youngest besteffort.q task is
+#     suspended, which its suspend_method SIGKILL turns into a kill), h_vmem consumable
+#     (8000M per queue, 1000M per slot unless a job asks), accounting flushed every second
+#     (qacct), a scheduling run every second; its front-end sshd sets SGE_ROOT, SGE_CELL and
+#     the ports;
 #   - DIR/exec (mode 1777) where jobs can write;
 #   - with CIGRI_TEST_USERS="u1 u2" (Unix users, created if missing): jobs run as
 #     their owner everywhere (docs/identity.md): a sudoers rule lets the front-ends'
@@ -52,10 +61,12 @@
 # slurmctld +0, slurmd +1, slurmrestd +2; slurm-b: +10, +11, +12),
 # CIGRI_CLUSTERS_SLURMDBD_PORT=slurm port +20 (16830),
 # CIGRI_CLUSTERS_MARIADB_PORT=13306 (slurm-b's accounting database),
-# CIGRI_CLUSTERS_SSH_PORT=2222 (slurm-a; slurm-b +1, oar +2),
-# CIGRI_CLUSTERS_OAR_PG_PORT=15432, CIGRI_CLUSTERS_OAR_API_PORT=6668.
+# CIGRI_CLUSTERS_SSH_PORT=2222 (slurm-a; slurm-b +1, oar +2, gridengine +3),
+# CIGRI_CLUSTERS_OAR_PG_PORT=15432, CIGRI_CLUSTERS_OAR_API_PORT=6668,
+# CIGRI_CLUSTERS_SGE_PORT=16444 (sge_qmaster; sge_execd +1).
 # OAR also uses 6666 (Almighty) and 6667 (node sshd), fixed by the package, and
-# /etc/oar/oar.conf (restored by down.sh): one OAR, hence one DIR, per host.
+# /etc/oar/oar.conf (restored by down.sh): one OAR, hence one DIR, per host; Grid
+# Engine's cell is /var/lib/gridengine/cigri (its cells live there): one per host too.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
@@ -70,6 +81,7 @@ PG_PORT=${CIGRI_CLUSTERS_OAR_PG_PORT:-15432}
 API_PORT=${CIGRI_CLUSTERS_OAR_API_PORT:-6668}
 DBD_PORT=${CIGRI_CLUSTERS_SLURMDBD_PORT:-$((SLURM_PORT + 20))}
 MARIADB_PORT=${CIGRI_CLUSTERS_MARIADB_PORT:-13306}
+SGE_PORT=${CIGRI_CLUSTERS_SGE_PORT:-16444}
 CPUS=8
 SLURM_CLUSTERS="slurm-a slurm-b"
 select_parameters() { case $1 in slurm-a) echo "CR_Core" ;; *) echo "CR_Core_Memory
@@ -87,20 +99,37 @@ SUDOERS=/etc/sudoers.d/cigri-tests
 PKGS="iproute2 munge slurmctld slurmd slurm-client slurmrestd slurm-wlm-jwt-plugin slurmdbd mariadb-server sudo
       openssh-server openssh-client curl
       postgresql oar-server oar-server-pgsql oar-node oar-user oar-user-pgsql oar-restful-api
-      apache2 apache2-utils libyaml-perl libyaml-syck-perl libxml-dumper-perl"
+      apache2 apache2-utils libyaml-perl libyaml-syck-perl libxml-dumper-perl
+      gridengine-master gridengine-exec gridengine-client"
 OARCONF=/etc/oar/oar.conf
+SGE_ROOT=/var/lib/gridengine   # Debian's; every cell lives under it
+SGE_CELL=cigri
+# Grid Engine: all.q takes the jobs that name no queue, besteffort.q the best-effort ones,
+# smp gives a job several slots on one host, h_vmem is the memory a job asks (per slot)
+SGE_QUEUE=all.q
+SGE_BEST_EFFORT_QUEUE=besteffort.q
+SGE_PE=smp
+SGE_MEMORY=8000M          # h_vmem of each queue on the host (as Slurm's nodes have 8000 MB)
+SGE_MEMORY_DEFAULT=1000M  # h_vmem of a slot whose job asks none: 8 of them fill the 8000M
+# The SGE entries join cigri.toml and single.toml once cigri has backend = "gridengine"
+# (issue #35); until then they are DIR/gridengine.toml and DIR/gridengine-single.toml.
+SGE_IN_CIGRI_TOML=0
 
 slurm_port() { # CLUSTER OFFSET
   local i=0 c
   for c in $SLURM_CLUSTERS; do [ "$c" = "$1" ] && break; i=$((i + 1)); done
   echo $((SLURM_PORT + 10 * i + $2))
 }
-ssh_port() { case $1 in slurm-a) echo "$SSH_PORT" ;; slurm-b) echo $((SSH_PORT + 1)) ;; oar) echo $((SSH_PORT + 2)) ;; esac; }
+ssh_port() {
+  case $1 in slurm-a) echo "$SSH_PORT" ;; slurm-b) echo $((SSH_PORT + 1)) ;; oar) echo $((SSH_PORT + 2)) ;;
+    gridengine) echo $((SSH_PORT + 3)) ;; esac
+}
 all_ports() {
   local c
   for c in $SLURM_CLUSTERS; do echo "$(slurm_port "$c" 0) $(slurm_port "$c" 1) $(slurm_port "$c" 2) $(ssh_port "$c")"; done
   echo "$DBD_PORT $MARIADB_PORT"
   echo "$(ssh_port oar) $PG_PORT $API_PORT 6666 6667"
+  echo "$(ssh_port gridengine) $SGE_PORT $((SGE_PORT + 1))"
 }
 
 # ------------------------------------------------------------- already up?
@@ -129,6 +158,10 @@ busy=""
 open_ports=$(listening_ports)
 for p in $(all_ports); do grep -qx "$p" <<<"$open_ports" && busy="$busy $p"; done
 [ -z "$busy" ] || die "TCP ports already in use:$busy (another instance? run down.sh on its DIR)"
+CELL_LINK=$SGE_ROOT/$SGE_CELL
+if { [ -e "$CELL_LINK" ] || [ -L "$CELL_LINK" ]; } && [ "$(readlink "$CELL_LINK")" != "$DIR/gridengine/cell" ]; then
+  die "$CELL_LINK exists and is not this DIR's Grid Engine cell (another instance? run down.sh on its DIR)"
+fi
 
 # from here on, a failure stops whatever was started (logs stay in DIR)
 on_exit() {
@@ -142,6 +175,10 @@ trap on_exit EXIT
 trap 'log "line $LINENO: failed: $BASH_COMMAND"' ERR
 
 # ------------------------------------------------------------- packages
+if ! dpkg-query -W -f='${Status}' gridengine-common 2>/dev/null | grep -q "ok installed"; then
+  # else the packages make (and start) a cell "default" of their own
+  printf 'gridengine-%s shared/gridengineconfig boolean false\n' common master client | debconf-set-selections
+fi
 # shellcheck disable=SC2086
 install_missing $PKGS
 T_PKG=$(elapsed)
@@ -164,6 +201,147 @@ chmod 755 "$DIR" "$DIR/pids" "$DIR/slurm" "$DIR/ssh" "$DIR/oar"
 chmod 1777 "$DIR/exec"
 # daemons inherit the cwd (slurmrestd uses it as a job's default WorkDir)
 cd /
+
+# ------------------------------------------------------------- Grid Engine
+# Started first: its execd takes ~2 s to report its load, which the other clusters' start
+# hides; it is waited for after OAR. What Debian's init_cluster does, into a cell of our own;
+# the daemons stay in the foreground (SGE_ND), so that $! is their PID.
+G=$DIR/gridengine
+export SGE_ROOT SGE_CELL SGE_QMASTER_PORT=$SGE_PORT SGE_EXECD_PORT=$((SGE_PORT + 1))
+SGE_HOST=$(hostname)
+mkdir -p "$G/cell/common" "$G/qmaster" "$G/execd" "$G/spooldb" "$G/tmp" "$G/log"
+chmod 755 "$G" "$G/log"
+chmod 1777 "$G/tmp"   # the queues' tmpdir, parent of each job's $TMPDIR
+# for qstat, qconf, qacct as root (and down.sh)
+printf 'export %s\n' "SGE_ROOT=$SGE_ROOT" "SGE_CELL=$SGE_CELL" "SGE_QMASTER_PORT=$SGE_QMASTER_PORT" \
+  "SGE_EXECD_PORT=$SGE_EXECD_PORT" > "$G/env.sh"
+ln -sfn "$G/cell" "$CELL_LINK"
+cat > "$G/cell/common/bootstrap" <<EOF
+# generated by tests/clusters/up.sh: cell $SGE_CELL of $DIR
+admin_user              sgeadmin
+default_domain          none
+ignore_fqdn             true
+spooling_method         berkeleydb
+spooling_lib            libspoolb
+spooling_params         $G/spooldb
+binary_path             /usr/sbin
+qmaster_spool_dir       $G/qmaster
+security_mode           none
+listener_threads        2
+worker_threads          2
+scheduler_threads       1
+EOF
+echo "$SGE_HOST" > "$G/cell/common/act_qmaster"
+# SGE checks the name a client gives for itself against the reverse lookup of its address:
+# 127.0.0.1 is "localhost", not "$SGE_HOST" ("access denied"), unless they are aliases
+loopback=$(getent hosts 127.0.0.1 | awk '{print $2; exit}')
+[ -z "$loopback" ] || [ "$loopback" = "$SGE_HOST" ] || echo "$SGE_HOST $loopback" > "$G/cell/common/host_aliases"
+# the cell's default request: a plain qsub goes to $SGE_QUEUE, never to the best-effort queue
+echo "-q $SGE_QUEUE" > "$G/cell/common/sge_request"
+# min_uid/min_gid: SGE refuses the jobs of lower ids (root's), never the test users'
+lowest() { sort -n | head -1; }
+min_uid=$( { echo 1000; for U in "$TUSER" $USERS; do id -u "$U"; done; } | lowest)
+min_gid=$( { echo 1000; for U in "$TUSER" $USERS; do id -g "$U"; done; } | lowest)
+# the execd's spool in G; accounting (qacct) flushed every second
+sed -e "s|^execd_spool_dir .*|execd_spool_dir        $G/execd|" \
+  -e "s|^min_uid .*|min_uid                $min_uid|" -e "s|^min_gid .*|min_gid                $min_gid|" \
+  -e "s|^reporting_params .*|reporting_params       accounting=true reporting=false flush_time=00:00:15 joblog=false sharelog=00:00:00 accounting_flush_time=00:00:01|" \
+  /usr/share/gridengine/default-configuration > "$G/global.conf"
+grep -q "accounting_flush_time=00:00:01" "$G/global.conf" || die "gridengine: unexpected default-configuration"
+# h_vmem: a consumable, $SGE_MEMORY_DEFAULT per slot unless a job asks (-l h_vmem=...)
+cp -r /usr/share/gridengine/util/resources/centry "$G/centry"
+sed -i -e 's/^consumable .*/consumable  YES/' -e "s/^default .*/default     $SGE_MEMORY_DEFAULT/" "$G/centry/h_vmem"
+chown -R sgeadmin:sgeadmin "$G/cell" "$G/qmaster" "$G/execd" "$G/spooldb"
+chmod 755 "$G/cell" "$G/cell/common"; chmod 644 "$G/global.conf"; chmod -R a+rX "$G/centry"
+runuser -u sgeadmin -- sh -c "
+  set -e
+  /usr/lib/gridengine/spoolinit berkeleydb libspoolb '$G/spooldb' init
+  /usr/lib/gridengine/spooldefaults configuration '$G/global.conf'
+  /usr/lib/gridengine/spooldefaults complexes '$G/centry'
+  /usr/lib/gridengine/spooldefaults usersets /usr/share/gridengine/util/resources/usersets
+  /usr/lib/gridengine/spooldefaults managers sgeadmin" >"$G/log/init.log" 2>&1 \
+  || { cat "$G/log/init.log" >&2; die "gridengine: spool initialisation failed"; }
+SGE_ND=1 setsid /usr/sbin/sge_qmaster </dev/null >"$G/log/sge_qmaster.out" 2>&1 &
+echo $! > "$DIR/pids/gridengine-qmaster.pid"
+for _ in $(seq 1 300); do qstat >/dev/null 2>&1 && break; sleep 0.1; done
+qstat >/dev/null || { cat "$G/log/sge_qmaster.out" "$G/qmaster/messages" >&2; die "gridengine: sge_qmaster does not answer on $SGE_PORT"; }
+# sgeconf ARGS: qconf, its words logged (-A: add from a file, -M: modify from one)
+sgeconf() { qconf "$@" >>"$G/log/qconf.log" 2>&1 || { cat "$G/log/qconf.log" >&2; die "gridengine: qconf $*"; }; }
+sgeconf -as "$SGE_HOST"
+# a scheduling run every second and one second after a submission or an end (default: 15 s)
+qconf -ssconf | sed -e 's/^schedule_interval .*/schedule_interval                 0:0:1/' \
+  -e 's/^flush_submit_sec .*/flush_submit_sec                  1/' \
+  -e 's/^flush_finish_sec .*/flush_finish_sec                  1/' > "$G/sched.conf"
+sgeconf -Msconf "$G/sched.conf"
+# a job's slots all on one host; the PE's own count is no limit (both queues draw on it,
+# and best-effort jobs holding it would keep a normal job from starting): the queues' is
+cat > "$G/$SGE_PE.pe" <<EOF
+pe_name            $SGE_PE
+slots              9999
+user_lists         NONE
+xuser_lists        NONE
+start_proc_args    NONE
+stop_proc_args     NONE
+allocation_rule    \$pe_slots
+control_slaves     FALSE
+job_is_first_task  TRUE
+urgency_slots      min
+accounting_summary FALSE
+qsort_args         NONE
+EOF
+sgeconf -Ap "$G/$SGE_PE.pe"
+# sge_queue QNAME SEQ_NO SUBORDINATES SUSPEND_METHOD: a queue of $CPUS slots on this host,
+# with no load threshold ($CPUS slots on fewer cores would put it in alarm) and an h_vmem
+# of its own (one of the host would stay held by the best-effort jobs a normal job
+# preempts, which then never starts)
+sge_queue() {
+  cat <<EOF
+qname                 $1
+hostlist              $SGE_HOST
+seq_no                $2
+load_thresholds       NONE
+suspend_thresholds    NONE
+nsuspend              1
+suspend_interval      00:05:00
+priority              0
+min_cpu_interval      00:05:00
+processors            UNDEFINED
+qtype                 BATCH
+ckpt_list             NONE
+pe_list               $SGE_PE
+rerun                 FALSE
+slots                 $CPUS
+tmpdir                $G/tmp
+shell                 /bin/sh
+prolog                NONE
+epilog                NONE
+shell_start_mode      unix_behavior
+starter_method        NONE
+suspend_method        $4
+resume_method         NONE
+terminate_method      NONE
+notify                00:00:30
+owner_list            NONE
+user_lists            NONE
+xuser_lists           NONE
+subordinate_list      $3
+complex_values        h_vmem=$SGE_MEMORY
+projects              NONE
+xprojects             NONE
+calendar              NONE
+initial_state         default
+EOF
+  for limit in rt cpu fsize data stack core rss vmem; do printf 's_%-20sINFINITY\nh_%-20sINFINITY\n' $limit $limit; done
+}
+# preemption: beyond $CPUS tasks running in both queues on the host, the youngest best-effort
+# task is suspended (Grid Engine's only preemption), which its suspend_method makes a kill
+sge_queue "$SGE_BEST_EFFORT_QUEUE" 1 NONE SIGKILL > "$G/$SGE_BEST_EFFORT_QUEUE"
+sge_queue "$SGE_QUEUE" 0 "slots=$CPUS($SGE_BEST_EFFORT_QUEUE:0:sr)" NONE > "$G/$SGE_QUEUE"
+sgeconf -Aq "$G/$SGE_BEST_EFFORT_QUEUE"   # registers $SGE_HOST as an execution host too
+sgeconf -Aq "$G/$SGE_QUEUE"
+SGE_ND=1 setsid /usr/sbin/sge_execd </dev/null >"$G/log/sge_execd.out" 2>&1 &
+echo $! > "$DIR/pids/gridengine-execd.pid"
+log "gridengine: sge_qmaster up on 127.0.0.1:$SGE_PORT, sge_execd started"
 
 # ------------------------------------------------------------- munge
 # munged insists: socket dir world-executable, key 0400 owned by munge
@@ -402,12 +580,16 @@ S=$DIR/ssh
 ssh-keygen -q -t ed25519 -N '' -C "cigri-tests-$TUSER" -f "$S/id_ed25519"
 cp "$S/id_ed25519.pub" "$S/authorized_keys"; chmod 644 "$S/authorized_keys"
 : > "$S/known_hosts"; : > "$S/ssh_config"
-for N in slurm-a slurm-b oar; do
+FRONT_ENDS="slurm-a slurm-b oar gridengine"
+for N in $FRONT_ENDS; do
   mkdir -p "$S/$N"; chmod 755 "$S/$N"
   P=$(ssh_port "$N")
   ssh-keygen -q -t ed25519 -N '' -C "$N" -f "$S/$N/host_ed25519_key"
-  setenv=""
-  [ "$N" != oar ] && setenv="SetEnv SLURM_CONF=$DIR/slurm/$N/slurm.conf"
+  case $N in
+    slurm-*) setenv="SetEnv SLURM_CONF=$DIR/slurm/$N/slurm.conf" ;;
+    gridengine) setenv="SetEnv SGE_ROOT=$SGE_ROOT SGE_CELL=$SGE_CELL SGE_QMASTER_PORT=$SGE_QMASTER_PORT SGE_EXECD_PORT=$SGE_EXECD_PORT" ;;
+    *) setenv="" ;;
+  esac
   cat > "$S/$N/sshd_config" <<EOF
 # generated by tests/clusters/up.sh: front-end of $N
 ListenAddress 127.0.0.1
@@ -451,7 +633,7 @@ Host $N
 EOF
 done
 chmod 644 "$S/known_hosts" "$S/ssh_config"
-for N in slurm-a slurm-b oar; do
+for N in $FRONT_ENDS; do
   wait_file "$S/$N/sshd.pid" 10 || die "sshd $N did not start; see $S/$N/sshd.log"
   cp "$S/$N/sshd.pid" "$DIR/pids/sshd-$N.pid"
 done
@@ -635,24 +817,45 @@ out=$(ssh -F "$S/ssh_config" oar 'oarnodes -s | grep -c Alive' 2>/dev/null || tr
 [ "$out" = $CPUS ] || { cat "$S/oar/sshd.log" >&2; die "ssh front-end of oar: got '$out'"; }
 log "sshd oar up on 127.0.0.1:$(ssh_port oar)"
 
+# ------------------------------------------------------------- Grid Engine: ready
+# once the execd has reported its load: the queue instances lose their states ("au": alarm,
+# unknown) and the front-end sees the slots of both queues
+sge_unready() {
+  qstat -f 2>/dev/null | awk -v host="@$SGE_HOST" -v queues="$SGE_QUEUE $SGE_BEST_EFFORT_QUEUE" '
+    BEGIN { n = split(queues, q, " "); for (i = 1; i <= n; i++) left[q[i] host] = 1 }
+    $1 in left && $6 == "" { delete left[$1] }
+    END { for (k in left) printf "%s ", k }'
+}
+for _ in $(seq 1 300); do [ -z "$(sge_unready)" ] && break; sleep 0.1; done
+[ -z "$(sge_unready)" ] || { qstat -f >&2; die "gridengine: not ready: $(sge_unready)(see $G/log and $G/execd/*/messages)"; }
+out=$(ssh -F "$S/ssh_config" gridengine 'qstat -g c' 2>/dev/null \
+      | awk -v a="$SGE_QUEUE" -v b="$SGE_BEST_EFFORT_QUEUE" '$1 == a || $1 == b { printf "%s=%s ", $1, $6 }' || true)
+[ "$out" = "$SGE_QUEUE=$CPUS $SGE_BEST_EFFORT_QUEUE=$CPUS " ] \
+  || { cat "$S/gridengine/sshd.log" >&2; die "ssh front-end of gridengine: qstat -g c gave '$out'"; }
+log "gridengine: ready, $SGE_QUEUE and $SGE_BEST_EFFORT_QUEUE of $CPUS slots; sshd up on 127.0.0.1:$(ssh_port gridengine)"
+
 # ------------------------------------------------------------- sudo (CIGRI_TEST_USERS)
 # The front-ends' account runs exactly the batch commands as the test users: the rule
-# docs/identity.md gives sites (plus SLURM_CONF kept, for one slurm.conf per test cluster).
+# docs/identity.md gives sites (plus SLURM_CONF kept, for one slurm.conf per test cluster, and
+# Grid Engine's cell and ports, which a site's front-end sets in every login's environment).
 if [ -n "$USERS" ]; then
   grep -qx '@includedir /etc/sudoers.d' /etc/sudoers || die "/etc/sudoers does not read /etc/sudoers.d"
   runas=$(printf '%s\n' $USERS | paste -sd, -)
   rule=$(mktemp)
   cat > "$rule" <<EOF
 # generated by cigri tests/clusters/up.sh ($DIR); tests/clusters/down.sh removes it
-Defaults:$TUSER !requiretty, !lecture, env_keep += "SLURM_CONF"
-$TUSER ALL = ($runas) NOPASSWD: /usr/bin/sbatch, /usr/bin/scancel, /usr/bin/oarsub, /usr/bin/oardel, /usr/bin/tail, /usr/bin/tee
+Defaults:$TUSER !requiretty, !lecture, env_keep += "SLURM_CONF SGE_ROOT SGE_CELL SGE_QMASTER_PORT SGE_EXECD_PORT"
+$TUSER ALL = ($runas) NOPASSWD: /usr/bin/sbatch, /usr/bin/scancel, /usr/bin/oarsub, /usr/bin/oardel, /usr/bin/qsub, /usr/bin/qdel, /usr/bin/tail, /usr/bin/tee
 EOF
   visudo -cqf "$rule" || { rm -f "$rule"; die "visudo refuses the sudoers rule"; }
   install -m 0440 "$rule" "$SUDOERS"; rm -f "$rule"
   first=${USERS%% *}
   out=$(ssh -F "$S/ssh_config" slurm-a "sudo -n -u $first -- tail -n 1 /etc/hostname && ! sudo -n -u $first -- id" 2>/dev/null || true)
   [ "$out" = "$(tail -n 1 /etc/hostname)" ] || die "sudo as $first from the front-end: got '$out'"
-  log "sudo: $TUSER runs sbatch, scancel, oarsub, oardel, tail and tee as $runas ($SUDOERS)"
+  # and Grid Engine's environment reaches qsub (-w v: checks that the job could run, submits nothing)
+  out=$(ssh -F "$S/ssh_config" gridengine "sudo -n -u $first -- qsub -w v -b y -shell no /bin/true" 2>&1 || true)
+  grep -q "found suitable queue" <<<"$out" || die "sudo qsub as $first from the gridengine front-end: got '$out'"
+  log "sudo: $TUSER runs sbatch, scancel, oarsub, oardel, qsub, qdel, tail and tee as $runas ($SUDOERS)"
 fi
 
 # ------------------------------------------------------------- outputs
@@ -687,28 +890,52 @@ toml_oar() {
   printf 'user = "%s"\nkey_file = "%s"\nknown_hosts = "%s"\n' "$TUSER" "$S/id_ed25519" "$S/known_hosts"
   [ $IDENTITY = account ] || printf 'identity = "sudo"\n'
 }
+toml_gridengine() {
+  printf '\n[clusters.gridengine-ssh]\nbackend = "gridengine"\ntransport = "ssh"\nhost = "127.0.0.1"\nport = %s\n' \
+    "$(ssh_port gridengine)"
+  printf 'user = "%s"\nkey_file = "%s"\nknown_hosts = "%s"\n' "$TUSER" "$S/id_ed25519" "$S/known_hosts"
+  [ $IDENTITY = account ] || printf 'identity = "sudo"\n'
+  printf 'queue = "%s"\nparallel_environment = "%s"\nbest_effort_queue = "%s"\nmemory_complex = "h_vmem"\n' \
+    "$SGE_QUEUE" "$SGE_PE" "$SGE_BEST_EFFORT_QUEUE"
+}
+# what the Grid Engine cluster is, for the comments of the files that hold it
+GRIDENGINE_COMMENT="# Grid Engine: queue $SGE_QUEUE, $CPUS slots and h_vmem $SGE_MEMORY ($SGE_MEMORY_DEFAULT a slot unless asked), parallel
+# environment $SGE_PE; a job in $SGE_QUEUE beyond $CPUS running tasks has the youngest $SGE_BEST_EFFORT_QUEUE task killed."
+jobs_run_as() {
+  if [ $IDENTITY = account ]; then echo "Jobs run as $TUSER"; else echo "Jobs run as their owner ($USERS; cigri's own as $TUSER)"; fi
+}
 clusters_toml() {
-  if [ $IDENTITY = account ]; then who="Jobs run as $TUSER"; else who="Jobs run as their owner ($USERS; cigri's own as $TUSER)"; fi
   cat <<EOF
 # cigri configuration for the test clusters of $DIR
 # generated by tests/clusters/up.sh; stop them with tests/clusters/down.sh $DIR
-# $who; $DIR/exec (mode 1777) is a directory they can all write.
+# $(jobs_run_as); $DIR/exec (mode 1777) is a directory they can all write.
 # Slurm: $CPUS CPUs and 8000 MB per cluster (slurm-b allocates memory too); a job in
 # partition "main" cancels (PREEMPTED) the "besteffort" jobs whose CPUs it needs. OAR: $CPUS cores; -t besteffort jobs are
 # killed (state Error) when a normal job needs their cores.
-
-[clusters.local]
-backend = "local"
 EOF
+  if [ $SGE_IN_CIGRI_TOML = 1 ]; then echo "$GRIDENGINE_COMMENT"; fi
+  printf '\n[clusters.local]\nbackend = "local"\n'
   toml_slurm slurm-a-ssh slurm-a ssh main besteffort
   toml_slurm slurm-a-rest slurm-a rest main besteffort
   toml_slurm slurm-b-ssh slurm-b ssh main besteffort
   toml_oar
+  if [ $SGE_IN_CIGRI_TOML = 1 ]; then toml_gridengine; fi
+}
+# gridengine_toml: the Grid Engine cluster alone, while cigri.toml cannot hold it yet
+gridengine_toml() {
+  cat <<EOF
+# cigri's Grid Engine test cluster of $DIR (generated by tests/clusters/up.sh), kept out of
+# cigri.toml until cigri has backend = "gridengine". $(jobs_run_as).
+$GRIDENGINE_COMMENT
+EOF
+  toml_gridengine
 }
 clusters_toml > "$DIR/single.toml"
+[ $SGE_IN_CIGRI_TOML = 1 ] || gridengine_toml > "$DIR/gridengine-single.toml"
 if [ -n "$USERS" ]; then
   IDENTITY=users
   clusters_toml > "$DIR/cigri.toml"
+  [ $SGE_IN_CIGRI_TOML = 1 ] || gridengine_toml > "$DIR/gridengine.toml"
   cat > "$DIR/tokens.toml" <<EOF
 # slurm-b over REST, each job with its owner's own token (gridtoken add slurm-b-rest-tokens;
 # the users' tokens are $DIR/slurm/slurm-b/jwt.USER); polls with $TUSER's own
@@ -725,6 +952,7 @@ partition = "main"
 EOF
 else
   cp "$DIR/single.toml" "$DIR/cigri.toml"
+  [ $SGE_IN_CIGRI_TOML = 1 ] || cp "$DIR/gridengine-single.toml" "$DIR/gridengine.toml"
 fi
 IDENTITY=account  # limits.toml: the limits of the front-ends' account
 cat > "$DIR/env.sh" <<EOF
@@ -750,20 +978,30 @@ export SLURM_B_REST_URL=http://127.0.0.1:$(slurm_port slurm-b 2)
 # deliberately not SLURM_JWT, which makes the Slurm CLI use the token instead of munge
 export SLURM_A_TOKEN_FILE=$DIR/slurm/slurm-a/jwt
 export SLURM_B_TOKEN_FILE=$DIR/slurm/slurm-b/jwt
-# SSH front-ends: ssh -F \$CIGRI_SSH_CONFIG slurm-a|slurm-b|oar
+# SSH front-ends: ssh -F \$CIGRI_SSH_CONFIG slurm-a|slurm-b|oar|gridengine
 export CIGRI_SSH_CONFIG=$S/ssh_config
 export CIGRI_SSH_KEY=$S/id_ed25519
 export CIGRI_SSH_KNOWN_HOSTS=$S/known_hosts
 export SLURM_A_SSH_PORT=$(ssh_port slurm-a)
 export SLURM_B_SSH_PORT=$(ssh_port slurm-b)
 export OAR_SSH_PORT=$(ssh_port oar)
+export GRIDENGINE_SSH_PORT=$(ssh_port gridengine)
 # OAR: curl -u $TUSER:\$(cat \$OAR_API_PASSWORD_FILE) \$OAR_API_PRIV_URL/resources.json
 export OAR_API_URL=$API/oarapi
 export OAR_API_PRIV_URL=$API/oarapi-priv
 export OAR_API_PASSWORD_FILE=$O/oar_api_password
 export OAR_PG_PORT=$PG_PORT
 export OAR_LOG=$O/oar.log
+# Grid Engine, cell $SGE_CELL: qstat -f, qconf, qacct -j ID (as root, or over ssh as $TUSER)
+export SGE_ROOT=$SGE_ROOT
+export SGE_CELL=$SGE_CELL
+export SGE_QMASTER_PORT=$SGE_QMASTER_PORT
+export SGE_EXECD_PORT=$SGE_EXECD_PORT
 EOF
+if [ $SGE_IN_CIGRI_TOML = 0 ]; then
+  printf '# its cigri entry, until cigri.toml holds it (single-account: %s)\nexport CIGRI_GRIDENGINE_CONFIG=%s\n' \
+    "$DIR/gridengine-single.toml" "$DIR/gridengine.toml" >> "$DIR/env.sh"
+fi
 {
   cat <<EOF
 # cigri clusters on slurm-b's partitions with site limits (generated by tests/clusters/up.sh)
@@ -779,6 +1017,7 @@ EOF
   toml_slurm slurm-b-walled-rest slurm-b rest walled
 } > "$DIR/limits.toml"
 chmod 644 "$DIR/cigri.toml" "$DIR/single.toml" "$DIR/env.sh" "$DIR/limits.toml"
+[ $SGE_IN_CIGRI_TOML = 1 ] || chmod 644 "$DIR/gridengine.toml" "$DIR/gridengine-single.toml"
 [ -z "$USERS" ] || chmod 644 "$DIR/tokens.toml"
 
 {
@@ -793,7 +1032,9 @@ chmod 644 "$DIR/cigri.toml" "$DIR/single.toml" "$DIR/env.sh" "$DIR/limits.toml"
   echo "          $ACCT_CLUSTER partition walled, MaxWall=$WALLED_MAX_WALL without DenyOnLimit (partition QOS walled)"
   echo "          cigri entries in $DIR/limits.toml"
   echo "  oar: REST $API/oarapi-priv  ssh :$(ssh_port oar)  postgres :$PG_PORT  Almighty :6666  node sshd :6667  ($CPUS cores)"
-  echo "  ssh: ssh -F $S/ssh_config slurm-a|slurm-b|oar    stop: $HERE/down.sh $DIR"
+  echo "  gridengine: cell $SGE_CELL  sge_qmaster 127.0.0.1:$SGE_QMASTER_PORT  sge_execd :$SGE_EXECD_PORT  ssh :$(ssh_port gridengine)  ($CPUS slots, queues $SGE_QUEUE + $SGE_BEST_EFFORT_QUEUE, PE $SGE_PE, h_vmem)"
+  [ $SGE_IN_CIGRI_TOML = 1 ] || echo "              cigri entries in $DIR/gridengine.toml (single-account: gridengine-single.toml)"
+  echo "  ssh: ssh -F $S/ssh_config slurm-a|slurm-b|oar|gridengine    stop: $HERE/down.sh $DIR"
   if [ -n "$USERS" ]; then
     echo "  users: jobs run as their owner ($USERS) in cigri.toml (sudo rule $SUDOERS, slurmrestd impersonation,"
     echo "         OAR's trusted front; tokens.toml: slurm-b with each user's token); single.toml: every job as $TUSER"

@@ -224,7 +224,7 @@ def test_exec_file_with_arguments_and_stored_only_keys(site: Site) -> None:
     campaign_id, warnings = site.submit("arguments.json")
     assert [w.split(": ", 3)[-1] for w in warnings] == [
         "$.checkpointing_type: 'BLCR' ignored: CiGri stored it and did nothing with it (remove it)",
-        "$.clusters.luke: unknown key 'Walltime' ignored, as CiGri ignored it (remove it)",
+        "$.clusters.luke: key 'Walltime' ignored, as CiGri ignored a cluster's key in upper case (write it 'walltime')",
         "$.dimensional_grouping: ignored, as CiGri ignored it: one task per job (remove it)",
         "exec_file: split into the program '" + f"{site.home}/povray/start.bash' and 2 argument(s), as CiGri's shell did (put "
         "a program's arguments in a wrapper script, or in each parameter line)"]

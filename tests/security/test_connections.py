@@ -38,6 +38,17 @@ def site() -> Iterator[Site]:
 
 
 @pytest.fixture(scope="module")
+def flood_site() -> Iterator[Site]:
+    """As ``site``, but a connection may stay idle a minute: the flood stands while it is measured."""
+    built = Site("header_timeout = 60\n")
+    try:
+        built.start(wrapper=("prlimit", "--nofile=1024:1024", "--"))
+        yield built
+    finally:
+        built.close()
+
+
+@pytest.fixture(scope="module")
 def tls_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     keys = tmp_path_factory.mktemp("tls")
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(keys / "key.pem"),
@@ -63,13 +74,24 @@ def socket_answer_seconds(site: Site) -> float:
 
 
 def gridstat_seconds(site: Site) -> float:
-    """A user's ``gridstat`` over the socket, the whole process (its start included)."""
-    started = time.monotonic()
-    site.run(site.users[0], "gridstat", "-a")
-    return time.monotonic() - started
+    """A user's ``gridstat`` over the socket, the whole process (its start included): the best
+    of three, as this machine runs a suite beside it."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.monotonic()
+        site.run(site.users[0], "gridstat", "-a")
+        best = min(best, time.monotonic() - started)
+    return best
 
 
-def test_a_flood_of_idle_connections_leaves_the_socket_served(site: Site) -> None:
+def accept_queue(port: int) -> int:
+    """Connections the kernel holds for the listener on ``port`` that the server has not taken yet."""
+    listed = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True, check=True).stdout
+    return sum(int(line.split()[1]) for line in listed.splitlines())
+
+
+def test_a_flood_of_idle_connections_leaves_the_socket_served(flood_site: Site) -> None:
+    site = flood_site
     assert site.server is not None
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, FLOOD + 512), max(hard, FLOOD + 512)))
@@ -82,6 +104,8 @@ def test_a_flood_of_idle_connections_leaves_the_socket_served(site: Site) -> Non
                 flood.append(connect(site.port, f"127.0.0.{2 + i % SOURCES}", timeout=5))
             except OSError:
                 pass  # refused at once: fine
+        # the flood stands: the server has taken every connection (kept or closed), and they stay
+        wait_for(lambda: accept_queue(site.port) == 0, 30, "the server to take the flood's connections")
         assert min(socket_answer_seconds(site) for _ in range(3)) <= 1.0
         flooded = gridstat_seconds(site)  # a command's start is most of it, and this machine runs a suite
         assert flooded <= max(1.0, 2 * unflooded), (flooded, unflooded)

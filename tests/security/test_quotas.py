@@ -21,7 +21,8 @@ from service import Site, started
 pytestmark = pytest.mark.slow
 MIB = 1 << 20
 LIMITS = ("sessions_per_user = 3\n[limits]\nparam_bytes = 8388608\nsubmission_param_bytes = 6291456\n"
-          "request_body_bytes = 65536\nkept_tasks = 2500\ntokens_per_user = 3\n")
+          "request_body_bytes = 65536\nkept_tasks = 2500\ntokens_per_user = 3\nsubscriptions_per_user = 2\n"
+          '[notify]\nwebhook_allow = ["127.0.0.0/8"]\n')
 
 
 @pytest.fixture(scope="module")
@@ -149,3 +150,14 @@ def test_tokens_a_user_holds_are_bounded_and_ended_ones_forgotten(site: Site) ->
     assert {status for status, _, _ in site.http(u1, requests)} <= {201, 429}
     rows = len(site.json(u1, "cigri", "token", "list"))
     assert rows <= 3 + 100
+
+
+def test_subscriptions_a_user_holds_are_bounded(site: Site) -> None:
+    _, u2 = site.users
+    hooks = [f"http://127.0.0.1:9/hook{i}" for i in range(3)]
+    for hook in hooks[:2]:
+        site.run(u2, "gridnotify", "subscribe", "--webhook", hook)
+    refused = site.run(u2, "gridnotify", "subscribe", "--webhook", hooks[2], expect=1)
+    assert refused.stderr == (f"gridnotify: {u2}: 2 subscriptions, the most one user holds "
+                              "(limits.subscriptions_per_user); gridnotify unsubscribe one first\n")
+    site.run(u2, "gridnotify", "subscribe", "--webhook", hooks[0], "-s", "high")  # changing one is no new one

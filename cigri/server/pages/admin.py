@@ -10,7 +10,8 @@ from starlette.concurrency import run_in_threadpool
 from cigri import api
 from cigri.errors import InputError
 from cigri.server.pages import plots
-from cigri.server.pages.web import HEADERS, PageRoute, PageSession, check_csrf, page_session, render
+from cigri.server.pages.web import (HEADERS, PageRoute, PageSession, Refresh, check_csrf, page_session, refreshing,
+                                    render)
 from cigri.users import require_admin
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
@@ -18,7 +19,7 @@ HELD = ("target", "held")  # the measures of every share chart: jobs; held are r
 
 
 @router.get("/shares")
-def shares(session: PageSession = Depends(page_session)) -> Response:
+def shares(session: PageSession = Depends(page_session), refresh: Refresh = Depends(refreshing)) -> Response:
     allocation = api.current_shares(session.grid, user=session.user)
     charts = [plots.bar_chart(f"{title}: target against held", HELD,
                               [(str(row["name"]), [row["target"], row["running"] + row["queued"]], "")
@@ -31,15 +32,15 @@ def shares(session: PageSession = Depends(page_session)) -> Response:
     if placements:
         charts.append(plots.bar_chart("Campaigns per cluster: target against held", HELD, placements,
                                       unit="jobs"))
-    return render("shares.html", session, active="shares", shares=allocation, charts=charts)
+    return render("shares.html", session, active="shares", shares=allocation, charts=charts, refresh=refresh)
 
 
 @router.get("/admin")
-def admin(session: PageSession = Depends(page_session)) -> Response:
+def admin(session: PageSession = Depends(page_session), refresh: Refresh = Depends(refreshing)) -> Response:
     require_admin(session.grid.config, session.user, "the admin page")
     tokens = api.list_tokens(session.grid, user=session.user, all_users=True)
     return render("admin.html", session, active="admin", users=api.list_users(session.grid),
-                  classes=api.list_classes(session.grid), tokens=list(reversed(tokens)))
+                  classes=api.list_classes(session.grid), tokens=list(reversed(tokens)), refresh=refresh)
 
 
 @router.post("/admin/tokens/revoke")

@@ -12,15 +12,17 @@ from starlette.concurrency import run_in_threadpool
 
 from cigri import api
 from cigri.errors import InputError
-from cigri.server.pages.web import HEADERS, PageRoute, PageSession, check_csrf, page_session, render
+from cigri.server.pages.web import (HEADERS, PageRoute, PageSession, Refresh, check_csrf, page_session, refreshing,
+                                    render)
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 
 
 @router.get("/events")
-def events(session: PageSession = Depends(page_session), closed: int = 0, resubmitted: int = 0) -> Response:
+def events(session: PageSession = Depends(page_session), closed: int = 0, resubmitted: int = 0,
+           refresh: Refresh = Depends(refreshing)) -> Response:
     """The clusters' own events (an admin fixes them) and those of each campaign (its owner or
-    an admin), oldest first."""
+    an admin), oldest first, each a collapsed group."""
     by_cluster: dict[str, list[dict[str, Any]]] = defaultdict(list)
     by_campaign: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for event in api.list_events(session.grid, user=session.user):
@@ -29,7 +31,8 @@ def events(session: PageSession = Depends(page_session), closed: int = 0, resubm
         else:
             by_campaign[event["campaign_id"]].append(event)
     return render("events.html", session, active="events", by_cluster=dict(sorted(by_cluster.items())),
-                  by_campaign=dict(sorted(by_campaign.items())), closed=closed, resubmitted=resubmitted)
+                  by_campaign=dict(sorted(by_campaign.items())), closed=closed, resubmitted=resubmitted,
+                  refresh=refresh)
 
 
 @router.post("/events/fix")

@@ -13,10 +13,12 @@ from cigri import api
 from cigri import db as database
 from cigri.errors import InputError
 from cigri.server.pages import plots
-from cigri.server.pages.web import HEADERS, PageRoute, PageSession, csv_response, page_session, render
+from cigri.server.pages.web import (HEADERS, PageRoute, PageSession, Refresh, csv_response, page_session,
+                                    refreshing, render)
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 RANGES = {"1h": 3600, "24h": 86_400, "7d": 7 * 86_400, "30d": 30 * 86_400}
+SHORTEST = 600  # seconds: the window of a grid younger than that (or without a sample)
 POINTS = 240  # buckets per cluster: three pixels each
 USAGE_COLUMNS = ("total_slots", "used_slots", "free_slots", "cigri_running", "cigri_waiting", "samples")
 # What a cluster's chart draws of its series: the name, the style, dashed.
@@ -25,12 +27,14 @@ USAGE_LINES = (("total_slots", "total slots", 7, True), ("used_slots", "used slo
 
 
 @router.get("/")
-def grid(session: PageSession = Depends(page_session), range_: str = Query("24h", alias="range"),
-         refresh: int = Query(0, ge=0)) -> Response:
-    if range_ not in RANGES:
+def grid(session: PageSession = Depends(page_session), range_: str = Query("", alias="range"),
+         refresh: Refresh = Depends(refreshing)) -> Response:
+    """The clusters now, and their use over a window: a range chosen (``?range=``), or by
+    default one that fits the grid's age (:func:`fitting_window`)."""
+    if range_ and range_ not in RANGES:
         raise InputError(f"range: expected one of {', '.join(RANGES)}", field="range")
     until = database.now()
-    since = until - RANGES[range_]
+    since = until - RANGES[range_] if range_ else fitting_window(api.first_sample(session.grid), until)
     clusters = api.list_clusters(session.grid)
     open_events = Counter(event["cluster"] for event in api.list_events(session.grid, user=session.user)
                           if event["cluster"] is not None)
@@ -38,8 +42,15 @@ def grid(session: PageSession = Depends(page_session), range_: str = Query("24h"
     charts = [(name, usage_chart(name, series, since, until, usage["step"]))
               for name, series in usage["clusters"].items()]
     return render("grid.html", session, active="grid", clusters=clusters, open_events=open_events, charts=charts,
-                  ranges=list(RANGES), range=range_, refresh=max(10, refresh) if refresh else 0,
+                  ranges=list(RANGES), range=range_, span=until - since, refresh=refresh,
                   window=urlencode({"from": since, "to": until, "points": POINTS}))
+
+
+def fitting_window(first_sample: float | None, until: float) -> float:
+    """The default window's start: the grid's first sample, so that a young grid's plots are
+    its whole life rather than a day mostly empty; a day at most, :data:`SHORTEST` at least."""
+    oldest = until - RANGES["24h"]
+    return min(until - SHORTEST, max(oldest, first_sample if first_sample is not None else until))
 
 
 def usage_chart(cluster: str, series: list[dict[str, Any]], since: float, until: float,

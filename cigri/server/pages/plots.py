@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
-WIDTH, HEIGHT = 720, 260
+WIDTH, HEIGHT = 960, 300  # the viewBox: a chart is drawn as wide as the page (the stylesheet)
+CHAR = 6.2  # pixels of a legend's character, about (11 px system-ui)
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 34, 42  # margins: the y labels, the legend, the x labels
 COLOURS = 8  # series styles s0..s7 of the stylesheet
 # Time ticks a chart may use (seconds): the first giving at most MAX_TICKS ticks.
@@ -42,6 +43,7 @@ class Line:
     path: str  # SVG path data
     style: int
     dashed: bool
+    legend_x: float = 0.0  # where its entry of the legend starts
 
 
 @dataclass(frozen=True)
@@ -76,9 +78,11 @@ def buckets(rows: Sequence[dict[str, Any]], key: str, since: float, until: float
             missing: float | None = None) -> list[Point]:
     """The ``key`` of rows starting at ``at`` every ``step`` from ``since`` (a use case's
     series, which leaves out the empty buckets), as a point in the middle of every bucket up to
-    ``until``; an absent bucket is ``missing`` (None: a gap)."""
+    ``until``; an absent bucket is ``missing`` (None: a gap). The last bucket may end past
+    ``until``: its point is in the middle of its part before ``until``, on the chart."""
     found = {round((row["at"] - since) / step): row[key] for row in rows}
-    return [(since + (i + 0.5) * step, found.get(i, missing)) for i in range(math.ceil((until - since) / step))]
+    return [(since + i * step + min(step, until - since - i * step) / 2, found.get(i, missing))
+            for i in range(math.ceil((until - since) / step))]
 
 
 def nice_ticks(high: float, count: int = 5) -> list[float]:
@@ -133,9 +137,21 @@ def line_chart(title: str, series: Sequence[Series], *, since: float, until: flo
                 runs[-1].append(f"{x(t):.1f} {y(v):.1f}")
         path = " ".join("M" + " L".join(run) + (" l0 0" if len(run) == 1 else "") for run in runs if run)
         lines.append(Line(s.name, path, s.style % COLOURS, s.dashed))
+    lines = _legend(lines, x1)
     return LineChart(title, y_label, x_label, width, height,
                      [Tick(round(x(t), 1), label) for t, label in time_ticks(since, until)],
                      [Tick(round(y(v), 1), _tick_label(v)) for v in ticks], lines, not values)
+
+
+def _legend(lines: list[Line], right: float) -> list[Line]:
+    """The legend's entries side by side, ending at ``right``: a sample of the line, its name."""
+    widths = [40 + CHAR * len(line.name) for line in lines]
+    x = right - sum(widths)
+    placed = []
+    for line, width in zip(lines, widths):
+        placed.append(replace(line, legend_x=round(x, 1)))
+        x += width
+    return placed
 
 
 @dataclass(frozen=True)

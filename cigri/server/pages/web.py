@@ -16,9 +16,9 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequen
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
-from fastapi import Request
+from fastapi import Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
@@ -35,6 +35,7 @@ from cigri.server.auth import Caller, check_not_cross_site, token_caller
 
 SESSION_COOKIE = "cigri_session"
 CSRF_FIELD = "csrf"
+REFRESH = 30  # seconds between two loads of a page that refreshes (``?refresh=0``: not at all)
 # No script, style or frame from anywhere but this server; no inline script or style at all.
 HEADERS = {"Content-Security-Policy": "default-src 'self'; img-src 'self' data:; object-src 'none'; "
                                       "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
@@ -107,6 +108,35 @@ async def check_csrf(request: Request, session: PageSession) -> dict[str, str]:
     return fields
 
 
+@dataclass(frozen=True)
+class Refresh:
+    """How often a page that shows moving figures reloads itself (an HTML ``meta`` refresh: the
+    pages have no script), with the link that turns that off, or on again. A page one types into
+    (a search, the login) does not refresh: the reload would lose the typing."""
+
+    seconds: int  # 0: off
+    path: str
+    query: tuple[tuple[str, str], ...]  # the page's parameters but ``refresh``
+    asked: bool  # ``?refresh=`` was given
+
+    @property
+    def toggle(self) -> str:
+        """This page with refreshing turned the other way."""
+        return f"{self.path}?{urlencode([*self.query, ('refresh', '0' if self.seconds else str(REFRESH))])}"
+
+    def settled(self) -> Refresh:
+        """For a page whose figures no longer move (an ended campaign's): off unless asked."""
+        return self if self.asked else replace(self, seconds=0)
+
+
+def refreshing(request: Request, refresh: int = Query(REFRESH, ge=0)) -> Refresh:
+    """The dependency of the pages that refresh: every :data:`REFRESH` seconds unless
+    ``?refresh=0`` (or at another period, 10 s at least)."""
+    return Refresh(max(10, refresh) if refresh else 0, request.url.path,
+                   tuple((k, v) for k, v in request.query_params.multi_items() if k != "refresh"),
+                   "refresh" in request.query_params)
+
+
 # --- rendering -----------------------------------------------------------------------------
 
 def when(epoch: float | None) -> str:
@@ -144,10 +174,13 @@ templates = Environment(loader=PackageLoader("cigri.server", "templates"), autoe
 templates.filters.update(when=when, duration=duration, number=number, quote=lambda text: quote(str(text), safe=""))
 
 
-def render(template: str, session: PageSession | None, *, status: int = 200, **context: Any) -> HTMLResponse:
+def render(template: str, session: PageSession | None, *, status: int = 200, refresh: Refresh | None = None,
+           **context: Any) -> HTMLResponse:
+    """A page; one that shows moving figures passes its :class:`Refresh`."""
     page = templates.get_template(template).render(viewer=session.caller if session else None,
                                                    csrf=session.csrf if session else "", csrf_field=CSRF_FIELD,
-                                                   version=__version__, now=database.now(), **context)
+                                                   version=__version__, now=database.now(), refresh=refresh,
+                                                   **context)
     return HTMLResponse(page, status_code=status, headers=HEADERS)
 
 

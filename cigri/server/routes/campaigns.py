@@ -47,7 +47,8 @@ async def submit(request: Request, caller: Caller = Depends(authenticated),
                  ) -> dict[str, Any]:
     """One JDL as ``application/json``; or ``multipart/form-data`` with parts ``jdl`` (one per
     campaign, in order; a file part's name is what errors call it) and, for the i-th JDL naming
-    a ``param_file``, its lines as file part ``params.i``. All or none, as ``gridsub``; each
+    a ``param_file``, its lines as file part ``params.i`` (or ``params_error.i``: why its submitter
+    could not open them). All or none, as ``gridsub``; each
     campaign comes back with the warnings of the CiGri forms its JDL used."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip()
     if content_type == "multipart/form-data":
@@ -55,7 +56,7 @@ async def submit(request: Request, caller: Caller = Depends(authenticated),
         form = await request.form(max_files=2 * MAX_JDLS, max_fields=2 * MAX_JDLS, max_part_size=SPOOL_IN_MEMORY)
         try:
             most = pool(request).config.limits.request_body_bytes
-            jdls = [await _jdl_part(value, index, form.get(f"params.{index}"), most)
+            jdls = [await _jdl_part(value, index, form.get(f"params.{index}"), most, form.get(f"params_error.{index}"))
                     for index, value in enumerate(form.getlist("jdl"))]
             if not jdls:
                 raise InputError("jdl: no JDL part in the form", field="jdl")
@@ -76,8 +77,10 @@ async def _submit(request: Request, jdls: list[api.JDLText], caller: Caller, str
         return await run_in_threadpool(api.submit_all, grid, jdls, user=caller.user, strict=strict)
 
 
-async def _jdl_part(value: UploadFile | str, index: int, params: UploadFile | str | None,
-                    most: int) -> api.JDLText:
+async def _jdl_part(value: UploadFile | str, index: int, params: UploadFile | str | None, most: int,
+                    unopened: UploadFile | str | None) -> api.JDLText:
+    """The ``index``-th JDL of a form, with its parameter lines, or why its submitter could not
+    open them (``params_error.i``: the JDL's other mistakes are said with it)."""
     if isinstance(value, UploadFile):
         source = value.filename or f"jdl[{index}]"
         body = await value.read(most + 1)  # a JDL is held whole: no more than any other body
@@ -90,7 +93,7 @@ async def _jdl_part(value: UploadFile | str, index: int, params: UploadFile | st
     if params is not None and not isinstance(params, UploadFile):
         raise InputError(f"params.{index}: expected a file part", field=f"params.{index}")
     lines = None if params is None else api.Lines(params.file, params.filename or f"params.{index}")
-    return api.JDLText(text, NOWHERE, source, lines)
+    return api.JDLText(text, NOWHERE, source, lines, unopened if isinstance(unopened, str) else None)
 
 
 def _text(body: bytes, source: str) -> str:
