@@ -7,9 +7,8 @@ For each [clusters.*] entry: ssh -> submit a `true` job with sbatch/oarsub and
 see it finish; rest -> submit through the API and poll it to its end; plus the
 advertised capacity (8 CPUs/cores). Besteffort: on every Slurm ssh entry a
 `main` job must preempt (cancel) `besteffort` jobs filling the node; on OAR
-(ssh) a normal job must kill a besteffort job; on Grid Engine (ssh, DIR/gridengine.toml
-while cigri.toml cannot hold it) a job in the queue must have tasks of the best-effort queue
-killed (qacct: failed 100, exit_status 137), qacct must know a finished job, qsub -w e must
+(ssh) a normal job must kill a besteffort job; on Grid Engine (ssh) a job in
+the queue must have tasks of the best-effort queue killed (qacct: failed 100, exit_status 137), qacct must know a finished job, qsub -w e must
 refuse what no queue can run, a PE job gets its slots and h_vmem, and with identity = "sudo" a
 job submitted through sudo runs as the first test user. DIR/limits.toml (slurm-b's
 partition `capped`, partition QOS with MaxSubmitJobsPerUser, the number in its
@@ -431,9 +430,6 @@ def main(argv: list[str]) -> int:
         return 2
     d = Path(argv[0]).resolve()
     clusters = tomllib.loads((d / "cigri.toml").read_text()).get("clusters", {})
-    # the Grid Engine cluster, while cigri.toml cannot hold it (up.sh, SGE_IN_CIGRI_TOML)
-    if (d / "gridengine.toml").exists():
-        clusters |= tomllib.loads((d / "gridengine.toml").read_text()).get("clusters", {})
     exec_dir = str(d / "exec")
     only = set(argv[1:])
     for name, e in clusters.items():

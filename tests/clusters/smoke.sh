@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Check every cluster of DIR/cigri.toml (and DIR/gridengine.toml, while cigri.toml cannot hold it;
-# see smoke.py); last line "N passed, M failed".
+# Check every cluster of DIR/cigri.toml (see smoke.py); last line "N passed, M failed".
 # usage: smoke.sh DIR [ENTRY...]
 # Python: $PYTHON, else the repo's .venv, else /tmp/venv, else python3 -- the
 # first that has paramiko and httpx; without one, a venv is made in DIR/venv.
