@@ -58,12 +58,11 @@ def prepare(exec_root: Path, label: str) -> Path:
 def wait_starts(directory: Path, tasks: int, since: float, timeout: float) -> float:
     """Task-starts per second once every task has started."""
     deadline = time.time() + timeout
-    while len(starts := list(directory.glob("start.*"))) < tasks:
-        if time.time() > deadline:
+    while len(starts := [text for path in directory.glob("start.*") if (text := path.read_text().strip())]) < tasks:
+        if time.time() > deadline:  # a start file is created before its time is written in it
             raise SystemExit(f"{directory}: only {len(starts)} of {tasks} tasks started after {timeout}s")
         time.sleep(0.2)
-    last = max(float(path.read_text().strip()) for path in starts)
-    return tasks / (last - since)
+    return tasks / (max(float(text) for text in starts) - since)
 
 
 def direct_submission(options: dict[str, Any], backend: str, program: str, directory: Path,

@@ -385,7 +385,7 @@ def _real(name: str) -> Any:
     return pytest.param(name, marks=REAL_CLUSTERS)
 
 
-@pytest.fixture(params=["local", _real("slurm-a-ssh"), _real("oar-rest")])
+@pytest.fixture(params=["local", _real("slurm-a-ssh"), _real("oar-rest"), _real("gridengine-ssh")])
 def failing_site(request: pytest.FixtureRequest) -> Iterator[tuple[Site, str, Path]]:
     """A site (a real ``cigri server``) whose campaigns run on the cluster the parameter names
     (on a real one as its account), keeping the cluster however many tasks fail; and a program

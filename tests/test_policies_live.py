@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import REAL_CLUSTERS, clusters_dir, marker_exec_dir, runs_per_task, wait_for
+from harness import REAL_CLUSTERS, busy_jobs, clusters_dir, marker_exec_dir, runs_per_task, wait_for
 from test_shares import make_grid  # noqa: F401 (a fixture)
 
 from cigri import api
@@ -249,7 +249,10 @@ def test_a_minimum_user_limit_of_half_serves_the_two_oldest_users(live: Callable
 def test_pack_fills_the_smallest_cluster_that_fits_spread_the_roomiest(
         live: Callable[[str], Grid], target: str, placement: str, where: int) -> None:
     """Armada's smallest fit: 3 tasks go to the 4-core cluster with ``pack``, to the 8-core one
-    with ``spread``."""
+    with ``spread`` (once the jobs an earlier test cancelled there have left: they hold its room
+    a few seconds more)."""
+    if target != "local":
+        wait_for(lambda: busy_jobs(target) == 0, 120, f"{target}'s last jobs to end", step=1)
     grid = live(f'[metascheduler]\nplacement = "{placement}"\n')
     clusters = TARGETS[target]
     exec_dir = marker_exec_dir("placement")
