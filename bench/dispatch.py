@@ -4,7 +4,8 @@ resource manager's own job array of the same tasks, in the same run.
 Every task runs ``task.sh NAME``, which writes the time it started into ``start.NAME`` in a fresh
 directory of the clusters' shared exec dir. A run's rate is N task-starts over the time from
 just before its submission to the last start (start files are read back, so both sides are
-timed the same way).
+timed the same way). The cluster's entry is read from ``DIR/single.toml`` (``--clusters DIR``):
+every job as the front-end's account.
 
 - direct: one ``sbatch --array=0-(N-1)`` (Slurm), ``oarsub --array N`` (OAR) or ``qsub -t 1-N``
   (Grid Engine) over SSH;
@@ -123,7 +124,9 @@ def main(default_cluster: str = "slurm-a-ssh", default_tasks: int = 500) -> None
     parser.add_argument("--period", type=float, default=Settings.cycle_period)
     parser.add_argument("--repeat", type=int, default=1, help="runs of each side; medians are compared")
     args = parser.parse_args()
-    with (args.clusters / "cigri.toml").open("rb") as handle:
+    # single.toml: every job as the front-end's account (cigri.toml may run them as their owners,
+    # and this process's user is no test user): dispatch is measured, not identity
+    with (args.clusters / "single.toml").open("rb") as handle:
         options = tomllib.load(handle)["clusters"][args.cluster]
     backend = options["backend"]
     exec_root = args.clusters / "exec"
