@@ -71,6 +71,22 @@ def test_a_user_pauses_resumes_and_cancels_their_campaign(site: Site) -> None:
     assert site.json(u1, "gridstat", "-c", str(campaign_id))["state"] == "cancelled"
 
 
+def test_a_query_parameter_a_route_does_not_take_is_refused_not_ignored(site: Site) -> None:
+    """CiGri's clients pause with ``DELETE /campaigns/N?hold=1``: a route ignoring ``hold``
+    cancelled the campaign. Every API route refuses, by name, a parameter it does not take."""
+    u1, _ = site.users
+    program = site.script("sleepy.sh", "sleep 30\n")
+    campaign_id = site.submit(u1, site.jdl(u1, "kept", exec_file=str(program), nb_jobs=5))
+    answers = site.http(u1, [("DELETE", f"/campaigns/{campaign_id}?hold=1", {}),
+                             ("GET", "/campaigns?limit=5&state=in_treatment&offst=3", {}),
+                             ("GET", f"/campaigns/{campaign_id}/jobs?limit=2", {})])
+    assert [status for status, _, _ in answers] == [400, 400, 200]
+    assert answers[0][1] == {"error": f"DELETE /api/v1/campaigns/{campaign_id} takes no query parameter 'hold'",
+                             "field": "hold"}
+    assert answers[1][1]["field"] == "offst"
+    assert site.json(u1, "gridstat", "-c", str(campaign_id))["state"] == "in_treatment"
+
+
 def _routes(site: Site, user: str) -> list[tuple[str, str]]:
     """Every route of the API's own contract that names an object by id, with the method (not
     those naming a cluster: clusters are everyone's, and a cluster token is always the caller's)."""
