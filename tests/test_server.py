@@ -246,6 +246,31 @@ def test_admins_see_and_act_on_everything(site: Site, campaigns: dict[str, Any])
     site.run("root", "cigri", "cluster", "unblacklist", "local")
 
 
+def test_admin_commands_reach_the_server_not_a_database_of_their_own(site: Site) -> None:
+    """With only ``CIGRI_SERVER`` set, ``cigri purge`` and ``cigri cluster cancel-campaigns``
+    opened a new, empty database in the caller's home and reported nothing done."""
+    u1, u2 = site.users
+    program = site.script("sleepy.sh", "sleep 30\n")
+    running = site.submit(u1, site.jdl(u1, "running", exec_file=str(program), nb_jobs=2))
+    ended = site.submit(u2, site.jdl(u2, "ended", exec_file=str(program), nb_jobs=1))
+    site.run(u2, "griddel", str(ended))
+    root_database = Path("/root/.local/share/cigri/cigri.db")
+    existed = root_database.exists()
+    assert site.run(u1, "cigri", "cluster", "cancel-campaigns", "local", expect=1).stderr.startswith("cigri: ")
+    assert site.run(u1, "cigri", "purge", "--ended-days", "0", expect=1).stderr.startswith("cigri: ")
+    assert site.run(u1, "cigri", "purge", str(ended), expect=1).stderr == f"cigri: campaign {ended}: no such campaign\n"
+    assert running in site.json("root", "cigri", "cluster", "cancel-campaigns", "local")["cancelled"]
+    assert site.json(u1, "gridstat", "-c", str(running))["state"] == "cancelled"
+    assert site.json("root", "cigri", "purge", str(ended)) == {"purged": [ended]}
+    assert site.run(u2, "gridstat", "-c", str(ended), expect=1).stderr == f"gridstat: campaign {ended}: no such campaign\n"
+    assert site.run("root", "cigri", "purge", "--ended-days", "-1", expect=2).stderr == \
+        "cigri: ended_days: must be >= 0 and finite\n"
+    assert site.run("root", "cigri", "db", "upgrade", expect=2, env={"HOME": "/nonexistent"}).stderr == \
+        "cigri: cigri db upgrade works on the grid's database, and /nonexistent/.local/share/cigri/cigri.db is " \
+        "none: run it on the server's host, as the grid's account\n"
+    assert root_database.exists() == existed
+
+
 def test_errors_are_one_json_object_with_the_right_status(site: Site, campaigns: dict[str, Any]) -> None:
     u1, _ = site.users
     answers = site.http(u1, [
