@@ -244,6 +244,12 @@ def test_admins_see_and_act_on_everything(site: Site, campaigns: dict[str, Any])
     site.run("root", "cigri", "cluster", "blacklist", "local", "--reason", "maintenance")
     assert site.json(u1, "gridclusters")[0]["blacklisted"] is True
     site.run("root", "cigri", "cluster", "unblacklist", "local")
+    assert site.json(u1, "gridclusters")[0]["blacklisted"] is False
+    site.run("root", "gridevents", "--blacklist-cluster", "local")  # CiGri's way: an event held by the cluster
+    [held] = [e for e in site.json("root", "gridevents", "-g") if e["code"] == "CLUSTER_MANUALLY_DISABLED"]
+    assert site.json(u1, "gridclusters")[0]["blacklisted"] is True
+    site.run("root", "gridevents", "--fix", "-e", str(held["id"]))  # and CiGri's way to lift it
+    assert site.json(u1, "gridclusters")[0]["blacklisted"] is False
 
 
 def test_admin_commands_reach_the_server_not_a_database_of_their_own(site: Site) -> None:
