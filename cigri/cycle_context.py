@@ -23,7 +23,7 @@ from cigri import db as database
 from cigri import faults
 from cigri.backends import Capacity
 from cigri.errors import BackendError
-from cigri.events import CONNECTION_CODES, blacklist_cluster, close, close_cluster_problems, record
+from cigri.events import CONNECTION_CODES, MANUALLY_DISABLED, blacklist_cluster, close, close_cluster_problems, record
 from cigri.grid import Grid
 from cigri.jdl.parser import cluster_home
 
@@ -127,7 +127,7 @@ def gather(grid: Grid) -> CycleContext:
         ctx.options[cluster_id], ctx.backends[cluster_id], ctx.names[cluster_id] = json.loads(options), backend, name
         if blacklisted and held_by == faults.CODE:  # set aside: lifted by fixing its event only
             continue
-        if blacklisted and event_id is None:  # an admin's blacklist, lifted by an admin only
+        if blacklisted and (event_id is None or held_by == MANUALLY_DISABLED):  # an admin's: lifted by an admin only
             ctx.draining.add(cluster_id)
             continue
         if blacklisted and now - (checked_at or 0) < grid.config.settings.autofix_delay:

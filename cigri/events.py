@@ -43,6 +43,7 @@ class Code:
 LOW, MEDIUM, HIGH = Severity.LOW, Severity.MEDIUM, Severity.HIGH
 CONNECTION_CODES = ("CLUSTER_UNREACHABLE", "CLUSTER_TIMEOUT", "CLUSTER_AUTH_FAILURE", "CLUSTER_BAD_ANSWER")
 EXAMPLES = 5
+MANUALLY_DISABLED = "CLUSTER_MANUALLY_DISABLED"  # an admin's blacklist: lifted by an admin only (CiGri's code)
 
 CATALOGUE: dict[str, Code] = {
     "EXIT_ERROR": Code("job", HIGH, True, "task failed, stderr tail kept; counts toward the campaign's "
@@ -91,6 +92,10 @@ CATALOGUE: dict[str, Code] = {
     "BLACKLISTED": Code("cluster", HIGH, True, "no new job on the cluster (class cluster) or for the campaign "
                                                "there (class campaign); re-checked after `autofix_delay` and "
                                                "lifted when healthy, or by `gridevents --fix`"),
+    "CLUSTER_MANUALLY_DISABLED": Code("cluster", HIGH, True, "an admin's blacklist (`cigri cluster blacklist`): no "
+                                                             "new job on the cluster, its jobs there followed to "
+                                                             "their end; lifted by `gridevents --fix` on it or "
+                                                             "`cigri cluster unblacklist`, never automatically"),
     "SET_ASIDE": Code("campaign", HIGH, True, "a cycle step raised on stored data: a task whose parameter line "
                                               "cannot be split fails alone (class job); a campaign (or cluster) "
                                               "whose data raised gets no new job and no decision (is not used) "

@@ -21,6 +21,7 @@ import json
 import math
 import random
 import tempfile
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -262,7 +263,6 @@ def _gricad_campaigns(spec: Any, clusters: list[str], max_hours: float, rng: ran
 @dataclass
 class Sample:
     at: float  # hours since the start
-    span: float  # seconds since the previous sample: the weight of this one
     running: dict[str, int]  # cores held by cigri per user
     ideal: dict[str, float]  # the weighted max-min split of those cores
     by_class: dict[str, int]
@@ -272,6 +272,7 @@ class Sample:
     busy: int  # cores running cigri jobs (the clusters' count: cigri's view misses jobs it has not polled yet)
     pending: int  # tasks in the bags (counted up to the harvestable cores)
     clusters: dict[str, dict[str, int]] = field(default_factory=dict)  # cores held per cluster and class
+    demand: dict[str, dict[str, dict[int, float]]] = field(default_factory=dict)  # class -> user -> campaign -> cores
 
 
 @dataclass
@@ -397,12 +398,10 @@ def _sample(grid: Grid, run: Run, worlds: dict[int, SimBackend], now: float) -> 
             where[names[cluster_id]][campaigns[cid][1]] += n * cores[cid]
     total = sum(held.values())
     demand = {cid: cores[cid] * bag.count(grid.db, cid, TASK_OPEN, limit=total + 1) for cid in campaigns}
-    classes = _classes(grid.config)
     tree: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
     for cid, (user, klass) in campaigns.items():
         tree[klass][user][cid] = demand[cid]
-    ideal_campaign = weighted_max_min_tree(total, tree, classes,
-                                           {user: grid.config.users.of(user).weight for user, _ in campaigns.values()})
+    ideal_campaign = _ideal(grid.config, total, tree)
     running: dict[str, int] = defaultdict(int)
     by_class: dict[str, int] = defaultdict(int)
     ideal: dict[str, float] = defaultdict(float)
@@ -418,9 +417,19 @@ def _sample(grid: Grid, run: Run, worlds: dict[int, SimBackend], now: float) -> 
     queued = sum(1 for b in worlds.values() for job in (*b.world.queue, *b.world.best_effort_queue) if job.key)
     busy = sum(b.world.used()[0] - b.world.local_cores() for b in worlds.values())
     pending = sum(bag.count(grid.db, cid, (TaskState.PENDING,), limit=harvestable + 1) for cid in campaigns)
-    previous = run.samples[-1].at * 3600 + START if run.samples else START
-    return Sample((now - START) / 3600, now - previous, dict(running), dict(ideal), dict(by_class), dict(ideal_class),
-                  harvestable, queued, busy, pending, {name: dict(by) for name, by in sorted(where.items())})
+    return Sample((now - START) / 3600, dict(running), dict(ideal), dict(by_class), dict(ideal_class),
+                  harvestable, queued, busy, pending, {name: dict(by) for name, by in sorted(where.items())},
+                  {klass: {user: dict(c) for user, c in users.items()} for klass, users in tree.items()})
+
+
+def _ideal(config: configuration.Config, capacity: float,
+           tree: Mapping[str, Mapping[str, Mapping[int, float]]]) -> dict[int, float]:
+    """The split of ``capacity`` over campaigns that the configuration asks for: classes by
+    priority and weight, users by weight and YARN's user limits, campaigns equally."""
+    users = {user for by_user in tree.values() for user in by_user}
+    return weighted_max_min_tree(capacity, tree, _classes(config), {user: config.users.of(user).weight for user in users},
+                                 {c.name: c.min_user_limit_percent for c in config.classes
+                                  if c.min_user_limit_percent is not None})
 
 
 def _predictions(grid: Grid, now: float) -> list[tuple[int, float, float]]:
@@ -465,10 +474,12 @@ def weighted_max_min(capacity: float, demands: Mapping[Any, float], weights: Map
 
 def weighted_max_min_tree(capacity: float, tree: Mapping[str, Mapping[str, Mapping[int, float]]],
                           classes: Mapping[str, tuple[int, float]],
-                          user_weights: Mapping[str, float] | None = None) -> dict[int, float]:
+                          user_weights: Mapping[str, float] | None = None,
+                          user_limits: Mapping[str, float] | None = None) -> dict[int, float]:
     """The ideal split of ``capacity`` over campaigns: classes by priority (lower first), by
-    weight within a priority; among a class's users by their weights (default 1), equal shares
-    among a user's campaigns."""
+    weight within a priority; among a class's users by their weights (default 1), first up to
+    YARN's user limits in a class with ``min_user_limit_percent`` (:func:`yarn_user_split`),
+    equal shares among a user's campaigns."""
     result: dict[int, float] = {}
     left = capacity
     for priority in sorted({classes.get(k, (0, 1.0))[0] for k in tree}):
@@ -478,11 +489,32 @@ def weighted_max_min_tree(capacity: float, tree: Mapping[str, Mapping[str, Mappi
         left -= sum(split.values())
         for klass, amount in split.items():
             users = tree[klass]
-            per_user = weighted_max_min(amount, {u: sum(c.values()) for u, c in users.items()},
-                                        {u: (user_weights or {}).get(u, 1.0) for u in users})
+            demands = {u: sum(c.values()) for u, c in users.items()}
+            weights = {u: (user_weights or {}).get(u, 1.0) for u in users}
+            percent = (user_limits or {}).get(klass)
+            per_user = (weighted_max_min(amount, demands, weights) if percent is None else
+                        yarn_user_split(amount, demands, weights, percent, {u: min(c) for u, c in users.items()}))
             for user, share in per_user.items():
                 result.update(weighted_max_min(share, users[user], dict.fromkeys(users[user], 1.0)))
     return result
+
+
+def yarn_user_split(amount: float, demands: Mapping[str, float], weights: Mapping[str, float], percent: float,
+                    oldest: Mapping[str, int]) -> dict[str, float]:
+    """A limited class's share among its users, as the fair share fills it: each user, in the
+    order of its oldest campaign, up to its weight times YARN's user limit, max(share / users,
+    share x percent / 100), while the share lasts; what is left by weighted max-min."""
+    active = [u for u in demands if demands[u] > 0]
+    if not active:
+        return dict.fromkeys(demands, 0.0)
+    limit = max(amount / sum(weights[u] for u in active), amount * percent / 100)
+    first: dict[str, float] = dict.fromkeys(demands, 0.0)
+    left = amount
+    for user in sorted(active, key=lambda u: (oldest[u], u)):
+        first[user] = min(weights[user] * limit, left, demands[user])
+        left -= first[user]
+    rest = weighted_max_min(left, {u: demands[u] - first[u] for u in demands}, weights)
+    return {u: first[u] + rest[u] for u in demands}
 
 
 def jain(actual: Mapping[str, float], ideal: Mapping[str, float]) -> float | None:
@@ -521,15 +553,7 @@ def _report(grid: Grid, run: Run) -> dict[str, Any]:
                             "GROUP BY kill_reason").fetchall())
     tasks = dict(db.execute("SELECT state, count(*) FROM tasks GROUP BY state").fetchall())
     started_tasks = db.execute("SELECT count(DISTINCT task_id) FROM jobs WHERE kind = 'task'").fetchone()[0]
-    user_actual: dict[str, float] = defaultdict(float)
-    user_ideal: dict[str, float] = defaultdict(float)
-    class_actual: dict[str, float] = defaultdict(float)
-    class_ideal: dict[str, float] = defaultdict(float)
-    for s in run.samples:  # core-hours: each sample stands for the time since the previous one
-        for total, values in ((user_actual, s.running), (user_ideal, s.ideal), (class_actual, s.by_class),
-                              (class_ideal, s.ideal_class)):
-            for key, value in values.items():
-                total[key] += value * s.span / 3600
+    user_actual, user_ideal, class_actual, class_ideal = _shares(grid, run, cores)
     # over: terminated, failed (some task failed) or cancelled; nothing is left to run
     over = db.execute(f"SELECT count(*) FROM campaigns WHERE state NOT IN {sql_in(CAMPAIGN_ACTIVE)}").fetchone()[0]
     finished = over == len(run.scenario.campaigns)  # else the run stopped at max_hours: no makespan to measure
@@ -582,6 +606,57 @@ def _report(grid: Grid, run: Run) -> dict[str, Any]:
                       "clusters": s.clusters} for s in run.samples],
         "cycle_seconds": _spread(run.cycle_seconds),
     }
+
+
+def _shares(grid: Grid, run: Run, cores: Mapping[int, int]
+            ) -> tuple[dict[str, float], dict[str, float], dict[str, float], dict[str, float]]:
+    """Core-hours per user and per class, held and ideal. Held: from the jobs' own start and
+    end (the jobs table's, not cigri's lagging view at the samples). Ideal: between two samples,
+    the cores cigri held then, split as the configuration asks (:func:`_ideal`) over the
+    demands of the interval's first sample."""
+    plans = run.scenario.campaigns
+    default_class = grid.config.default_class()
+    owner = {cid: (plan.user, plan.class_name or default_class) for cid, plan in enumerate(plans, 1)}
+    end = clock.now()
+    taken = [START + s.at * 3600 for s in run.samples]
+    bounds = sorted({START, end, *taken})
+    held: dict[int, list[float]] = {}
+    for cid, started, finished in grid.db.execute(
+            "SELECT campaign_id, started_at, coalesce(finished_at, ?) FROM jobs WHERE kind = 'task' "
+            "AND started_at IS NOT NULL", [end]):
+        spread(held.setdefault(cid, [0.0] * (len(bounds) - 1)), bounds, cores.get(cid, 1), started, finished)
+    user_actual: dict[str, float] = defaultdict(float)
+    class_actual: dict[str, float] = defaultdict(float)
+    for cid, seconds in held.items():
+        user, klass = owner[cid]
+        user_actual[user] += sum(seconds) / 3600
+        class_actual[klass] += sum(seconds) / 3600
+    user_ideal: dict[str, float] = defaultdict(float)
+    class_ideal: dict[str, float] = defaultdict(float)
+    for k in range(len(bounds) - 1):
+        span = bounds[k + 1] - bounds[k]
+        total = sum(seconds[k] for seconds in held.values())
+        if total <= 0 or not run.samples:
+            continue
+        latest = max(0, bisect_right(taken, bounds[k]) - 1)  # the sample at the interval's start, else the first
+        tree = run.samples[latest].demand
+        for cid, cores_held in _ideal(grid.config, total / span, tree).items():
+            user, klass = owner[cid]
+            user_ideal[user] += cores_held * span / 3600
+            class_ideal[klass] += cores_held * span / 3600
+    return user_actual, user_ideal, class_actual, class_ideal
+
+
+def spread(into: list[float], bounds: list[float], cores: float, start: float, stop: float) -> None:
+    """Add a job's core-seconds, ``cores`` from ``start`` to ``stop``, to the intervals between
+    ``bounds`` it overlaps."""
+    k = max(0, bisect_right(bounds, start) - 1)
+    while start < stop and k < len(into):
+        edge = min(stop, bounds[k + 1])
+        if edge > start:
+            into[k] += cores * (edge - start)
+            start = edge
+        k += 1
 
 
 def _wasted(db: Database, cores: Mapping[int, int]) -> dict[str, float]:

@@ -16,7 +16,7 @@ from cigri.cli import common
 from cigri import api, db, logs
 from cigri import config as configuration
 from cigri.backends.registry import BACKENDS
-from cigri.client import TOKEN_FILE, prepare_token_file, save_token
+from cigri.client import TOKEN_FILE, prepare_token_file, save_token, server_address
 from cigri.cycle import run_logged
 from cigri.daemon import daemon_running, run_daemon
 from cigri.doctor import diagnose
@@ -57,12 +57,16 @@ def _grid(command: str):
     config = configuration.load(overrides)
     if config.database_path.exists():
         require_admin(config, api.current_user(), f"cigri {command}")
+    elif command not in CREATORS and server_address(config) is not None:
+        raise InputError(f"cigri {command} works on the grid's database, and {config.database_path} is none: "
+                         "run it on the server's host, as the grid's account")
     if command in DRIVERS:
         _as_the_grids_account(config, command)
     return common.grid(overrides)
 
 
 DRIVERS = ("cycle", "daemon", "server")  # they make the grid's files: logs, locks, the spool, the socket
+CREATORS = (*DRIVERS, "db init")  # may make the grid's database; the others only work on one
 
 
 def _as_the_grids_account(config: configuration.Config, command: str) -> None:
@@ -430,7 +434,7 @@ def cluster_blacklist(name: str, reason: str = typer.Option("blacklisted by an a
 @common.errors_to_exit
 def cluster_cancel_campaigns(name: str, as_json: bool = typer.Option(False, "--json", help="Print one JSON value.")) -> None:
     """Cancel every running campaign that may use a cluster; their jobs are killed everywhere."""
-    ids = api.cancel_cluster_campaigns(_grid("cluster cancel-campaigns"), name, user=api.current_user())
+    ids = common.client(overrides).cancel_cluster_campaigns(name)
     common.print_json({"cancelled": ids}) if as_json else print(f"{len(ids)} campaign(s) cancelled: "
                                                                  f"{' '.join(map(str, ids)) or '-'}")
 
@@ -444,13 +448,8 @@ def purge(campaigns: list[int] = typer.Argument(None, metavar="CAMPAIGN", help="
     """Delete ended campaigns with their tasks, jobs and events (all or none)."""
     if bool(campaigns) == (ended_days is not None):
         raise InputError("give campaign numbers or --ended-days, not both")
-    grid, user = _grid("purge"), api.current_user()
-    if ended_days is not None:
-        if not 0 <= ended_days < float("inf"):
-            raise InputError("--ended-days: must be >= 0 and finite")
-        ids = api.purge_ended(grid, before=db.now() - ended_days * 86400, user=user)
-    else:
-        ids = api.purge(grid, campaigns, user=user)
+    client = common.client(overrides)
+    ids = client.purge_ended(ended_days) if ended_days is not None else client.purge_campaigns(campaigns)
     common.print_json({"purged": ids}) if as_json else print(f"{len(ids)} campaign(s) purged: "
                                                              f"{' '.join(map(str, ids)) or '-'}")
 

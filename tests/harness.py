@@ -93,10 +93,13 @@ def _proc_file(pid: int, name: str) -> bytes:
 
 def clusters_file() -> Path | None:
     """The cigri.toml ``tests/clusters/up.sh`` wrote for the real clusters (``CIGRI_TEST_CLUSTERS``
-    names it or its directory; default ``/tmp/cigri-clusters``), or None when it is not there."""
+    names it or its directory; default ``/tmp/cigri-clusters``), or None when it is not there,
+    or not this user's to use (clusters root brought up, whose SSH key an ordinary user cannot
+    read: their tests skip for that user as they do where there are none)."""
     named = Path(TEST_CLUSTERS)
     path = named if named.suffix == ".toml" else named / "cigri.toml"
-    return path if path.is_file() else None
+    usable = path.is_file() and os.access(path, os.R_OK) and os.access(path.parent / "ssh" / "id_ed25519", os.R_OK)
+    return path if usable else None
 
 
 def clusters_dir() -> Path:

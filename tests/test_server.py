@@ -71,6 +71,22 @@ def test_a_user_pauses_resumes_and_cancels_their_campaign(site: Site) -> None:
     assert site.json(u1, "gridstat", "-c", str(campaign_id))["state"] == "cancelled"
 
 
+def test_a_query_parameter_a_route_does_not_take_is_refused_not_ignored(site: Site) -> None:
+    """CiGri's clients pause with ``DELETE /campaigns/N?hold=1``: a route ignoring ``hold``
+    cancelled the campaign. Every API route refuses, by name, a parameter it does not take."""
+    u1, _ = site.users
+    program = site.script("sleepy.sh", "sleep 30\n")
+    campaign_id = site.submit(u1, site.jdl(u1, "kept", exec_file=str(program), nb_jobs=5))
+    answers = site.http(u1, [("DELETE", f"/campaigns/{campaign_id}?hold=1", {}),
+                             ("GET", "/campaigns?limit=5&state=in_treatment&offst=3", {}),
+                             ("GET", f"/campaigns/{campaign_id}/jobs?limit=2", {})])
+    assert [status for status, _, _ in answers] == [400, 400, 200]
+    assert answers[0][1] == {"error": f"DELETE /api/v1/campaigns/{campaign_id} takes no query parameter 'hold'",
+                             "field": "hold"}
+    assert answers[1][1]["field"] == "offst"
+    assert site.json(u1, "gridstat", "-c", str(campaign_id))["state"] == "in_treatment"
+
+
 def _routes(site: Site, user: str) -> list[tuple[str, str]]:
     """Every route of the API's own contract that names an object by id, with the method (not
     those naming a cluster: clusters are everyone's, and a cluster token is always the caller's)."""
@@ -228,6 +244,37 @@ def test_admins_see_and_act_on_everything(site: Site, campaigns: dict[str, Any])
     site.run("root", "cigri", "cluster", "blacklist", "local", "--reason", "maintenance")
     assert site.json(u1, "gridclusters")[0]["blacklisted"] is True
     site.run("root", "cigri", "cluster", "unblacklist", "local")
+    assert site.json(u1, "gridclusters")[0]["blacklisted"] is False
+    site.run("root", "gridevents", "--blacklist-cluster", "local")  # CiGri's way: an event held by the cluster
+    [held] = [e for e in site.json("root", "gridevents", "-g") if e["code"] == "CLUSTER_MANUALLY_DISABLED"]
+    assert site.json(u1, "gridclusters")[0]["blacklisted"] is True
+    site.run("root", "gridevents", "--fix", "-e", str(held["id"]))  # and CiGri's way to lift it
+    assert site.json(u1, "gridclusters")[0]["blacklisted"] is False
+
+
+def test_admin_commands_reach_the_server_not_a_database_of_their_own(site: Site) -> None:
+    """With only ``CIGRI_SERVER`` set, ``cigri purge`` and ``cigri cluster cancel-campaigns``
+    opened a new, empty database in the caller's home and reported nothing done."""
+    u1, u2 = site.users
+    program = site.script("sleepy.sh", "sleep 30\n")
+    running = site.submit(u1, site.jdl(u1, "running", exec_file=str(program), nb_jobs=2))
+    ended = site.submit(u2, site.jdl(u2, "ended", exec_file=str(program), nb_jobs=1))
+    site.run(u2, "griddel", str(ended))
+    root_database = Path("/root/.local/share/cigri/cigri.db")
+    existed = root_database.exists()
+    assert site.run(u1, "cigri", "cluster", "cancel-campaigns", "local", expect=1).stderr.startswith("cigri: ")
+    assert site.run(u1, "cigri", "purge", "--ended-days", "0", expect=1).stderr.startswith("cigri: ")
+    assert site.run(u1, "cigri", "purge", str(ended), expect=1).stderr == f"cigri: campaign {ended}: no such campaign\n"
+    assert running in site.json("root", "cigri", "cluster", "cancel-campaigns", "local")["cancelled"]
+    assert site.json(u1, "gridstat", "-c", str(running))["state"] == "cancelled"
+    assert site.json("root", "cigri", "purge", str(ended)) == {"purged": [ended]}
+    assert site.run(u2, "gridstat", "-c", str(ended), expect=1).stderr == f"gridstat: campaign {ended}: no such campaign\n"
+    assert site.run("root", "cigri", "purge", "--ended-days", "-1", expect=2).stderr == \
+        "cigri: ended_days: must be >= 0 and finite\n"
+    assert site.run("root", "cigri", "db", "upgrade", expect=2, env={"HOME": "/nonexistent"}).stderr == \
+        "cigri: cigri db upgrade works on the grid's database, and /nonexistent/.local/share/cigri/cigri.db is " \
+        "none: run it on the server's host, as the grid's account\n"
+    assert root_database.exists() == existed
 
 
 def test_errors_are_one_json_object_with_the_right_status(site: Site, campaigns: dict[str, Any]) -> None:

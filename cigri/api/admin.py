@@ -12,7 +12,7 @@ from cigri import db as database
 from cigri.api.access import owned_campaign
 from cigri.api.campaigns import cancel
 from cigri.api.jobs import job_info
-from cigri.errors import NotFound, Refused
+from cigri.errors import InputError, NotFound, Refused
 from cigri.events import record
 from cigri.grid import Grid
 from cigri.states import CAMPAIGN_ACTIVE, CampaignState, sql_in
@@ -39,9 +39,12 @@ def purge(grid: Grid, campaign_ids: Sequence[int], *, user: str) -> list[int]:
     return list(campaign_ids)
 
 
-def purge_ended(grid: Grid, *, before: float, user: str) -> list[int]:
-    """Purge every campaign that ended before ``before`` (epoch seconds); admins only."""
+def purge_ended(grid: Grid, *, days: float, user: str) -> list[int]:
+    """Purge every campaign that ended more than ``days`` days ago; admins only."""
+    if not 0 <= days < float("inf"):
+        raise InputError("ended_days: must be >= 0 and finite", field="ended_days")
     require_admin(grid.config, user, "purging every ended campaign")
+    before = database.now() - days * 86400
     ids = [r[0] for r in grid.db.execute(
         f"SELECT id FROM campaigns WHERE state IN {sql_in(ENDED)} AND coalesce(finished_at, submitted_at) < ? "
         "ORDER BY id", [before])]

@@ -9,7 +9,7 @@ from typing import Any
 from cigri import cluster_caps
 from cigri import db as database
 from cigri.errors import InputError, NotFound, Refused
-from cigri.events import close
+from cigri.events import MANUALLY_DISABLED, close, record
 from cigri.grid import Grid
 from cigri.predictor import stress
 from cigri.states import JOB_ACTIVE, JobState, sql_in
@@ -180,10 +180,13 @@ def set_blacklist(grid: Grid, name: str, reason: str | None, *, user: str) -> No
         row = conn.execute("SELECT id, blacklist_event_id FROM clusters WHERE name = ?", [name]).fetchone()
         if row is None:
             raise NotFound(f"cluster {name}: no such cluster")
-        if row[1] is not None:  # an automatic blacklist: an admin's decision replaces it
+        if row[1] is not None:  # the blacklist there was: an admin's decision replaces it
             close(conn, "id = ?", [row[1]])
-        conn.execute("UPDATE clusters SET blacklisted = ?, blacklist_reason = ?, blacklisted_at = ?, failures = 0 "
-                     "WHERE id = ?", [reason is not None, reason, database.now() if reason else None, row[0]])
+        event_id = None if reason is None else record(conn, MANUALLY_DISABLED, f"cluster {name} disabled by {user}: "
+                                                      f"{reason}", cluster_id=row[0])
+        conn.execute("UPDATE clusters SET blacklisted = ?, blacklist_reason = ?, blacklisted_at = ?, failures = 0, "
+                     "blacklist_event_id = ? WHERE id = ?",
+                     [reason is not None, reason, database.now() if reason else None, event_id, row[0]])
 
 
 def test_cluster(grid: Grid, name: str, directory: str | None, timeout: float, *, user: str) -> dict[str, Any]:

@@ -71,6 +71,12 @@ class DirectClient:
     def purge(self, campaign_id: int) -> None:
         api.purge(self.grid, [campaign_id], user=self.user)
 
+    def purge_campaigns(self, campaign_ids: list[int]) -> list[int]:
+        return api.purge(self.grid, campaign_ids, user=self.user)
+
+    def purge_ended(self, days: float) -> list[int]:
+        return api.purge_ended(self.grid, days=days, user=self.user)
+
     def pause(self, campaign_id: int) -> None:
         api.pause(self.grid, campaign_id, user=self.user)
 
@@ -140,6 +146,9 @@ class DirectClient:
 
     def blacklist(self, name: str, reason: str | None) -> None:
         api.set_blacklist(self.grid, name, reason, user=self.user)
+
+    def cancel_cluster_campaigns(self, name: str) -> list[int]:
+        return api.cancel_cluster_campaigns(self.grid, name, user=self.user)
 
     def test_cluster(self, name: str, directory: str | None, timeout: float) -> dict[str, Any]:
         return api.test_cluster(self.grid, name, directory, timeout, user=self.user)

@@ -130,6 +130,12 @@ class HTTPClient:
     def purge(self, campaign_id: int) -> None:
         self._request("POST", f"/campaigns/{campaign_id}/purge")
 
+    def purge_campaigns(self, campaign_ids: list[int]) -> list[int]:
+        return list(self._json("POST", "/campaigns/purge", json={"campaigns": campaign_ids})["purged"])
+
+    def purge_ended(self, days: float) -> list[int]:
+        return list(self._json("POST", "/campaigns/purge", json={"ended_days": days})["purged"])
+
     def pause(self, campaign_id: int) -> None:
         self._request("POST", f"/campaigns/{campaign_id}/pause")
 
@@ -213,6 +219,9 @@ class HTTPClient:
             self._request("POST", f"/clusters/{name}/unblacklist")
         else:
             self._request("POST", f"/clusters/{name}/blacklist", json={"reason": reason})
+
+    def cancel_cluster_campaigns(self, name: str) -> list[int]:
+        return list(self._json("POST", f"/clusters/{name}/cancel-campaigns")["cancelled"])
 
     def test_cluster(self, name: str, directory: str | None, timeout: float) -> dict[str, Any]:
         return self._json("POST", f"/clusters/{name}/test",  # type: ignore[no-any-return]

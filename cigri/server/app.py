@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Depends, FastAPI, Query, Request
+from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
@@ -28,7 +29,7 @@ from starlette.exceptions import HTTPException
 from cigri import __version__, api
 from cigri import db as database
 from cigri.config import Config
-from cigri.errors import CigriError, LimitExceeded, Unauthenticated
+from cigri.errors import CigriError, InputError, LimitExceeded, Unauthenticated
 from cigri.grid import Grid
 from cigri.server.auth import BrowserSessions, Caller, Front, check_csrf_proof, identify, token_caller
 from cigri.server.guard import PEER_UID
@@ -150,6 +151,23 @@ async def upload_by(request: Request, caller: Caller) -> None:
     request.scope[UPLOAD_OWNER] = (state.uploads, caller.user, room + state.config.limits.request_body_bytes)
 
 
+def known_query(request: Request) -> None:
+    """Refuse a query parameter the route does not take, naming it: an API route ignoring one
+    would do something else than asked (CiGri's clients send ``DELETE /campaigns/N?hold=1`` to
+    pause, which must not cancel the campaign)."""
+    unknown = sorted(set(request.query_params) - set(_declared_query(request.scope["route"].dependant)))
+    if unknown:
+        raise InputError(f"{request.method} {request.url.path} takes no query parameter '{unknown[0]}'",
+                         field=unknown[0])
+
+
+def _declared_query(dependant: Dependant) -> Iterator[str]:
+    """The query parameters a route and its dependencies declare, by the name a client sends."""
+    yield from (param.alias for param in dependant.query_params)
+    for dependency in dependant.dependencies:
+        yield from _declared_query(dependency)
+
+
 async def session(request: Request, caller: Caller = Depends(authenticated)) -> AsyncIterator[Session]:
     """The FastAPI dependency of most routes: the caller, and a grid for the request's length.
     Routes that first read a long upload take their grid after it instead (:func:`pool`)."""
@@ -172,7 +190,7 @@ def create_app(config: Config) -> FastAPI:
     for router in ROOT:
         app.include_router(router)
     for router in ROUTERS:
-        app.include_router(router, prefix=API)
+        app.include_router(router, prefix=API, dependencies=[Depends(known_query)])
     pages.install(app)
     docs.install(app)
     app.add_exception_handler(CigriError, _cigri_error)  # type: ignore[arg-type]

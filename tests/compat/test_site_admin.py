@@ -14,7 +14,7 @@ import pytest
 from harness import Cigri
 
 from cigri import api, config
-from cigri.errors import ConfigError, NotFound, Refused
+from cigri.errors import ConfigError, InputError, NotFound, Refused
 from cigri.grid import Grid, open_grid
 
 USER = getpass.getuser()
@@ -154,9 +154,11 @@ def test_purge_ended_before_a_date_is_for_admins(site: Grid) -> None:
     campaign_id = submit(site, jdl())
     api.cancel(site, campaign_id, user=USER)
     with pytest.raises(Refused, match="admin"):
-        api.purge_ended(site, before=2e9, user="somebody-else")
-    assert api.purge_ended(site, before=0, user=USER) == []
-    assert api.purge_ended(site, before=2e9, user=USER) == [campaign_id]
+        api.purge_ended(site, days=0, user="somebody-else")
+    with pytest.raises(InputError, match="ended_days"):
+        api.purge_ended(site, days=float("nan"), user=USER)
+    assert api.purge_ended(site, days=1, user=USER) == []
+    assert api.purge_ended(site, days=0, user=USER) == [campaign_id]
 
 
 def test_manual_job_event_opens_on_the_job(cigri: Cigri) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
+from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartParser
@@ -202,6 +203,25 @@ def throughput(campaign_id: int, session: Session = Depends(session),
                points: int = Query(60, ge=1, le=10_000, description="Buckets of equal length.")) -> dict[str, Any]:
     """As ``gridstat -c N --plot --json``."""
     return api.campaign_throughput(session.grid, campaign_id, user=session.user, points=points)
+
+
+class Purge(BaseModel):
+    """Ended campaigns to purge, by number, or every one that ended more than ``ended_days``
+    days ago (admins): one or the other."""
+
+    campaigns: list[int] = Field(default=[], max_length=10_000)
+    ended_days: float | None = None
+
+
+@router.post("/campaigns/purge", summary="Delete ended campaigns with their tasks, jobs and events (all or none)")
+def purge_many(body: Purge, session: Session = Depends(session)) -> dict[str, Any]:
+    """As ``cigri purge N… | --ended-days D``: each campaign its owner's or an admin's, every
+    one ended, or nothing is purged; ``ended_days`` is for admins."""
+    if bool(body.campaigns) == (body.ended_days is not None):
+        raise InputError("give campaigns or ended_days, not both", field="campaigns")
+    if body.ended_days is not None:
+        return {"purged": api.purge_ended(session.grid, days=body.ended_days, user=session.user)}
+    return {"purged": api.purge(session.grid, body.campaigns, user=session.user)}
 
 
 @router.post("/campaigns/{campaign_id}/purge", summary="Delete an ended campaign with its tasks, jobs and events")

@@ -81,6 +81,12 @@ def blacklist(name: str, body: Blacklist, session: Session = Depends(session)) -
     return {"name": name, "blacklisted": True}
 
 
+@router.post("/clusters/{name}/cancel-campaigns", summary="Cancel every running campaign that may use a cluster (admins)")
+def cancel_campaigns(name: str, session: Session = Depends(session)) -> dict[str, Any]:
+    """As ``cigri cluster cancel-campaigns NAME``: their jobs are killed everywhere."""
+    return {"cancelled": api.cancel_cluster_campaigns(session.grid, name, user=session.user)}
+
+
 @router.post("/clusters/{name}/unblacklist", summary="Send jobs to a cluster again (admins)")
 def unblacklist(name: str, session: Session = Depends(session)) -> dict[str, Any]:
     api.set_blacklist(session.grid, name, None, user=session.user)
