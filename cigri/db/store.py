@@ -13,6 +13,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from sqlite_utils import Database
 
@@ -92,3 +93,10 @@ def next_id(conn: sqlite3.Connection, table: str) -> int:
     then take the ids from there on, consecutively."""
     row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", [table]).fetchone()
     return (row[0] if row else 0) + 1
+
+
+def dicts(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
+    """The rows of ``cursor`` as dicts by column name (what ``Database.query`` gives), for a
+    query run on a plain connection, inside a transaction or not."""
+    names = [column[0] for column in cursor.description]
+    return [dict(zip(names, row)) for row in cursor]
