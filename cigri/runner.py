@@ -45,8 +45,8 @@ from cigri import bag, cluster_caps, faults, grouping
 from cigri import db as database
 from cigri.backends import JobSpec
 from cigri.cycle_context import CycleContext
-from cigri.errors import SubmissionRefused, SubmitLimitReached
 from cigri.db.events import refused_clusters
+from cigri.errors import SubmissionRefused, SubmitLimitReached
 from cigri.events import open_event, record
 from cigri.jdl import split_param
 from cigri.jdl.parser import oar_job_types

@@ -7,8 +7,8 @@ from typing import Any
 
 from cigri import bag
 from cigri import db as database
-from cigri.db import events as stored
 from cigri.api.access import may_see, owned_campaign, reopen, storable
+from cigri.db import events as stored
 from cigri.errors import InputError, NotFound, Refused
 from cigri.grid import Grid
 from cigri.states import CAMPAIGN_ACTIVE, TaskState, sql_in

@@ -17,8 +17,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cigri import db as database
-from cigri.db import notifications as stored
 from cigri.api.access import may_see, storable
+from cigri.db import notifications as stored
 from cigri.errors import InputError, LimitExceeded, NotFound, Refused, Unavailable
 from cigri.events import Severity
 from cigri.grid import Grid

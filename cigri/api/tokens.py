@@ -14,9 +14,9 @@ import sqlite3
 from typing import Any
 
 from cigri import db as database
-from cigri.db import tokens as stored
 from cigri.api.access import may_see, storable
 from cigri.config import parse_duration
+from cigri.db import tokens as stored
 from cigri.errors import InputError, LimitExceeded, NotFound, Unauthenticated
 from cigri.grid import Grid
 from cigri.users import require_admin

@@ -46,6 +46,19 @@ def insert(conn: sqlite3.Connection, *, kind: str, code: str, severity: str, sta
     return event_id
 
 
+def insert_imported(conn: sqlite3.Connection, *, kind: str, code: str, state: str, campaign_id: int | None,
+                    cluster_id: int | None, job_id: int | None, message: str, created_at: float,
+                    closed_at: float | None) -> int:
+    """Store an event of CiGri v3's (``cigri import-v3``) as it was there, counted once and told
+    already (its notifications went out from CiGri); return its id."""
+    event_id = conn.execute(
+        "INSERT INTO events(class, code, state, campaign_id, cluster_id, job_id, message, created_at, closed_at, "
+        "updated_at, notified_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1) RETURNING id",
+        [kind, code, state, campaign_id, cluster_id, job_id, message, created_at, closed_at, created_at]).fetchone()[0]
+    assert isinstance(event_id, int)
+    return event_id
+
+
 def cover(conn: sqlite3.Connection, event_id: int, job_id: int, task_id: int | None) -> bool:
     """Remember that the open event covers the job (``gridevents --fix --resubmit`` puts its
     task back); False if it did already, so a job seen each cycle is counted once."""

@@ -34,6 +34,13 @@ def upsert(conn: sqlite3.Connection, *, user: str, kind: str, target: str, sever
     return subscription_id, confirmed
 
 
+def import_mail(conn: sqlite3.Connection, user: str, address: str, severity: str, now: float) -> None:
+    """Subscribe ``user``'s ``address`` as CiGri v3 had it (``cigri import-v3``), unless it is
+    already. Not confirmed: an address other than the user's own waits for a code (m018)."""
+    conn.execute("INSERT INTO subscriptions(user, kind, target, severity, created_at) VALUES (?, 'mail', ?, ?, ?) "
+                 "ON CONFLICT(user, kind, target) DO NOTHING", [user, address, severity, now])
+
+
 def subscription(conn: sqlite3.Connection, subscription_id: int) -> tuple[str, str, str, str, float | None] | None:
     """``(user, kind, target, severity, confirmed_at)`` of the subscription; None if there is none."""
     row = conn.execute("SELECT user, kind, target, severity, confirmed_at FROM subscriptions WHERE id = ?",
