@@ -155,7 +155,7 @@ def listing(conn: sqlite3.Connection, *, event_id: int | None = None, campaign_i
     """Events as ``gridevents`` shows them (:data:`LISTED`, ``examples`` decoded), oldest first:
     one, a campaign's, the clusters' own (``global_only``), or those of ``readable_by``'s
     campaigns and the clusters'; all of these when nothing is named. ``limit`` of them after ``offset``."""
-    where: list[str] = ["1"]
+    where: list[str] = ["TRUE"]
     args: list[object] = []
     if event_id is not None:
         where.append("e.id = ?")
