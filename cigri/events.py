@@ -12,14 +12,13 @@ tasks back; the others are recorded closed, as a counted log of what cigri did o
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 from dataclasses import dataclass
 from enum import StrEnum
 
 from cigri import db as database
-from cigri.states import CAMPAIGN_ACTIVE, sql_in
+from cigri.db import events as stored
 
 
 class Severity(StrEnum):
@@ -117,52 +116,28 @@ def record(conn: sqlite3.Connection, code: str, message: str, *, campaign_id: in
     example: dict[str, object] = {"task_id": task_id, "job_id": job_id}
     if stderr_tail is not None:  # each example's own line: the group masks what tells them apart
         example["line"] = telling_line(stderr_tail)
-    row = conn.execute(
-        "SELECT id, examples FROM events WHERE code = ? AND campaign_id IS ? AND cluster_id IS ? "
-        "AND signature = ? AND state = ? ORDER BY id DESC LIMIT 1",
-        [code, campaign_id, cluster_id, signature, "open" if entry.opens else "closed"]).fetchone()
-    if row is None:
-        event_id = conn.execute(
-            "INSERT INTO events(class, code, severity, state, campaign_id, cluster_id, job_id, task_id, message, "
-            "stderr_tail, signature, examples, created_at, updated_at, closed_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [kind or entry.kind, code, entry.severity, "open" if entry.opens else "closed", campaign_id, cluster_id,
-             job_id, task_id, message, stderr_tail, signature,
-             json.dumps([example] if job_id or task_id else []),
-             now, now, None if entry.opens else now]).lastrowid
-        assert event_id is not None
+    state = "open" if entry.opens else "closed"
+    found = stored.aggregate(conn, code, campaign_id, cluster_id, signature, state)
+    if found is None:
+        event_id = stored.insert(conn, kind=kind or entry.kind, code=code, severity=entry.severity, state=state,
+                                 campaign_id=campaign_id, cluster_id=cluster_id, job_id=job_id, task_id=task_id,
+                                 message=message, stderr_tail=stderr_tail, signature=signature,
+                                 examples=[example] if job_id or task_id else [], now=now)
         if entry.opens and job_id is not None:
-            conn.execute("INSERT INTO event_jobs(event_id, job_id, task_id) VALUES (?, ?, ?)",
-                         [event_id, job_id, task_id])
+            stored.cover(conn, event_id, job_id, task_id)
         return event_id
-    event_id, examples = row[0], json.loads(row[1])
-    if entry.opens and job_id is not None and conn.execute(
-            "INSERT OR IGNORE INTO event_jobs(event_id, job_id, task_id) VALUES (?, ?, ?)",
-            [event_id, job_id, task_id]).rowcount == 0:
+    event_id, examples = found
+    if entry.opens and job_id is not None and not stored.cover(conn, event_id, job_id, task_id):
         return event_id
     if (job_id or task_id) and len(examples) < EXAMPLES:
         examples.append(example)
-    conn.execute("UPDATE events SET count = count + 1, updated_at = ?, examples = ? WHERE id = ?",
-                 [now, json.dumps(examples), event_id])
+    stored.count_again(conn, event_id, examples, now)
     return event_id
 
 
 def open_event(conn: sqlite3.Connection, kind: str, code: str, message: str, **where: int | str | None) -> int:
     """:func:`record` with the event's class given first (the runner's calls)."""
     return record(conn, code, message, kind=kind, **where)  # type: ignore[arg-type]
-
-
-def refused_clusters(conn: sqlite3.Connection) -> dict[int, set[int]]:
-    """Per active campaign, the clusters that refused its jobs as described (its open
-    ``SUBMISSION_ERROR`` events): none of its jobs, prologues and epilogues included, go there
-    until the event is fixed."""
-    refused: dict[int, set[int]] = {}
-    for campaign_id, cluster_id in conn.execute(
-            "SELECT campaign_id, cluster_id FROM events WHERE code = 'SUBMISSION_ERROR' AND state = 'open' "
-            f"AND class = 'campaign' AND cluster_id IS NOT NULL AND campaign_id IN "
-            f"(SELECT id FROM campaigns WHERE state IN {sql_in(CAMPAIGN_ACTIVE)})"):
-        refused.setdefault(campaign_id, set()).add(cluster_id)
-    return refused
 
 
 def telling_line(tail: str | None) -> str:
@@ -209,18 +184,7 @@ def signature(tail: str | None) -> str:
 def close(conn: sqlite3.Connection, where: str, args: list[object]) -> int:
     """Close the open events matching ``where`` (a fixed SQL condition) and lift the blacklists
     they hold; return how many were closed."""
-    ids = [r[0] for r in conn.execute(f"SELECT id FROM events WHERE state = 'open' AND ({where})", args)]
-    now = database.now()
-    for event_id in ids:
-        conn.execute("UPDATE events SET state = 'closed', closed_at = ? WHERE id = ? AND state = 'open'",
-                     [now, event_id])
-        conn.execute("UPDATE clusters SET blacklisted = 0, blacklist_reason = NULL, blacklisted_at = NULL, "
-                     "blacklist_event_id = NULL, failures = 0 WHERE blacklist_event_id = ?", [event_id])
-        conn.execute("UPDATE campaign_cluster_health SET blacklisted_at = NULL, event_id = NULL, exit_errors = 0, "
-                     "terminated_base = coalesce((SELECT terminated FROM campaign_stats s WHERE "
-                     "s.campaign_id = campaign_cluster_health.campaign_id AND "
-                     "s.cluster_id = campaign_cluster_health.cluster_id), 0) WHERE event_id = ?", [event_id])
-    return len(ids)
+    return len(stored.close(conn, where, args, database.now()))
 
 
 def close_cluster_problems(conn: sqlite3.Connection, cluster_id: int) -> None:
@@ -232,15 +196,11 @@ def close_cluster_problems(conn: sqlite3.Connection, cluster_id: int) -> None:
 def blacklist_cluster(conn: sqlite3.Connection, cluster_id: int, reason: str) -> None:
     """Blacklist a whole cluster automatically: a BLACKLISTED event holds it (autofix re-checks)."""
     event_id = record(conn, "BLACKLISTED", f"cluster blacklisted: {reason}", cluster_id=cluster_id)
-    conn.execute("UPDATE clusters SET blacklisted = 1, blacklist_reason = ?, blacklisted_at = ?, checked_at = ?, "
-                 "blacklist_event_id = ? WHERE id = ? AND blacklisted = 0",
-                 [reason, database.now(), database.now(), event_id, cluster_id])
+    stored.hold_cluster(conn, cluster_id, event_id, reason, database.now())
 
 
 def blacklist_pair(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, reason: str) -> None:
     """Stop sending the campaign's tasks to the cluster; other campaigns and clusters go on."""
     event_id = record(conn, "BLACKLISTED", f"cluster blacklisted for this campaign: {reason}",
                       campaign_id=campaign_id, cluster_id=cluster_id, kind="campaign")
-    conn.execute("UPDATE campaign_cluster_health SET blacklisted_at = ?, checked_at = ?, event_id = ?, "
-                 "strikes = strikes + 1 WHERE campaign_id = ? AND cluster_id = ? AND blacklisted_at IS NULL",
-                 [database.now(), database.now(), event_id, campaign_id, cluster_id])
+    stored.hold_pair(conn, campaign_id, cluster_id, event_id, database.now())

@@ -27,9 +27,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from cigri import db as database
+from cigri.db import events as stored
 from cigri.errors import CigriError, ConfigError, InputError
 from cigri.events import record
-from cigri.states import CAMPAIGN_ACTIVE, JobState, TaskState, sql_in
+from cigri.states import JobState, TaskState
 
 CODE = "SET_ASIDE"
 # The system's and the database's errors (a full disk, a lock held too long, memory, a cluster's
@@ -71,8 +72,7 @@ def set_aside_cluster(conn: sqlite3.Connection, cluster_id: int, step: str, erro
     event_id = record(conn, CODE, f"cluster set aside: {why}; no job is sent there and none is polled until this "
                                   "event is fixed (gridevents --fix)", cluster_id=cluster_id, signature=step,
                       kind="cluster")
-    conn.execute("UPDATE clusters SET blacklisted = 1, blacklist_reason = ?, blacklisted_at = ?, blacklist_event_id = ? "
-                 "WHERE id = ?", [f"set aside: {why}", database.now(), event_id, cluster_id])
+    stored.take_cluster(conn, cluster_id, event_id, f"set aside: {why}", database.now())
     return event_id
 
 
@@ -91,9 +91,4 @@ def set_aside_task(conn: sqlite3.Connection, job: Mapping[str, Any], why: str) -
 def set_aside_events(conn: sqlite3.Connection, campaign_ids: list[int] | None = None) -> dict[int, tuple[int, str]]:
     """``{campaign: (event id, message)}`` of the campaigns under way set aside now (of
     ``campaign_ids`` only, when given): what ``gridstat --why`` and ``cigri shares`` say of them."""
-    where, args = ("", []) if campaign_ids is None else \
-        (f" AND e.campaign_id IN ({','.join('?' * len(campaign_ids))})", campaign_ids)
-    return {campaign_id: (event_id, message) for event_id, campaign_id, message in conn.execute(
-        "SELECT e.id, e.campaign_id, e.message FROM events e JOIN campaigns c ON c.id = e.campaign_id "
-        f"WHERE e.code = ? AND e.state = 'open' AND e.class = 'campaign' AND c.state IN {sql_in(CAMPAIGN_ACTIVE)}"
-        f"{where} ORDER BY e.id", [CODE, *args])}
+    return stored.open_campaign_events(conn, CODE, campaign_ids)

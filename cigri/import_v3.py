@@ -33,6 +33,8 @@ from typing import Any
 
 from cigri import bag
 from cigri import db as database
+from cigri.db import events as stored_events
+from cigri.db import notifications as stored_notifications
 from cigri.errors import CigriError, InputError
 from cigri.grid import Grid
 from cigri.jdl import parse_jdl, split_param
@@ -367,12 +369,10 @@ def _events(conn: sqlite3.Connection, v3: dict[str, list[dict[str, Any]]], clust
             continue
         opened = _epoch(event["date_open"]) or database.now()
         kind = {"notify": "campaign", "log": "cluster"}.get(event["class"], event["class"])
-        event_id = conn.execute(
-            "INSERT INTO events(class, code, state, campaign_id, cluster_id, job_id, message, created_at, closed_at, "
-            "updated_at, notified_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
-            [kind, event["code"], event["state"], campaigns.get(event["campaign_id"]),
-             clusters.get(event["cluster_id"]), jobs.get(event["job_id"]), event["message"] or "", opened,
-             _epoch(event["date_closed"]), opened]).lastrowid
+        event_id = stored_events.insert_imported(
+            conn, kind=kind, code=event["code"], state=event["state"], campaign_id=campaigns.get(event["campaign_id"]),
+            cluster_id=clusters.get(event["cluster_id"]), job_id=jobs.get(event["job_id"]),
+            message=event["message"] or "", created_at=opened, closed_at=_epoch(event["date_closed"]))
         conn.execute("INSERT INTO v3_imports(kind, v3_id, cigri_id) VALUES ('event', ?, ?)", [event["id"], event_id])
         report.events += 1
 
@@ -389,8 +389,7 @@ def _subscriptions(conn: sqlite3.Connection, rows: list[dict[str, Any]], done: s
             continue
         user = "root" if row["grid_user"] == "%%admin%%" else row["grid_user"]
         severity = row["severity"] if row["severity"] in SEVERITIES else "medium"  # CiGri's empty meant medium
-        conn.execute("INSERT INTO subscriptions(user, kind, target, severity, created_at) VALUES (?, 'mail', ?, ?, ?) "
-                     "ON CONFLICT(user, kind, target) DO NOTHING", [user, row["identity"], severity, database.now()])
+        stored_notifications.import_mail(conn, user, row["identity"], severity, database.now())
         conn.execute("INSERT INTO v3_imports(kind, v3_id, cigri_id) VALUES ('subscription', ?, 0)", [row["id"]])
         report.subscriptions += 1
 

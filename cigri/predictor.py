@@ -44,6 +44,7 @@ from cigri import bag
 from cigri import db as database
 from cigri.config import JOB_RATIOS, RunnerSettings
 from cigri.cycle_context import CycleContext
+from cigri.db.events import stressed_clusters
 from cigri.events import close, open_event
 from cigri.states import (
     CAMPAIGN_ACTIVE,
@@ -534,8 +535,7 @@ def _judge_stress(ctx: CycleContext, conn: sqlite3.Connection) -> set[int]:
     runner = ctx.grid.config.runner
     ours = dict(conn.execute("SELECT cluster_id, count(*) FROM jobs WHERE state = ? GROUP BY cluster_id",
                              [JobState.WAITING]).fetchall())
-    was = {r[0] for r in conn.execute("SELECT cluster_id FROM events WHERE code = 'CLUSTER_STRESSED' "
-                                      "AND state = 'open'")}
+    was = stressed_clusters(conn)
     hot = set()
     for cluster_id, capacity in ctx.capacities.items():
         factor = float(_setting(runner, ctx.cluster_options(cluster_id), "stress_factor"))

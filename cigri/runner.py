@@ -45,8 +45,9 @@ from cigri import bag, cluster_caps, faults, grouping
 from cigri import db as database
 from cigri.backends import JobSpec
 from cigri.cycle_context import CycleContext
+from cigri.db.events import refused_clusters
 from cigri.errors import SubmissionRefused, SubmitLimitReached
-from cigri.events import open_event, record, refused_clusters
+from cigri.events import open_event, record
 from cigri.jdl import split_param
 from cigri.jdl.parser import oar_job_types
 from cigri.jdl.walltime import format_walltime
@@ -208,7 +209,7 @@ def _learn_limit(ctx: CycleContext, cluster_id: int, error: SubmitLimitReached) 
 def _refused(ctx: CycleContext, jobs: list[dict[str, Any]], error: Exception) -> None:
     """The cluster will never run these jobs of one campaign as described: they are forgotten,
     their tasks go back to the head of the bag, and an opening event with the cluster's words
-    keeps the cluster out of the campaign (:func:`cigri.events.refused_clusters`) until it is
+    keeps the cluster out of the campaign (:func:`cigri.db.events.refused_clusters`) until it is
     fixed, saying which of its clusters are left."""
     campaign_id, cluster_id, user = jobs[0]["campaign_id"], jobs[0]["cluster_id"], jobs[0]["user"]
     name = ctx.name(cluster_id)

@@ -17,7 +17,8 @@ from cigri import db as database
 from cigri import predictor
 from cigri.backends import RemoteJob, RemoteState
 from cigri.cycle_context import CycleContext
-from cigri.events import record, refused_clusters
+from cigri.db.events import refused_clusters
+from cigri.events import record
 from cigri.states import (EXIT_RESUBMIT_HEAD, EXIT_RESUBMIT_TAIL, JOB_ACTIVE, JOB_ENDED, TASK_OPEN, CampaignState, JobState,
                           KillReason, TaskState, sql_in)
 

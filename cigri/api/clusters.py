@@ -8,6 +8,7 @@ from typing import Any
 
 from cigri import cluster_caps
 from cigri import db as database
+from cigri.db import events as stored_events
 from cigri.errors import InputError, NotFound, Refused
 from cigri.events import MANUALLY_DISABLED, close, record
 from cigri.grid import Grid
@@ -27,8 +28,7 @@ def list_clusters(grid: Grid) -> list[dict[str, Any]]:
         "SELECT cluster_id, count(*) FILTER (WHERE state = ?), count(*) FILTER (WHERE state != ?), "
         f"count(*) FILTER (WHERE state = ?) FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} GROUP BY cluster_id",
         [JobState.RUNNING, JobState.RUNNING, JobState.WAITING])}
-    stressed = {r[0] for r in grid.db.execute("SELECT cluster_id FROM events WHERE code = 'CLUSTER_STRESSED' "
-                                              "AND state = 'open'")}
+    stressed = stored_events.stressed_clusters(grid.db.conn)
     caps = cluster_caps.caps(grid.db.conn, database.now())
     for row in grid.db.query("SELECT * FROM clusters ORDER BY name"):
         running, queued, waiting = jobs.get(row["id"], (0, 0, 0))

@@ -2,33 +2,26 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from typing import Any
 
 from cigri import bag
 from cigri import db as database
 from cigri.api.access import may_see, owned_campaign, reopen, storable
+from cigri.db import events as stored
 from cigri.errors import InputError, NotFound, Refused
-from cigri.events import close
 from cigri.grid import Grid
 from cigri.states import CAMPAIGN_ACTIVE, TaskState, sql_in
 from cigri.users import is_admin, require_admin
 
-_EVENT_COLUMNS = ("e.id, e.class, e.code, e.severity, e.state, e.campaign_id, c.name AS cluster, e.job_id, e.task_id, "
-                  "e.count, e.examples, e.message, e.stderr_tail, e.signature, e.created_at, e.updated_at, "
-                  "e.closed_at, e.cluster_id")
 
-
-def _event_rows(grid: Grid, where: str, args: list[Any], limit: int | None = None,
-                offset: int = 0) -> list[dict[str, Any]]:
+def _event_rows(grid: Grid, *, limit: int | None = None, offset: int = 0, **which: Any) -> list[dict[str, Any]]:
+    """The events :func:`cigri.db.events.listing` finds for ``which``, each with its ``summary``
+    and its examples' task names."""
     if (limit is not None and limit < 0) or offset < 0:
         raise InputError("limit and offset: must be >= 0", field="limit" if offset >= 0 else "offset")
-    rows = list(grid.db.query(f"SELECT {_EVENT_COLUMNS} FROM events e LEFT JOIN clusters c ON c.id = e.cluster_id "
-                              f"LEFT JOIN campaigns p ON p.id = e.campaign_id WHERE {where} ORDER BY e.id "
-                              "LIMIT ? OFFSET ?", [*args, -1 if limit is None else limit, offset]))
+    rows = stored.listing(grid.db.conn, limit=limit, offset=offset, **which)
     for row in rows:
-        row["examples"] = json.loads(row["examples"])
         row["summary"] = row["signature"] if row["stderr_tail"] is not None and row["signature"] else row["message"]
     _name_tasks(grid, [example for row in rows for example in row["examples"]])
     return rows
@@ -37,8 +30,7 @@ def _event_rows(grid: Grid, where: str, args: list[Any], limit: int | None = Non
 def _name_tasks(grid: Grid, examples: list[dict[str, Any]]) -> None:
     """Give each example its task's name (``task``), read in one query."""
     ids = sorted({example["task_id"] for example in examples if example.get("task_id") is not None})
-    names = dict(grid.db.execute("SELECT id, name FROM tasks WHERE id IN (SELECT value FROM json_each(?))",
-                                 [json.dumps(ids)]).fetchall()) if ids else {}
+    names: dict[Any, str] = stored.task_names(grid.db.conn, ids)
     for example in examples:
         example["task"] = names.get(example.get("task_id"))
 
@@ -48,25 +40,20 @@ def list_events(grid: Grid, *, user: str, campaign_id: int | None = None, global
     """Events ``user`` may read, oldest first: a campaign's (its owner's or an admin's), the
     clusters' own (``global_only``; anyone), or by default every event of the user's campaigns
     plus the clusters' (an admin: every event); ``limit`` of them after ``offset``."""
-    where: list[str] = ["1"]
-    args: list[object] = []
+    which: dict[str, Any] = {"include_closed": include_closed}
     if campaign_id is not None:
         owned_campaign(grid, grid.db.conn, campaign_id, user)
-        where.append("e.campaign_id = ?")
-        args.append(campaign_id)
+        which["campaign_id"] = campaign_id
     elif global_only:
-        where.append("e.class = 'cluster' AND e.campaign_id IS NULL")
+        which["global_only"] = True
     elif not is_admin(grid.config, user):
-        where.append("(p.user = ? OR e.campaign_id IS NULL)")
-        args.append(user)
-    if not include_closed:
-        where.append("e.state = 'open'")
-    return _event_rows(grid, " AND ".join(where), args, limit, offset)
+        which["readable_by"] = user
+    return _event_rows(grid, limit=limit, offset=offset, **which)
 
 
 def event(grid: Grid, event_id: int, *, user: str) -> dict[str, Any]:
     """One event with every detail; a campaign's event only for its owner or an admin."""
-    rows = _event_rows(grid, "e.id = ?", [event_id]) if storable(event_id) else []
+    rows = _event_rows(grid, event_id=event_id) if storable(event_id) else []
     if not rows:
         raise NotFound(f"event {event_id}: no such event")
     _may_fix_or_read(grid, rows[0], user, fixing=False)
@@ -94,20 +81,15 @@ def fix_events(grid: Grid, *, user: str, event_id: int | None = None, campaign_i
     if event_id is not None:
         row = event(grid, event_id, user=user)
         _may_fix_or_read(grid, row, user, fixing=True)
-        where, args = "id = ?", [event_id]
-    elif campaign_id is not None:
-        where, args = "campaign_id = ?", [campaign_id]
-    else:
+    elif campaign_id is None:
         require_admin(grid.config, user, "fixing the clusters' events")
-        where, args = "class = 'cluster' AND campaign_id IS NULL", []
     with database.write(grid.db) as conn:
         if campaign_id is not None:
             owned_campaign(grid, conn, campaign_id, user)
-        ids = [r[0] for r in conn.execute(f"SELECT id FROM events WHERE state = 'open' AND {where}", args)]
-        if not ids:
+        ids = stored.close(conn, *stored.fixable(event_id=event_id, campaign_id=campaign_id), database.now())
+        if not ids:  # nothing was closed: the transaction changes nothing
             raise Refused("nothing to fix: " + (f"event {event_id} is not open" if event_id is not None else
                                                 "no open event"))
-        close(conn, f"id IN ({','.join('?' * len(ids))})", ids)
         resubmitted = _resubmit_failed(conn, ids) if resubmit else 0
         resubmitted += _retry_prologues(conn, ids, resubmit)
     return {"closed": len(ids), "resubmitted": resubmitted}
@@ -120,9 +102,7 @@ def _retry_prologues(conn: sqlite3.Connection, event_ids: list[int], resubmit: b
     from cigri.metascheduler.schedulers import workqueue  # the metascheduler's import cost, only when fixing
 
     resubmitted = 0
-    for campaign_id, cluster_id in conn.execute(
-            f"SELECT DISTINCT campaign_id, cluster_id FROM events WHERE code = 'PROLOGUE_FAILED' "
-            f"AND id IN ({','.join('?' * len(event_ids))})", event_ids).fetchall():
+    for campaign_id, cluster_id in stored.prologue_failures(conn, event_ids):
         if resubmit and (requeued := bag.requeue_never_run(conn, campaign_id)):
             resubmitted += requeued
             reopen(conn, "id = ?", [campaign_id])

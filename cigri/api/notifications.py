@@ -11,12 +11,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import sqlite3
 from email.utils import getaddresses
 from typing import Any
 from urllib.parse import urlsplit
 
 from cigri import db as database
 from cigri.api.access import may_see, storable
+from cigri.db import notifications as stored
 from cigri.errors import InputError, LimitExceeded, NotFound, Refused, Unavailable
 from cigri.events import Severity
 from cigri.grid import Grid
@@ -64,16 +66,12 @@ def subscribe(grid: Grid, *, user: str, kind: str, target: str, severity: str) -
     trusted = addresses.confirmed(grid.config.notify, user, kind, target, None)
     with database.write(grid.db) as conn:
         most = grid.config.limits.subscriptions_per_user
-        held = conn.execute("SELECT count(*) FROM subscriptions WHERE user = ? AND NOT (kind = ? AND target = ?)",
-                            [user, kind, target]).fetchone()[0]
+        held = stored.count_others(conn, user, kind, target)
         if held >= most:
             raise LimitExceeded(f"{user}: {held} subscriptions, the most one user holds "
                                 "(limits.subscriptions_per_user); gridnotify unsubscribe one first")
-        subscription_id, confirmed_at = conn.execute(
-            "INSERT INTO subscriptions(user, kind, target, severity, created_at, confirmed_at) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(user, kind, target) DO UPDATE SET severity = excluded.severity, "
-            "confirmed_at = coalesce(confirmed_at, excluded.confirmed_at) RETURNING id, confirmed_at",
-            [user, kind, target, severity, now, now if trusted else None]).fetchone()
+        subscription_id, confirmed_at = stored.upsert(conn, user=user, kind=kind, target=target, severity=severity,
+                                                      now=now, confirmed_at=now if trusted else None)
         code = None if confirmed_at is not None else _new_code(conn, user, target, now)
     if code is not None:
         _mail_code(grid, user, target, subscription_id, code)
@@ -85,21 +83,18 @@ def _code_hash(code: str) -> str:
     return hashlib.sha256(code.encode()).hexdigest()
 
 
-def _new_code(conn: Any, user: str, address: str, now: float) -> str | None:
+def _new_code(conn: sqlite3.Connection, user: str, address: str, now: float) -> str | None:
     """A fresh code for ``user``'s ``address``, recorded hashed (in the caller's transaction);
     None when one mailed there still confirms it. LimitExceeded past the day's codes."""
-    conn.execute("DELETE FROM mail_codes WHERE sent_at < ?", [now - 2 * CODE_SECONDS])
-    if conn.execute("SELECT 1 FROM mail_codes WHERE user = ? AND address = ? AND expires_at > ? AND tries < ?",
-                    [user, address, now, CODE_TRIES]).fetchone():
+    stored.forget_old_codes(conn, now - 2 * CODE_SECONDS)
+    if stored.waiting_codes(conn, user, address, now, CODE_TRIES):
         return None
-    mailed, first = conn.execute("SELECT count(*), min(sent_at) FROM mail_codes WHERE user = ? AND sent_at > ?",
-                                 [user, now - CODE_SECONDS]).fetchone()
+    mailed, first = stored.codes_since(conn, user, now - CODE_SECONDS)
     if mailed >= CODES_PER_DAY:
         raise LimitExceeded(f"mail address: {CODES_PER_DAY} confirmation codes were mailed for you within a day; "
-                            "confirm one of them, or try again later", retry_after=first + CODE_SECONDS - now)
+                            "confirm one of them, or try again later", retry_after=(first or now) + CODE_SECONDS - now)
     code = secrets.token_hex(5)
-    conn.execute("INSERT INTO mail_codes(user, address, hash, sent_at, expires_at) VALUES (?, ?, ?, ?, ?)",
-                 [user, address, _code_hash(code), now, now + CODE_SECONDS])
+    stored.add_code(conn, user, address, _code_hash(code), now, now + CODE_SECONDS)
     return code
 
 
@@ -112,8 +107,7 @@ def _mail_code(grid: Grid, user: str, address: str, subscription_id: int, code: 
         send_code(grid.config.notify, address, user=user, subscription_id=subscription_id, code=code)
     except Exception as error:  # whatever the SMTP server or the network answered
         with database.write(grid.db) as conn:
-            conn.execute("DELETE FROM mail_codes WHERE user = ? AND address = ? AND hash = ?",
-                         [user, address, _code_hash(code)])
+            stored.drop_code(conn, user, address, _code_hash(code))
         raise Unavailable(f"mail address: the confirmation code could not be mailed to {address} "
                           f"({type(error).__name__}: {' '.join(str(error).split())[:200]}); subscribe again later") from None
 
@@ -123,20 +117,17 @@ def confirm_subscription(grid: Grid, subscription_id: int, code: str, *, user: s
     code spends one of the tries of every code waiting for that address."""
     now = database.now()
     with database.write(grid.db) as conn:
-        row = conn.execute("SELECT user, kind, target, severity, confirmed_at FROM subscriptions WHERE id = ?",
-                           [subscription_id]).fetchone() if storable(subscription_id) else None
+        row = stored.subscription(conn, subscription_id) if storable(subscription_id) else None
         if row is None or row[0] != user:  # another's, even to an admin: as none
             raise NotFound(f"subscription {subscription_id}: no such subscription")
         _, kind, target, severity, confirmed_at = row
-        waiting = conn.execute("SELECT id, hash FROM mail_codes WHERE user = ? AND address = ? AND expires_at > ? "
-                               "AND tries < ?", [user, target, now, CODE_TRIES]).fetchall()
+        waiting = stored.waiting_codes(conn, user, target, now, CODE_TRIES)
         typed = _code_hash(code.strip().lower())
         right = any(hmac.compare_digest(typed, stored) for _, stored in waiting)
         if confirmed_at is None and right:
-            conn.execute("UPDATE subscriptions SET confirmed_at = ? WHERE id = ?", [now, subscription_id])
-            conn.execute("DELETE FROM mail_codes WHERE user = ? AND address = ?", [user, target])
+            stored.confirm(conn, subscription_id, user, target, now)
         elif confirmed_at is None:
-            conn.executemany("UPDATE mail_codes SET tries = tries + 1 WHERE id = ?", [(i,) for i, _ in waiting])
+            stored.spend_tries(conn, [i for i, _ in waiting])
     if confirmed_at is None and not waiting:
         raise Refused(f"subscription {subscription_id}: no code waits for {target} (it expired, or too many wrong "
                       f"ones were typed); gridnotify subscribe --mail {target} mails a new one")
@@ -149,26 +140,17 @@ def confirm_subscription(grid: Grid, subscription_id: int, code: str, *, user: s
 def unsubscribe(grid: Grid, subscription_id: int, *, user: str) -> None:
     """Remove a subscription (its unsent messages go with it): its owner's or, for an admin, any."""
     with database.write(grid.db) as conn:
-        row = conn.execute("SELECT user FROM subscriptions WHERE id = ?", [subscription_id]).fetchone() \
-            if storable(subscription_id) else None
+        row = stored.subscription(conn, subscription_id) if storable(subscription_id) else None
         if row is None or not may_see(grid, row[0], user):
             raise NotFound(f"subscription {subscription_id}: no such subscription")
-        conn.execute("DELETE FROM subscriptions WHERE id = ?", [subscription_id])
+        stored.delete(conn, subscription_id)
 
 
 def list_subscriptions(grid: Grid, *, user: str, all_users: bool = False) -> list[dict[str, Any]]:
     """``user``'s subscriptions (an admin may ask for everyone's) with their messages' fate."""
     if all_users:
         require_admin(grid.config, user, "listing everyone's subscriptions")
-    rows = list(grid.db.query(
-        "SELECT s.id, s.user, s.kind, s.target, s.severity, s.created_at, s.confirmed_at, "
-        "count(o.id) FILTER (WHERE o.state = 'sent') AS sent, "
-        "count(o.id) FILTER (WHERE o.state = 'pending') AS pending, "
-        "count(o.id) FILTER (WHERE o.state = 'dead') AS failed, "
-        "(SELECT last_error FROM outbox WHERE subscription_id = s.id AND last_error IS NOT NULL "
-        " ORDER BY id DESC LIMIT 1) AS last_error "
-        "FROM subscriptions s LEFT JOIN outbox o ON o.subscription_id = s.id "
-        f"{'' if all_users else 'WHERE s.user = ?'} GROUP BY s.id ORDER BY s.id", [] if all_users else [user]))
+    rows = stored.listing(grid.db.conn, None if all_users else user)
     for row in rows:
         row["confirmed"] = addresses.confirmed(grid.config.notify, row["user"], row["kind"], row["target"],
                                                row.pop("confirmed_at"))

@@ -16,6 +16,7 @@ from typing import Any
 from cigri import db as database
 from cigri.api.access import may_see, storable
 from cigri.config import parse_duration
+from cigri.db import tokens as stored
 from cigri.errors import InputError, LimitExceeded, NotFound, Unauthenticated
 from cigri.grid import Grid
 from cigri.users import require_admin
@@ -49,9 +50,8 @@ def create_token(grid: Grid, *, user: str, owner: str | None = None, ttl: str | 
     now = database.now()
     with database.write(grid.db) as conn:
         _room_for_one(conn, grid.config.limits.tokens_per_user, owner, now)
-        token_id = conn.execute(
-            "INSERT INTO tokens(user, hash, note, created_by, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
-            [owner, _hash(secret), note, user, now, now + seconds]).lastrowid
+        token_id = stored.insert(conn, user=owner, secret_hash=_hash(secret), note=note, created_by=user,
+                                 created_at=now, expires_at=now + seconds)
     return {"id": token_id, "user": owner, "token": secret, "note": note, "created_at": now,
             "expires_at": now + seconds}
 
@@ -63,14 +63,11 @@ def _room_for_one(conn: sqlite3.Connection, most: int, owner: str, now: float) -
     """LimitExceeded if ``owner`` holds ``most`` valid tokens; and their ended tokens beyond the
     newest :data:`ENDED_KEPT` are forgotten, so that a loop of creating and revoking tokens
     keeps a user's rows bounded."""
-    valid = conn.execute("SELECT count(*) FROM tokens WHERE user = ? AND revoked_at IS NULL AND expires_at > ?",
-                         [owner, now]).fetchone()[0]
+    valid = stored.count_valid(conn, owner, now)
     if valid >= most:
         raise LimitExceeded(f"{owner}: {valid} valid tokens, the most one user holds (limits.tokens_per_user); "
                             "revoke one first (cigri token list, cigri token revoke ID)")
-    conn.execute("DELETE FROM tokens WHERE user = ? AND (revoked_at IS NOT NULL OR expires_at <= ?) AND id NOT IN "
-                 "(SELECT id FROM tokens WHERE user = ? AND (revoked_at IS NOT NULL OR expires_at <= ?) "
-                 "ORDER BY id DESC LIMIT ?)", [owner, now, owner, now, ENDED_KEPT])
+    stored.forget_ended(conn, owner, now, ENDED_KEPT)
 
 
 def list_tokens(grid: Grid, *, user: str, all_users: bool = False) -> list[dict[str, Any]]:
@@ -78,9 +75,7 @@ def list_tokens(grid: Grid, *, user: str, all_users: bool = False) -> list[dict[
     if all_users:
         require_admin(grid.config, user, "listing everyone's tokens")
     now = database.now()
-    rows = list(grid.db.query(
-        "SELECT id, user, note, created_by, created_at, expires_at, last_used_at, revoked_at FROM tokens "
-        f"{'' if all_users else 'WHERE user = ?'} ORDER BY id", [] if all_users else [user]))
+    rows = stored.listing(grid.db.conn, None if all_users else user)
     for row in rows:
         row["state"] = "revoked" if row["revoked_at"] else "expired" if row["expires_at"] <= now else "valid"
     return rows
@@ -89,22 +84,20 @@ def list_tokens(grid: Grid, *, user: str, all_users: bool = False) -> list[dict[
 def revoke_token(grid: Grid, token_id: int, *, user: str) -> None:
     """Revoke one of ``user``'s tokens (an admin: anyone's); it is refused from then on."""
     with database.write(grid.db) as conn:
-        row = conn.execute("SELECT user FROM tokens WHERE id = ?", [token_id]).fetchone() \
-            if storable(token_id) else None
-        if row is None or not may_see(grid, row[0], user):
+        owner = stored.owner(conn, token_id) if storable(token_id) else None
+        if owner is None or not may_see(grid, owner, user):
             raise NotFound(f"token {token_id}: no such token")
-        conn.execute("UPDATE tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?", [database.now(), token_id])
+        stored.revoke(conn, token_id, database.now())
 
 
 def token_user(grid: Grid, secret: str) -> str:
     """Whose ``secret`` is; Unauthenticated (401) if it is unknown, expired or revoked, all
     told apart only in the server's log, never to the caller."""
     now = database.now()
-    row = grid.db.execute("SELECT id, user, expires_at, revoked_at, last_used_at FROM tokens WHERE hash = ?",
-                          [_hash(secret)]).fetchone() if secret.startswith(PREFIX) else None
+    row = stored.by_hash(grid.db.conn, _hash(secret)) if secret.startswith(PREFIX) else None
     if row is None or row[3] is not None or row[2] <= now:
         raise Unauthenticated("the token is unknown, expired or revoked (cigri token create makes a new one)")
     if row[4] is None or now - row[4] >= LAST_USED_STEP:
         with database.write(grid.db) as conn:
-            conn.execute("UPDATE tokens SET last_used_at = ? WHERE id = ?", [now, row[0]])
+            stored.mark_used(conn, row[0], now)
     return row[1]

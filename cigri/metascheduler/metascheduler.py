@@ -28,7 +28,7 @@ from cigri import faults, predictor
 from cigri.backends import Capacity
 from cigri.config import Config
 from cigri.cycle_context import CycleContext
-from cigri.events import refused_clusters
+from cigri.db.events import refused_clusters
 from cigri.grid import Grid
 from cigri.metascheduler import fairshare, gangs, windows
 from cigri.metascheduler.schedulers import finalize, test, workqueue

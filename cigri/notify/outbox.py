@@ -8,6 +8,8 @@ from collections import defaultdict
 from typing import Any
 
 from cigri import db as database
+from cigri.db import events as stored_events
+from cigri.db import notifications as stored
 from cigri.events import Severity
 from cigri.grid import Grid
 from cigri.notify import addresses
@@ -21,22 +23,16 @@ DELIVER_PER_CYCLE = 100  # a backlog drains over several cycles instead of stret
 def collect(grid: Grid) -> int:
     """Turn un-notified event occurrences into one outbox message per subscription; return how
     many messages were written."""
-    if not grid.db.execute("SELECT 1 FROM events WHERE count > notified_count LIMIT 1").fetchone():
+    if not stored_events.any_unnotified(grid.db.conn):
         return 0  # the usual cycle: no write lock taken
     with database.write(grid.db) as conn:
-        cursor = conn.execute(
-            "SELECT e.id, e.class, e.code, e.severity, e.state, e.campaign_id, c.name AS cluster, e.message, "
-            "e.stderr_tail, e.count, e.count - e.notified_count AS new, e.examples, p.user AS owner "
-            "FROM events e LEFT JOIN clusters c ON c.id = e.cluster_id "
-            "LEFT JOIN campaigns p ON p.id = e.campaign_id WHERE e.count > e.notified_count ORDER BY e.id")
-        columns = [c[0] for c in cursor.description]
-        events = [dict(zip(columns, row)) for row in cursor]
+        events = stored_events.unnotified(conn)
         if not events:
             return 0
-        conn.executemany("UPDATE events SET notified_count = ? WHERE id = ?", [(e["count"], e["id"]) for e in events])
-        subscriptions = [(i, user, least) for i, user, least, kind, target, confirmed_at in conn.execute(
-            "SELECT id, user, severity, kind, target, confirmed_at FROM subscriptions")
-            if addresses.confirmed(grid.config.notify, user, kind, target, confirmed_at)]
+        stored_events.mark_notified(conn, events)
+        subscriptions = [(i, user, least) for i, user, least, kind, target, confirmed_at
+                         in stored.every_subscription(conn)
+                         if addresses.confirmed(grid.config.notify, user, kind, target, confirmed_at)]
         admins = {user for _, user, _ in subscriptions if is_admin(grid.config, user)}
         chosen: dict[int, list[dict[str, Any]]] = defaultdict(list)
         for subscription_id, user, least in subscriptions:
@@ -49,9 +45,7 @@ def collect(grid: Grid) -> int:
         now = database.now()
         for subscription_id, chosen_events in chosen.items():
             document = _document(chosen_events)
-            conn.execute("INSERT INTO outbox(subscription_id, severity, subject, document, next_try_at, created_at) "
-                         "VALUES (?, ?, ?, ?, ?, ?)",
-                         [subscription_id, document["severity"], document["subject"], json.dumps(document), now, now])
+            stored.post(conn, subscription_id, document["severity"], document["subject"], json.dumps(document), now)
     return len(chosen)
 
 
@@ -74,7 +68,7 @@ def _document(events: list[dict[str, Any]]) -> dict[str, Any]:
         "severity": str(severity), "subject": subject[:200],
         "events": [{"id": e["id"], "code": e["code"], "severity": e["severity"], "class": e["class"],
                     "campaign_id": e["campaign_id"], "cluster": e["cluster"], "message": e["message"],
-                    "count": e["count"], "new": e["new"], "examples": json.loads(e["examples"]),
+                    "count": e["count"], "new": e["new"], "examples": e["examples"],
                     "stderr_tail": e["stderr_tail"]} for e in events],
     }
 
@@ -86,11 +80,7 @@ def deliver(grid: Grid) -> int:
     from cigri.notify.senders import send_mail, send_webhook
 
     settings = grid.config.notify
-    due = list(grid.db.query(
-        "SELECT o.id, o.severity, o.subject, o.document, o.tries, o.created_at, s.kind, s.target, s.user "
-        "FROM outbox o INDEXED BY outbox_due JOIN subscriptions s ON s.id = o.subscription_id "  # not the sent ones
-        "WHERE o.state = 'pending' AND o.next_try_at <= ? ORDER BY o.id LIMIT ?",
-        [database.now(), DELIVER_PER_CYCLE]))
+    due = stored.due(grid.db.conn, database.now(), DELIVER_PER_CYCLE)
     sent = 0
     for message in due:
         document = {"id": message["id"], "user": message["user"], **json.loads(message["document"])}
@@ -107,14 +97,11 @@ def deliver(grid: Grid) -> int:
             log.info("notification %s (%s, try %s/%s) failed: %s", message["id"], message["kind"], tries,
                      settings.max_tries, _reason(error))
             with database.write(grid.db) as conn:
-                conn.execute("UPDATE outbox SET tries = ?, last_error = ?, state = ?, next_try_at = ? "
-                             "WHERE id = ? AND state = 'pending'",
-                             [tries, _shown_reason(message["kind"], error), "dead" if dead else "pending",
-                              database.now() + settings.retry_delay * 2 ** (tries - 1), message["id"]])
+                stored.failed(conn, message["id"], tries=tries, error=_shown_reason(message["kind"], error), dead=dead,
+                              retry_at=database.now() + settings.retry_delay * 2 ** (tries - 1))
             continue
         with database.write(grid.db) as conn:
-            conn.execute("UPDATE outbox SET state = 'sent', sent_at = ?, tries = tries + 1 WHERE id = ?",
-                         [database.now(), message["id"]])
+            stored.sent(conn, message["id"], database.now())
         sent += 1
     return sent
 

@@ -1,25 +1,18 @@
-"""The one SQLite database: WAL, a busy timeout, schema migrations, write transactions.
+"""The schema: every migration, m001 to the newest, in one sequence applied by name.
 
-Every state change goes through :func:`write`, a ``BEGIN IMMEDIATE`` transaction: the write
-lock is taken up front, so concurrent processes queue on the busy timeout instead of failing
-with "database is locked" when a read transaction tries to upgrade.
+Databases in the field have applied these by name (sqlite-utils' ``_cigri_migrations``
+table), so a migration is never renamed, edited or reordered once released: a change of
+schema is a new migration at the end. A database that has applied one this cigri does not
+know was written by a newer cigri (:func:`newer_migrations`) and is refused.
 """
 
 from __future__ import annotations
 
-import os
-import sqlite3
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Callable
 
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
-from cigri import clock
-from cigri.errors import CigriError
-
-BUSY_TIMEOUT_MS = 60_000
 migrations = Migrations("cigri")
 KNOWN_MIGRATIONS: list[str] = []
 
@@ -34,6 +27,12 @@ def migration(function: Callable[[Database], None]) -> Callable[[Database], None
 def newer_migrations(db: Database) -> list[str]:
     """The migrations applied to ``db`` that this cigri does not know (a rolled-back upgrade)."""
     return [m.name for m in migrations.applied(db) if m.name not in KNOWN_MIGRATIONS]
+
+
+def schema_version(db: Database) -> str:
+    """The newest migration applied to ``db``, as ``cigri db init`` and ``upgrade`` print it."""
+    applied = migrations.applied(db)
+    return applied[-1].name if applied else "none"
 
 
 @migration
@@ -305,81 +304,6 @@ def m008_task_blocks(db: Database) -> None:
     ALTER TABLE tasks_new RENAME TO tasks;
     CREATE INDEX tasks_bag ON tasks(campaign_id, state, priority DESC, id) WHERE state <> 'pending' OR priority <> 10;
     """)
-
-
-def connect(path: Path) -> Database:
-    """Open (creating if needed) and migrate the database; files are private to the owner."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fresh = not path.exists()
-        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                               check_same_thread=False)
-        if fresh:
-            os.chmod(path, 0o600)
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        db = Database(conn)
-        if newer := newer_migrations(db):
-            conn.close()
-            raise CigriError(f"database {path}: written by a newer cigri (schema {newer[-1]}; this one knows up "
-                             f"to {KNOWN_MIGRATIONS[-1]}): run that cigri, or restore a backup of this version's")
-        if migrations.pending(db):
-            _migrate(db)
-        conn.execute("PRAGMA foreign_keys = ON")
-        return db
-    except sqlite3.Error as error:
-        raise CigriError(f"database {path}: {error}") from None
-    except OSError as error:
-        raise CigriError(f"database {path}: {error.strerror}") from None
-
-
-def _migrate(db: Database) -> None:
-    """Apply pending migrations in one transaction, with foreign keys off so that a table can
-    be rebuilt, and checked before commit (SQLite's documented procedure for schema changes)."""
-    with _immediate(db.conn):  # concurrent first opens queue on the write lock
-        migrations.apply(db)
-        if violation := db.conn.execute("PRAGMA foreign_key_check").fetchone():
-            raise sqlite3.IntegrityError(f"migration broke a foreign key: {violation}")
-
-
-@contextmanager
-def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:  # SQLite has already rolled back after some errors (a full disk)
-            conn.execute("ROLLBACK")
-        raise
-
-
-@contextmanager
-def write(db: Database) -> Iterator[sqlite3.Connection]:
-    """One state change = one transaction holding the write lock from its start."""
-    try:
-        with _immediate(db.conn):
-            yield db.conn
-    except sqlite3.OperationalError as error:
-        raise CigriError(f"database: {error}") from None
-
-
-def schema_version(db: Database) -> str:
-    applied = migrations.applied(db)
-    return applied[-1].name if applied else "none"
-
-
-def now() -> float:
-    return clock.now()
-
-
-def next_id(conn: sqlite3.Connection, table: str) -> int:
-    """The id the next row inserted into ``table`` gets (one of :data:`NEVER_REUSED`): past
-    every id it ever gave, purged rows' included. Under the write lock, a statement's rows
-    then take the ids from there on, consecutively."""
-    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", [table]).fetchone()
-    return (row[0] if row else 0) + 1
 
 
 @migration

@@ -1,0 +1,25 @@
+"""The data layer: the one SQLite database, its schema, and the SQL of the table groups moved
+behind it so far.
+
+- :mod:`cigri.db.store`: opening and migrating the file, :func:`write` transactions, ids, time;
+- :mod:`cigri.db.schema`: the migrations, m001 to the newest, in one sequence;
+- :mod:`cigri.db.tokens`, :mod:`cigri.db.events`, :mod:`cigri.db.notifications`: the SQL of
+  API tokens, of events (and the blacklists they hold), of subscriptions, mail codes and the
+  outbox. The use cases call these functions inside the transactions they open; for these
+  groups no SQL is written anywhere else.
+
+Callers import the package (``from cigri import db as database``) and use the names below.
+"""
+
+from cigri.db.schema import (
+    KNOWN_MIGRATIONS,
+    NEVER_REUSED,
+    migration,
+    migrations,
+    newer_migrations,
+    schema_version,
+)
+from cigri.db.store import BUSY_TIMEOUT_MS, connect, next_id, now, write
+
+__all__ = ["BUSY_TIMEOUT_MS", "KNOWN_MIGRATIONS", "NEVER_REUSED", "connect", "migration", "migrations",
+           "newer_migrations", "next_id", "now", "schema_version", "write"]

@@ -1,0 +1,215 @@
+"""The SQL of events, the jobs an open event covers, and the blacklists an event holds.
+
+:mod:`cigri.events` decides what an occurrence is (its code, severity, signature) and
+:mod:`cigri.api.events` who may read and fix what; this module only stores and finds. Every
+function takes the connection the caller holds: inside a :func:`~cigri.db.store.write`
+transaction for a change, so an event and what it holds change together.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+from typing import Any
+
+from cigri.db.store import dicts
+from cigri.states import CAMPAIGN_ACTIVE, sql_in
+
+LISTED = ("e.id, e.class, e.code, e.severity, e.state, e.campaign_id, c.name AS cluster, e.job_id, e.task_id, "
+          "e.count, e.examples, e.message, e.stderr_tail, e.signature, e.created_at, e.updated_at, "
+          "e.closed_at, e.cluster_id")
+
+
+def aggregate(conn: sqlite3.Connection, code: str, campaign_id: int | None, cluster_id: int | None,
+              signature: str, state: str) -> tuple[int, list[dict[str, Any]]] | None:
+    """The newest event an occurrence adds to (same code, campaign, cluster, signature and
+    state): its id and examples; None if there is none yet."""
+    row = conn.execute(
+        "SELECT id, examples FROM events WHERE code = ? AND campaign_id IS ? AND cluster_id IS ? "
+        "AND signature = ? AND state = ? ORDER BY id DESC LIMIT 1",
+        [code, campaign_id, cluster_id, signature, state]).fetchone()
+    return None if row is None else (row[0], json.loads(row[1]))
+
+
+def insert(conn: sqlite3.Connection, *, kind: str, code: str, severity: str, state: str, campaign_id: int | None,
+           cluster_id: int | None, job_id: int | None, task_id: int | None, message: str, stderr_tail: str | None,
+           signature: str, examples: list[dict[str, Any]], now: float) -> int:
+    """Store a new event counting its first occurrence; a closed one is closed at ``now``. Return its id."""
+    event_id = conn.execute(
+        "INSERT INTO events(class, code, severity, state, campaign_id, cluster_id, job_id, task_id, message, "
+        "stderr_tail, signature, examples, created_at, updated_at, closed_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        [kind, code, severity, state, campaign_id, cluster_id, job_id, task_id, message, stderr_tail, signature,
+         json.dumps(examples), now, now, None if state == "open" else now]).fetchone()[0]
+    assert isinstance(event_id, int)
+    return event_id
+
+
+def insert_imported(conn: sqlite3.Connection, *, kind: str, code: str, state: str, campaign_id: int | None,
+                    cluster_id: int | None, job_id: int | None, message: str, created_at: float,
+                    closed_at: float | None) -> int:
+    """Store an event of CiGri v3's (``cigri import-v3``) as it was there, counted once and told
+    already (its notifications went out from CiGri); return its id."""
+    event_id = conn.execute(
+        "INSERT INTO events(class, code, state, campaign_id, cluster_id, job_id, message, created_at, closed_at, "
+        "updated_at, notified_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1) RETURNING id",
+        [kind, code, state, campaign_id, cluster_id, job_id, message, created_at, closed_at, created_at]).fetchone()[0]
+    assert isinstance(event_id, int)
+    return event_id
+
+
+def cover(conn: sqlite3.Connection, event_id: int, job_id: int, task_id: int | None) -> bool:
+    """Remember that the open event covers the job (``gridevents --fix --resubmit`` puts its
+    task back); False if it did already, so a job seen each cycle is counted once."""
+    return conn.execute("INSERT INTO event_jobs(event_id, job_id, task_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                        [event_id, job_id, task_id]).rowcount > 0
+
+
+def count_again(conn: sqlite3.Connection, event_id: int, examples: list[dict[str, Any]], now: float) -> None:
+    """Count one more occurrence of the event, whose examples are now ``examples``."""
+    conn.execute("UPDATE events SET count = count + 1, updated_at = ?, examples = ? WHERE id = ?",
+                 [now, json.dumps(examples), event_id])
+
+
+def close(conn: sqlite3.Connection, where: str, args: Iterable[object], now: float) -> list[int]:
+    """Close the open events matching ``where`` (a fixed SQL condition on ``events``) and lift
+    the blacklists they hold, of whole clusters and of campaigns on a cluster (the pair's
+    failure count starting again from its figures now); return the ids closed."""
+    ids = [r[0] for r in conn.execute(f"SELECT id FROM events WHERE state = 'open' AND ({where})", list(args))]
+    for event_id in ids:
+        conn.execute("UPDATE events SET state = 'closed', closed_at = ? WHERE id = ? AND state = 'open'",
+                     [now, event_id])
+        conn.execute("UPDATE clusters SET blacklisted = 0, blacklist_reason = NULL, blacklisted_at = NULL, "
+                     "blacklist_event_id = NULL, failures = 0 WHERE blacklist_event_id = ?", [event_id])
+        conn.execute("UPDATE campaign_cluster_health SET blacklisted_at = NULL, event_id = NULL, exit_errors = 0, "
+                     "terminated_base = coalesce((SELECT terminated FROM campaign_stats s WHERE "
+                     "s.campaign_id = campaign_cluster_health.campaign_id AND "
+                     "s.cluster_id = campaign_cluster_health.cluster_id), 0) WHERE event_id = ?", [event_id])
+    return ids
+
+
+def fixable(*, event_id: int | None = None, campaign_id: int | None = None) -> tuple[str, list[object]]:
+    """The condition :func:`close` takes for what ``gridevents --fix`` names: one event, a
+    campaign's events, or (neither) the clusters' own."""
+    if event_id is not None:
+        return "id = ?", [event_id]
+    if campaign_id is not None:
+        return "campaign_id = ?", [campaign_id]
+    return "class = 'cluster' AND campaign_id IS NULL", []
+
+
+def hold_cluster(conn: sqlite3.Connection, cluster_id: int, event_id: int, reason: str, now: float) -> None:
+    """Blacklist a cluster not blacklisted yet under the event (the autofix re-checks it from ``now``)."""
+    conn.execute("UPDATE clusters SET blacklisted = 1, blacklist_reason = ?, blacklisted_at = ?, checked_at = ?, "
+                 "blacklist_event_id = ? WHERE id = ? AND blacklisted = 0", [reason, now, now, event_id, cluster_id])
+
+
+def take_cluster(conn: sqlite3.Connection, cluster_id: int, event_id: int, reason: str, now: float) -> None:
+    """Blacklist the cluster under the event, whatever held it before: only fixing this event lifts it."""
+    conn.execute("UPDATE clusters SET blacklisted = 1, blacklist_reason = ?, blacklisted_at = ?, blacklist_event_id = ? "
+                 "WHERE id = ?", [reason, now, event_id, cluster_id])
+
+
+def hold_pair(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, event_id: int, now: float) -> None:
+    """Blacklist the campaign on the cluster under the event, one strike more, unless it is already."""
+    conn.execute("UPDATE campaign_cluster_health SET blacklisted_at = ?, checked_at = ?, event_id = ?, "
+                 "strikes = strikes + 1 WHERE campaign_id = ? AND cluster_id = ? AND blacklisted_at IS NULL",
+                 [now, now, event_id, campaign_id, cluster_id])
+
+
+def refused_clusters(conn: sqlite3.Connection) -> dict[int, set[int]]:
+    """Per active campaign, the clusters that refused its jobs as described (its open
+    ``SUBMISSION_ERROR`` events): none of its jobs, prologues and epilogues included, go there
+    until the event is fixed."""
+    refused: dict[int, set[int]] = {}
+    for campaign_id, cluster_id in conn.execute(
+            "SELECT campaign_id, cluster_id FROM events WHERE code = 'SUBMISSION_ERROR' AND state = 'open' "
+            f"AND class = 'campaign' AND cluster_id IS NOT NULL AND campaign_id IN "
+            f"(SELECT id FROM campaigns WHERE state IN {sql_in(CAMPAIGN_ACTIVE)})"):
+        refused.setdefault(campaign_id, set()).add(cluster_id)
+    return refused
+
+
+def stressed_clusters(conn: sqlite3.Connection) -> set[int]:
+    """The clusters with an open ``CLUSTER_STRESSED`` event: no new job goes there."""
+    return {r[0] for r in conn.execute("SELECT cluster_id FROM events WHERE code = 'CLUSTER_STRESSED' "
+                                       "AND state = 'open'")}
+
+
+def open_campaign_events(conn: sqlite3.Connection, code: str,
+                         campaign_ids: list[int] | None = None) -> dict[int, tuple[int, str]]:
+    """``{campaign: (event id, message)}`` of the campaigns under way with an open campaign event
+    of ``code`` (of ``campaign_ids`` only, when given), oldest event first."""
+    where, args = ("", []) if campaign_ids is None else \
+        (f" AND e.campaign_id IN ({','.join('?' * len(campaign_ids))})", campaign_ids)
+    return {campaign_id: (event_id, message) for event_id, campaign_id, message in conn.execute(
+        "SELECT e.id, e.campaign_id, e.message FROM events e JOIN campaigns c ON c.id = e.campaign_id "
+        f"WHERE e.code = ? AND e.state = 'open' AND e.class = 'campaign' AND c.state IN {sql_in(CAMPAIGN_ACTIVE)}"
+        f"{where} ORDER BY e.id", [code, *args])}
+
+
+def listing(conn: sqlite3.Connection, *, event_id: int | None = None, campaign_id: int | None = None,
+            global_only: bool = False, readable_by: str | None = None, include_closed: bool = True,
+            limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+    """Events as ``gridevents`` shows them (:data:`LISTED`, ``examples`` decoded), oldest first:
+    one, a campaign's, the clusters' own (``global_only``), or those of ``readable_by``'s
+    campaigns and the clusters'; all of these when nothing is named. ``limit`` of them after ``offset``."""
+    where: list[str] = ["TRUE"]
+    args: list[object] = []
+    if event_id is not None:
+        where.append("e.id = ?")
+        args.append(event_id)
+    if campaign_id is not None:
+        where.append("e.campaign_id = ?")
+        args.append(campaign_id)
+    if global_only:
+        where.append("e.class = 'cluster' AND e.campaign_id IS NULL")
+    if readable_by is not None:
+        where.append("(p.user = ? OR e.campaign_id IS NULL)")
+        args.append(readable_by)
+    if not include_closed:
+        where.append("e.state = 'open'")
+    rows = dicts(conn.execute(f"SELECT {LISTED} FROM events e LEFT JOIN clusters c ON c.id = e.cluster_id "
+                               f"LEFT JOIN campaigns p ON p.id = e.campaign_id WHERE {' AND '.join(where)} "
+                               "ORDER BY e.id LIMIT ? OFFSET ?", [*args, -1 if limit is None else limit, offset]))
+    for row in rows:
+        row["examples"] = json.loads(row["examples"])
+    return rows
+
+
+def task_names(conn: sqlite3.Connection, task_ids: list[int]) -> dict[int, str]:
+    """The names of the tasks events name in their examples, in one query."""
+    return dict(conn.execute("SELECT id, name FROM tasks WHERE id IN (SELECT value FROM json_each(?))",
+                             [json.dumps(task_ids)]).fetchall()) if task_ids else {}
+
+
+def prologue_failures(conn: sqlite3.Connection, event_ids: list[int]) -> list[tuple[int, int]]:
+    """``(campaign, cluster)`` of the ``PROLOGUE_FAILED`` events among ``event_ids``."""
+    return [(campaign_id, cluster_id) for campaign_id, cluster_id in conn.execute(
+        f"SELECT DISTINCT campaign_id, cluster_id FROM events WHERE code = 'PROLOGUE_FAILED' "
+        f"AND id IN ({','.join('?' * len(event_ids))})", event_ids).fetchall()]
+
+
+def any_unnotified(conn: sqlite3.Connection) -> bool:
+    """Whether an event has occurrences no notification told yet (an index answers it, so the
+    usual cycle takes no write lock to find nothing)."""
+    return conn.execute("SELECT 1 FROM events WHERE count > notified_count LIMIT 1").fetchone() is not None
+
+
+def unnotified(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """The events with occurrences no notification told yet, with ``new`` (how many), their
+    campaign's ``owner`` and cluster's name, ``examples`` decoded."""
+    rows = dicts(conn.execute(
+        "SELECT e.id, e.class, e.code, e.severity, e.state, e.campaign_id, c.name AS cluster, e.message, "
+        "e.stderr_tail, e.count, e.count - e.notified_count AS new, e.examples, p.user AS owner "
+        "FROM events e LEFT JOIN clusters c ON c.id = e.cluster_id "
+        "LEFT JOIN campaigns p ON p.id = e.campaign_id WHERE e.count > e.notified_count ORDER BY e.id"))
+    for row in rows:
+        row["examples"] = json.loads(row["examples"])
+    return rows
+
+
+def mark_notified(conn: sqlite3.Connection, events: list[dict[str, Any]]) -> None:
+    """The occurrences counted in ``events`` (rows of :func:`unnotified`) are told."""
+    conn.executemany("UPDATE events SET notified_count = ? WHERE id = ?", [(e["count"], e["id"]) for e in events])

@@ -1,0 +1,30 @@
+"""The data layer (``cigri/db/``) stands below the use cases: it imports none of them, and the
+table groups moved behind it are written to nowhere else (docs/development.md, "Where SQL lives")."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# The tables whose every statement lives in cigri/db/ (events still have statements in the cycle
+# steps and some use cases: a later slice gathers them).
+GATHERED = ("tokens", "subscriptions", "mail_codes", "outbox")
+STATEMENT = re.compile(rf"\b(?:FROM|INTO|UPDATE|JOIN|TABLE)\s+(?:{'|'.join(GATHERED)})\b")
+
+
+def test_the_layer_imports_no_use_case_and_no_server() -> None:
+    probe = ("import sys, cigri.db, cigri.db.events, cigri.db.notifications, cigri.db.tokens; "
+             "print(sorted(m for m in sys.modules if m.startswith(('cigri.api', 'cigri.server', 'cigri.cli'))))")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert result.stdout.strip() == "[]"
+
+
+def test_the_gathered_tables_are_written_only_in_the_layer() -> None:
+    found = [f"{path.relative_to(REPO)}:{number}: {line.strip()}"
+             for folder in ("cigri", "cli") for path in sorted((REPO / folder).rglob("*.py"))
+             if "db" not in path.relative_to(REPO / folder).parts[:1]
+             for number, line in enumerate(path.read_text().splitlines(), 1) if STATEMENT.search(line)]
+    assert found == []
