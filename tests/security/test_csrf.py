@@ -88,7 +88,8 @@ def test_the_login_form_takes_no_post_from_another_site(site: Site) -> None:
 def test_a_dashboard_form_with_its_token_is_still_refused_from_another_site(site: Site) -> None:
     u1, _ = site.users
     front = {"X-CIGRI-USER": u1, "X-CIGRI-FRONT-SECRET": site.front_secret, "Connection": "close"}
-    campaign = site.submit(u1, site.jdl(u1, "mine", exec_file="/bin/true", nb_jobs=1))
+    program = site.script("sleepy.sh", "sleep 30\n")  # running while the page is read: its forms shown
+    campaign = site.submit(u1, site.jdl(u1, "mine", exec_file=str(program), nb_jobs=1))
     page = exchange(site.port, request("GET", f"/campaigns/{campaign}", front)).decode()
     csrf = re.search(r'name="csrf" value="([0-9a-f]{64})"', page)
     assert csrf is not None
@@ -96,4 +97,5 @@ def test_a_dashboard_form_with_its_token_is_still_refused_from_another_site(site
     answer = exchange(site.port, request("POST", f"/campaigns/{campaign}/cancel",
                                          {**form, "Sec-Fetch-Site": "cross-site"}, f"csrf={csrf[1]}".encode()))
     assert one(answer)[0] == 403
-    assert site.json(u1, "gridstat", "-c", str(campaign))["state"] != "cancelled"
+    assert site.json(u1, "gridstat", "-c", str(campaign))["state"] == "in_treatment"
+    site.run(u1, "griddel", str(campaign))
