@@ -130,16 +130,19 @@ def _rule(where: str, table: Any) -> Rule:
 
 
 def check_campaign(admission: Admission, user: str, class_name: str, clusters: Mapping[str, Mapping[str, Any]],
-                   tasks: int | None = None) -> None:
+                   tasks: int | None = None, written_types: Mapping[str, str] | None = None) -> None:
     """Refuse a campaign (its resolved per-cluster settings, and ``tasks`` once known) that the
-    site's rules do not admit; the first refusal found is the one said."""
+    site's rules do not admit; the first refusal found is the one said. CiGri's rule 1 reads
+    each cluster's type as the JDL wrote it (``written_types``): ``besteffort`` and a type
+    CiGri did not know, though both run best-effort, need the user on its list."""
     from cigri.jdl.walltime import format_walltime, parse_walltime
 
     authorized = _user_lists(admission.user_lists)
     cap = parse_walltime(admission.max_walltime) if admission.max_walltime else 0
     for cluster, settings in clusters.items():
         campaign_type = settings.get("type", BEST_EFFORT)
-        if authorized is not None and campaign_type != BEST_EFFORT and user not in authorized.get(cluster, ()):
+        if authorized is not None and (written_types or {}).get(cluster, campaign_type) != BEST_EFFORT \
+                and user not in authorized.get(cluster, ()):
             raise AdmissionRefused(f"You are not authorized to launch non best-effort jobs on cluster {cluster}!")
         for rule in admission.rules:
             if rule.applies(campaign_type, class_name, cluster) and not rule.admits(user):

@@ -152,6 +152,23 @@ def _drop(settings: dict[str, Any], where: str, known: Mapping[str, Any], warnin
             warnings.add(f"{where}.{key}: {shown(value)} ignored: CiGri stored it and did nothing with it (remove it)")
 
 
+def written_types(document: Any) -> dict[str, str]:
+    """Each cluster's ``type`` as the JDL wrote it, its own else the campaign's (CiGri read the
+    top-level keys in any case), before any leniency makes it cigri's: what CiGri's admission
+    rule 1 judged."""
+    if not isinstance(document, dict):
+        return {}
+    top = {key.lower(): value for key, value in document.items()}
+    clusters = top.get("clusters")
+    result: dict[str, str] = {}
+    for name, settings in (clusters.items() if isinstance(clusters, dict) else ()):
+        own = settings.get("type") if isinstance(settings, dict) else None
+        value = own if isinstance(own, str) else top.get("type")
+        if isinstance(value, str):
+            result[name] = value
+    return result
+
+
 def _cigri_values(settings: dict[str, Any], where: str, warnings: Warnings) -> None:
     value = settings.get("type")
     if isinstance(value, str) and value not in KNOWN_TYPES:

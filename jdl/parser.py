@@ -82,6 +82,7 @@ class CampaignSpec:
     class_name: str = "default"  # the JDL's class, else the configuration's default class
     priority: int = 0  # among the user's own campaigns: served first, preempted last
     warnings: tuple[str, ...] = ()  # CiGri leniencies used (jdl.compat), one line each
+    written_types: dict[str, str] = field(default_factory=dict)  # cluster -> its type before any leniency
 
 
 def parse_jdl(text: str, *, known_clusters: Mapping[str, str], user: str, base_dir: Path,
@@ -103,6 +104,7 @@ def parse_jdl(text: str, *, known_clusters: Mapping[str, str], user: str, base_d
     """
     warnings = compat.Warnings(source, strict)
     document = _load(text, source, warnings)
+    written_types = compat.written_types(document)
     if not strict:
         compat.normalize(document, known_clusters, schema(), warnings)
     errors = sorted(_validator().iter_errors(document), key=_order)
@@ -134,6 +136,7 @@ def parse_jdl(text: str, *, known_clusters: Mapping[str, str], user: str, base_d
         class_name=class_name,
         priority=document.get("priority", 0),
         warnings=tuple(warnings.lines),
+        written_types={name: written_types[name] for name in clusters if name in written_types},
     )
 
 

@@ -156,7 +156,7 @@ def _parse(grid: Grid, jdl: JDLText, user: str, strict: bool) -> CampaignSpec:
                      cluster_cores=gangs.cluster_cores(grid.db.conn))
     admission.check_campaign(grid.config.admission, user, spec.class_name, spec.clusters,
                              spec.params.count if spec.params.count is not None else
-                             None if spec.params.inline is None else len(spec.params.inline))
+                             None if spec.params.inline is None else len(spec.params.inline), spec.written_types)
     return spec
 
 

@@ -62,9 +62,14 @@ def test_cigri_user_lists_admit_normal_jobs_only_for_listed_users(tmp_path: Path
     assert error.value.exit_code == 1
     with pytest.raises(Refused, match="cluster froggy"):  # semi-best-effort is not best-effort either, as in CiGri
         submit(grid, jdl(type="semi-best-effort", clusters={"froggy": {}}), "carol")
+    for written in ("besteffort", "urgent"):  # both run best-effort, but CiGri's rule read the type as written
+        with pytest.raises(Refused, match="cluster froggy"):
+            submit(grid, jdl(clusters={"froggy": {"type": written}}), "carol")
+    assert submit(grid, jdl(type="normal", clusters={"froggy": {"type": "best-effort"}}), "bob")  # its own wins
+    assert grid.db.execute("SELECT count(*) FROM campaigns").fetchone()[0] == 3
     lists.write_text(json.dumps({"normal_authorized": {"luke": ["bob"], "froggy": ["bob"]}}))  # read at each gridsub
     assert submit(grid, jdl(type="normal"), "bob")
-    assert grid.db.execute("SELECT count(*) FROM campaigns").fetchone()[0] == 3
+    assert grid.db.execute("SELECT count(*) FROM campaigns").fetchone()[0] == 4
 
 
 def test_rules_say_who_may_submit_which_type_and_class_where(tmp_path: Path) -> None:
