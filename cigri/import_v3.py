@@ -40,6 +40,7 @@ from cigri.grid import Grid
 from cigri.jdl import parse_jdl, split_param
 from cigri.jdl.params import MAX_LINE_BYTES
 from cigri.jdl.parser import cluster_keys, control_character
+from cigri.notify import addresses
 from cigri.states import CampaignState, JobState, KillReason, TaskState
 from cigri.users import require_admin
 
@@ -97,7 +98,7 @@ def import_v3(grid: Grid, dsn: str, *, user: str, password_file: Path | None = N
                 continue
             _campaign(conn, grid, v3, campaign, clusters, report)
         _events(conn, v3, clusters, done, report)
-        _subscriptions(conn, v3["user_notifications"], done, report)
+        _subscriptions(conn, grid, v3["user_notifications"], done, report)
     _configuration_notes(v3, report)
     return report
 
@@ -377,9 +378,10 @@ def _events(conn: sqlite3.Connection, v3: dict[str, list[dict[str, Any]]], clust
         report.events += 1
 
 
-def _subscriptions(conn: sqlite3.Connection, rows: list[dict[str, Any]], done: set[tuple[str, int]],
+def _subscriptions(conn: sqlite3.Connection, grid: Grid, rows: list[dict[str, Any]], done: set[tuple[str, int]],
                    report: Report) -> None:
-    """Mail subscriptions (CiGri's admin, ``%%admin%%``, is root here); Jabber has no equivalent."""
+    """Mail subscriptions (CiGri's admin, ``%%admin%%``, is root here); Jabber has no equivalent.
+    An address other than the user's own comes unconfirmed, as a new one would: said per row."""
     for row in rows:
         if ("subscription", row["id"]) in done:
             continue
@@ -390,6 +392,10 @@ def _subscriptions(conn: sqlite3.Connection, rows: list[dict[str, Any]], done: s
         user = "root" if row["grid_user"] == "%%admin%%" else row["grid_user"]
         severity = row["severity"] if row["severity"] in SEVERITIES else "medium"  # CiGri's empty meant medium
         stored_notifications.import_mail(conn, user, row["identity"], severity, database.now())
+        if not addresses.confirmed(grid.config.notify, user, "mail", row["identity"], None):
+            report.notes.append(f"mail subscription of {user} to {row['identity']} imported unconfirmed: nothing is "
+                                f"mailed there until {user} runs gridnotify subscribe --mail {row['identity']} and "
+                                "confirms the code mailed there (gridnotify confirm)")
         conn.execute("INSERT INTO v3_imports(kind, v3_id, cigri_id) VALUES ('subscription', ?, 0)", [row["id"]])
         report.subscriptions += 1
 

@@ -137,7 +137,11 @@ def test_import_a_cigri_site(cigri: Cigri, dsn: str) -> None:
         "subscriptions": 2, "skipped_campaigns": 0, "converted": 0, "refused": 0}
     assert report["notes"] == [
         "cluster luke was disabled in CiGri: it stays blacklisted here",
+        "mail subscription of alice to alice@example.org imported unconfirmed: nothing is mailed there until alice "
+        "runs gridnotify subscribe --mail alice@example.org and confirms the code mailed there (gridnotify confirm)",
         "subscription of alice by xmpp to alice@jabber.org not imported: cigri sends mail and webhooks (gridnotify)",
+        "mail subscription of root to admin@example.org imported unconfirmed: nothing is mailed there until root "
+        "runs gridnotify subscribe --mail admin@example.org and confirms the code mailed there (gridnotify confirm)",
         f"users_priority: put [users.alice.affinity] {OAR} = 10 in cigri.toml",
         'admission rule 1 reads /etc/cigri/user_lists: put [admission] user_lists = "/etc/cigri/user_lists" in '
         "cigri.toml"]
