@@ -65,11 +65,11 @@ def exclusive(path: Path) -> Iterator[None]:
 def run_cycle(grid: Grid) -> CycleReport:
     """Run exactly one cycle under the cycle lock; the lock's modification time says when the
     last cycle ended (:func:`cigri.api.cycles`), failed or not."""
-    with exclusive(cycle_lock_path(grid)):
+    with exclusive(cycle_lock_path(grid.config.home)):
         try:
             return _cycle(grid)
         finally:
-            os.utime(cycle_lock_path(grid))
+            os.utime(cycle_lock_path(grid.config.home))
 
 
 def run_logged(grid: Grid) -> CycleReport:

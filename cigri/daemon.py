@@ -28,7 +28,7 @@ log = logging.getLogger("cigri.daemon")
 
 def daemon_running(grid: Grid) -> bool:
     """True if some process holds the daemon lock."""
-    return held(daemon_lock_path(grid))
+    return held(daemon_lock_path(grid.config.home))
 
 
 class Stop(Protocol):
@@ -55,7 +55,7 @@ def run_daemon(grid: Grid, max_cycles: int | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     with daemon_lock(grid):
-        log.info("daemon started, period %ss, lock %s", grid.config.settings.cycle_period, cycle_lock_path(grid))
+        log.info("daemon started, period %ss, lock %s", grid.config.settings.cycle_period, cycle_lock_path(grid.config.home))
         cycles = cycle_loop(grid, stop, max_cycles)
     log.info("daemon stopped after %s cycle(s)", cycles)
     return cycles
@@ -64,7 +64,7 @@ def run_daemon(grid: Grid, max_cycles: int | None = None) -> int:
 @contextmanager
 def daemon_lock(grid: Grid) -> Iterator[None]:
     """Be the one process driving this grid's cycles (a daemon or a server); Busy if another is."""
-    with open(daemon_lock_path(grid), "a+") as handle:
+    with open(daemon_lock_path(grid.config.home), "a+") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

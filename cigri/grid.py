@@ -12,6 +12,7 @@ from sqlite_utils import Database
 
 from cigri import db as database
 from cigri.backends import ClusterBackend, identity, open_backend
+from cigri.backends.registry import BACKENDS
 from cigri.cluster_tokens import TokenStore
 from cigri.config import Config
 from cigri.errors import CigriError
@@ -51,6 +52,8 @@ class Grid:
         account, tokens = self.service_account(), self.tokens
         found = {}
         for name, backend, options in self.db.execute("SELECT name, backend, options FROM clusters").fetchall():
+            if backend not in BACKENDS or not BACKENDS[backend].logins:  # the simulator's jobs are nobody's
+                continue
             why = identity.refusal(backend, json.loads(options), user, account,
                                    partial(_has_token, tokens, name))
             if why is not None:

@@ -6,18 +6,14 @@ from __future__ import annotations
 
 import fcntl
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from cigri.grid import Grid
 
 
-def cycle_lock_path(grid: Grid) -> Path:
-    return grid.config.home / "cycle.lock"
+def cycle_lock_path(home: Path) -> Path:
+    return home / "cycle.lock"
 
 
-def daemon_lock_path(grid: Grid) -> Path:
-    return grid.config.home / "daemon.lock"
+def daemon_lock_path(home: Path) -> Path:
+    return home / "daemon.lock"
 
 
 def held(path: Path) -> bool:

@@ -19,9 +19,9 @@ def cycles(grid: Grid, *, now: float | None = None) -> dict[str, Any]:
     ``daemon``, ``running`` and ``last_ended_at`` (epoch seconds, None if no cycle ever ran).
     Reads two lock files: no cluster is asked, nothing is written."""
     moment = database.now() if now is None else now
-    daemon, running = held(daemon_lock_path(grid)), held(cycle_lock_path(grid))
+    daemon, running = held(daemon_lock_path(grid.config.home)), held(cycle_lock_path(grid.config.home))
     try:
-        last_ended_at: float | None = cycle_lock_path(grid).stat().st_mtime
+        last_ended_at: float | None = cycle_lock_path(grid.config.home).stat().st_mtime
     except FileNotFoundError:
         last_ended_at = None
     quiet = max(3 * grid.config.settings.cycle_period, QUIET_SECONDS)

@@ -89,13 +89,10 @@ def login_home(options: Mapping[str, Any], name: str) -> str:
 
 def refusal(backend: str, options: Mapping[str, Any], user: str, service_account: str,
             has_token: Callable[[str], bool]) -> str | None:
-    """Why ``user``'s jobs cannot run on the cluster, None when they can. ``service_account``:
-    the Unix account cigri runs as, which writes the local cluster's spool;
-    ``has_token(user)``: whether the user registered a token for the cluster (``gridtoken``)."""
-    from cigri.backends.registry import BACKENDS
-
-    if backend not in BACKENDS or not BACKENDS[backend].logins:
-        return None
+    """Why ``user``'s jobs cannot run on the cluster, None when they can, for a backend whose jobs
+    run as a login of the user map (its registry entry's ``logins``). ``service_account``: the
+    Unix account cigri runs as, which writes the local cluster's spool; ``has_token(user)``:
+    whether the user registered a token for the cluster (``gridtoken``)."""
     name = login(options, user)
     if name is None:
         return f"{user} has no login on this cluster (its logins)"
