@@ -7,7 +7,7 @@ from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from cigri.errors import Unauthenticated
-from cigri.server.app import peer_of, pool
+from cigri.server.request import peer_of, pool
 from cigri.server.auth import check_not_cross_site, check_token_transport, token_caller
 from cigri.server.pages.web import (HEADERS, SESSION_COOKIE, PageRoute, PageSession, check_csrf, page_session, render,
                                     state_of)

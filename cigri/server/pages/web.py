@@ -30,7 +30,7 @@ from cigri import __version__
 from cigri import db as database
 from cigri.errors import CigriError, Forbidden, Unauthenticated
 from cigri.grid import Grid
-from cigri.server.app import ServerState, identified, pool
+from cigri.server.request import ServerState, identified, pool
 from cigri.server.auth import Caller, check_not_cross_site, token_caller
 
 SESSION_COOKIE = "cigri_session"

@@ -15,7 +15,7 @@ from starlette.formparsers import MultiPartParser
 
 from cigri import api
 from cigri.errors import InputError, TooLarge
-from cigri.server.app import Session, authenticated, page_limit, page_offset, pool, session, upload_by
+from cigri.server.request import Session, authenticated, page_limit, page_offset, pool, session, upload_by
 from cigri.server.auth import Caller
 
 router = APIRouter(tags=["campaigns"])

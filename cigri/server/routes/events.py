@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from cigri import api
-from cigri.server.app import Session, page_limit, page_offset, session
+from cigri.server.request import Session, page_limit, page_offset, session
 
 router = APIRouter(tags=["events"])
 

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from cigri import __version__
 from starlette.concurrency import run_in_threadpool
 
-from cigri.server.app import Session, peer_of, session
+from cigri.server.request import Session, peer_of, session
 
 router = APIRouter(tags=["health"])  # at the root, outside /api/v1
 identity = APIRouter(tags=["health"])

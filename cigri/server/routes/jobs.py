@@ -9,7 +9,7 @@ from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict
 
 from cigri import api
-from cigri.server.app import Session, session
+from cigri.server.request import Session, session
 
 router = APIRouter(tags=["jobs"])
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict
 
 from cigri import api
-from cigri.server.app import Session, session
+from cigri.server.request import Session, session
 
 router = APIRouter(tags=["notifications"])
 

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Depends
 
 from cigri import api
-from cigri.server.app import Session, session
+from cigri.server.request import Session, session
 
 router = APIRouter(tags=["fair share"])
 

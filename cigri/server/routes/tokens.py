@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from cigri import api
 from cigri.errors import Forbidden
-from cigri.server.app import Session, session
+from cigri.server.request import Session, session
 
 router = APIRouter(tags=["tokens"])
 
