@@ -149,7 +149,3 @@ BACKENDS: dict[str, Backend] = {backend.name: backend for backend in (
              "local_max_cores": int, "trace": str, "task_seconds": float, "submit_limit": int, "node_cores": int,
              **_TAPS}, _sim, logins=False),
 )}
-
-
-def named(backend: str) -> Backend | None:
-    return BACKENDS.get(backend)
