@@ -39,7 +39,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from cigri.backends._ssh import SSHTransport
+from cigri.backends._commands import open_ssh
 from cigri.config import Settings
 
 BIN = Path(sys.executable).parent
@@ -82,8 +82,7 @@ def direct_submission(options: dict[str, Any], backend: str, program: str, direc
 
 
 def direct(options: dict[str, Any], backend: str, directory: Path, tasks: int) -> float:
-    ssh = SSHTransport("bench", options["host"], int(options.get("port", 22)), options["user"],
-                       options.get("key_file"), options.get("known_hosts"), 30.0)
+    ssh = open_ssh("bench", options, 30.0)
     argv, script = direct_submission(options, backend, str(directory / "task.sh"), directory, tasks)
     since = time.time()
     result = ssh.run(argv, script)
