@@ -39,7 +39,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from cigri.backends._ssh import SSHTransport
+from cigri.backends._commands import open_ssh
 from cigri.config import Settings
 
 BIN = Path(sys.executable).parent
@@ -82,8 +82,7 @@ def direct_submission(options: dict[str, Any], backend: str, program: str, direc
 
 
 def direct(options: dict[str, Any], backend: str, directory: Path, tasks: int) -> float:
-    ssh = SSHTransport("bench", options["host"], int(options.get("port", 22)), options["user"],
-                       options.get("key_file"), options.get("known_hosts"), 30.0)
+    ssh = open_ssh("bench", options, 30.0)
     argv, script = direct_submission(options, backend, str(directory / "task.sh"), directory, tasks)
     since = time.time()
     result = ssh.run(argv, script)
@@ -126,9 +125,18 @@ def main(default_cluster: str = "slurm-a-ssh", default_tasks: int = 500) -> None
     args = parser.parse_args()
     # single.toml: every job as the front-end's account (cigri.toml may run them as their owners,
     # and this process's user is no test user): dispatch is measured, not identity
-    with (args.clusters / "single.toml").open("rb") as handle:
-        options = tomllib.load(handle)["clusters"][args.cluster]
-    backend = options["backend"]
+    single = args.clusters / "single.toml"
+    try:
+        with single.open("rb") as handle:
+            clusters = tomllib.load(handle).get("clusters", {})
+    except OSError as error:
+        parser.error(f"{single}: {error.strerror} (bring the test clusters up: tests/clusters/up.sh)")
+    if args.cluster not in clusters:
+        parser.error(f"{single}: no cluster {args.cluster!r} (known: {', '.join(clusters) or 'none'})")
+    options = clusters[args.cluster]
+    backend = options.get("backend")
+    if backend not in ("slurm", "oar", "gridengine"):
+        parser.error(f"{args.cluster}: backend {backend!r} has no array to compare with (slurm, oar, gridengine)")
     exec_root = args.clusters / "exec"
     runs: dict[str, list[float]] = {}
     for _ in range(args.repeat):  # interleaved, so that a drift of the cluster's pace hits every side

@@ -12,6 +12,7 @@ a gang's members together (:mod:`cigri.backends._grouping`); every word goes thr
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shlex
 from collections.abc import Callable
@@ -63,6 +64,13 @@ def _check(spec: JobSpec) -> None:
     bad = [name for name in spec.environment if not _ENV_NAME.match(name)]
     if bad:
         raise SubmissionRefused(f"job {spec.key}: invalid environment variable name {bad[0]!r}")
+
+
+def name(specs: list[JobSpec], script: str) -> str:
+    """The array's name: its batch's, and a digest of its jobs and script, by which a resent batch
+    is found and adopted rather than submitted twice."""
+    digest = hashlib.sha256("\0".join([*(spec.key for spec in specs), script]).encode()).hexdigest()[:12]
+    return f"cigri.{specs[0].batch}.{digest}"
 
 
 def script(specs: list[JobSpec], task: str, prefix: Callable[[int], str], walltime: int, first: int = 0,

@@ -91,6 +91,12 @@ exit 0
 """
 
 
+def as_owner(owner: str, argv: list[str]) -> list[str]:
+    """``argv`` run as the jobs' owner (``""``: as the cluster's account), as :data:`AS_OWNER` does
+    inside a program."""
+    return ["sudo", "-n", "-u", owner, "--", *argv] if owner else argv
+
+
 def index(cluster: str) -> str:
     """Where the index of a cluster's jobs is, from the account's home on the front-end."""
     return f".local/state/cigri/jobs/{cluster}"

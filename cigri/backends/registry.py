@@ -62,18 +62,18 @@ class Backend:
         return next(iter(self.transports))
 
 
-# Every batch system over SSH or REST: the front-end or the API, cigri's account there, how it
-# paces its calls, and how much of the cluster cigri takes.
+# How much of a cluster cigri takes, and whose logins its jobs run as (docs/identity.md).
+_TAPS: dict[str, type] = {"max_waiting": int, "max_jobs": int, "job_ratio": str, "remote_waiting_timeout": float,
+                          "stress_factor": float}
+_LOGINS: dict[str, type] = {"logins": dict, "logins_only": bool}
+# Every batch system over SSH or REST: the front-end or the API, cigri's account there, and how it
+# paces its calls.
 _COMMON: dict[str, type] = {
     "transport": str, "user": str, "timeout": float, "min_interval": float, "api_chunk_size": int,
-    "max_waiting": int, "max_jobs": int, "properties": str, "project": str, "job_ratio": str,
-    "remote_waiting_timeout": float, "stress_factor": float, "group_seconds": int, "home": str, "identity": str,
-    "logins": dict, "logins_only": bool,
+    "properties": str, "project": str, "group_seconds": int, "home": str, "identity": str, **_TAPS, **_LOGINS,
 }
 _SSH: dict[str, type] = {"host": str, "port": int, "key_file": str, "known_hosts": str}
 _REST: dict[str, type] = {"base_url": str}
-_TAPS: dict[str, type] = {"max_waiting": int, "max_jobs": int, "job_ratio": str, "remote_waiting_timeout": float,
-                          "stress_factor": float}
 _OVER_SSH = Transport(("host", "user"), (ACCOUNT, SUDO))
 
 
@@ -127,7 +127,7 @@ def _gridengine_checks() -> Mapping[str, Callable[[str], object]]:
 
 BACKENDS: dict[str, Backend] = {backend.name: backend for backend in (
     Backend("local", "this machine's own pool of cores",
-            {"slots": int, **_TAPS, "logins": dict, "logins_only": bool, "pool_account": str}, _local),
+            {"slots": int, **_TAPS, **_LOGINS, "pool_account": str}, _local),
     Backend("slurm", "Slurm: its commands over SSH, or slurmrestd",
             {**_COMMON, **_SSH, **_REST, "token_file": str, "partition": str, "best_effort_partition": str,
              "best_effort_qos": str}, _slurm,
@@ -149,7 +149,3 @@ BACKENDS: dict[str, Backend] = {backend.name: backend for backend in (
              "local_max_cores": int, "trace": str, "task_seconds": float, "submit_limit": int, "node_cores": int,
              **_TAPS}, _sim, logins=False),
 )}
-
-
-def named(backend: str) -> Backend | None:
-    return BACKENDS.get(backend)

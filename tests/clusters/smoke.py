@@ -69,6 +69,20 @@ class Remote:
         self.c.close()
 
 
+def login(name: str, e: dict) -> Remote | None:
+    """The entry's front-end over SSH, or None once a failed check says why."""
+    try:
+        return Remote(e)
+    except Exception as ex:  # noqa: BLE001
+        check(f"{name}: ssh login", False, repr(ex))
+        return None
+
+
+def take_output(r: Remote, exec_dir: str, jid: str) -> str:
+    """What job ``jid`` wrote to ``smoke-<jid>.out`` in the exec dir, removing the file."""
+    return r.run(f"cat {exec_dir}/smoke-{jid}.out; rm -f {exec_dir}/smoke-{jid}.out")[1].strip()
+
+
 # ---------------------------------------------------------------- Slurm
 def slurm_state(r: Remote, jid: str) -> str:
     out = r.run(f"scontrol show job {jid}")[1]
@@ -77,10 +91,8 @@ def slurm_state(r: Remote, jid: str) -> str:
 
 
 def slurm_ssh(name: str, e: dict, exec_dir: str) -> None:
-    try:
-        r = Remote(e)
-    except Exception as ex:  # noqa: BLE001
-        check(f"{name}: ssh login", False, repr(ex))
+    r = login(name, e)
+    if r is None:
         return
     try:
         rc, out, err = r.run("sinfo -h -p " + e["partition"] + " -o %C")
@@ -91,7 +103,7 @@ def slurm_ssh(name: str, e: dict, exec_dir: str) -> None:
         if check(f"{name}: sbatch -p {part} echo", rc == 0 and jid.isdigit(), (out or err).strip()):
             st = wait_for(lambda: (s := slurm_state(r, jid)) in ("COMPLETED", "FAILED", "CANCELLED") and s, 30)
             check(f"{name}: job {jid} COMPLETED", st == "COMPLETED", str(st))
-            text = r.run(f"cat {exec_dir}/smoke-{jid}.out; rm -f {exec_dir}/smoke-{jid}.out")[1].strip()
+            text = take_output(r, exec_dir, jid)
             check(f"{name}: job wrote its output in the exec dir", text == f"smoke {jid}", text)
         slurm_preemption(name, e, r, exec_dir)
     finally:
@@ -177,10 +189,8 @@ def slurm_capped(d: Path, only: set[str]) -> None:
         return
     cap, e, part = int(m.group(1)), entries[ssh_name], entries[ssh_name]["partition"]
     exec_dir = str(d / "exec")
-    try:
-        r = Remote(e)
-    except Exception as ex:  # noqa: BLE001
-        check(f"{ssh_name}: ssh login", False, repr(ex))
+    r = login(ssh_name, e)
+    if r is None:
         return
     arr = ""
     try:
@@ -227,8 +237,9 @@ def slurm_walled(d: Path, only: set[str]) -> None:
     if name is None or (only and name not in only):
         return
     print(f"--- {name} (limits.toml)", flush=True)
-    e = entries[name]
-    r = Remote(e)
+    r = login(name, entries[name])
+    if r is None:
+        return
     try:
         rc, out, err = r.run(f"sbatch --parsable -p walled -t 20 -D {d / 'exec'} -o /dev/null --wrap true")
         jid = out.strip()
@@ -249,10 +260,8 @@ def oar_state(r: Remote, jid: str) -> str:
 
 
 def oar_ssh(name: str, e: dict, exec_dir: str) -> None:
-    try:
-        r = Remote(e)
-    except Exception as ex:  # noqa: BLE001
-        check(f"{name}: ssh login", False, repr(ex))
+    r = login(name, e)
+    if r is None:
         return
     try:
         rc, out, err = r.run("oarnodes -s | grep -c Alive")
@@ -333,10 +342,8 @@ def in_qstat(r: Remote, job: str) -> bool:
 
 def gridengine_ssh(name: str, e: dict, d: Path) -> None:
     exec_dir = str(d / "exec")
-    try:
-        r = Remote(e)
-    except Exception as ex:  # noqa: BLE001
-        check(f"{name}: ssh login", False, repr(ex))
+    r = login(name, e)
+    if r is None:
         return
     try:
         queue, be = e["queue"], e["best_effort_queue"]
@@ -358,7 +365,7 @@ def gridengine_ssh(name: str, e: dict, d: Path) -> None:
                   record.get("exit_status") == "3" and record.get("failed", "").split()[:1] == ["0"],
                   f"{record.get('exit_status')}/{record.get('failed')}; in qacct {time.monotonic() - t_left:.1f}s "
                   "after it left qstat")
-            text = r.run(f"cat {exec_dir}/smoke-{jid}.out; rm -f {exec_dir}/smoke-{jid}.out")[1].strip()
+            text = take_output(r, exec_dir, jid)
             check(f"{name}: job wrote its output in the exec dir", text == f"smoke {jid}", text)
         for ask in ("-pe smp 64", f"-l {e['memory_complex']}=64G"):
             rc, out, err = r.run(f"qsub -w e -terse -b y -shell no -o /dev/null -j y {ask} /bin/true")
@@ -370,7 +377,7 @@ def gridengine_ssh(name: str, e: dict, d: Path) -> None:
         jid = out.strip()
         if check(f"{name}: qsub -pe smp 2 -l h_vmem=1500M", rc == 0 and jid.isdigit(), (out or err).strip()):
             wait_for(lambda: not in_qstat(r, jid), 30)
-            text = r.run(f"cat {exec_dir}/smoke-{jid}.out; rm -f {exec_dir}/smoke-{jid}.out")[1].strip()
+            text = take_output(r, exec_dir, jid)
             # h_vmem is asked per slot: the job's limit is the sum, in KiB
             check(f"{name}: 2 slots, ulimit -v of 2 x 1500M", text == f"2 {2 * 1500 * 1024}", text)
         if e.get("identity") == "sudo":

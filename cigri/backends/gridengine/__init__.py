@@ -21,6 +21,7 @@ import re
 from typing import Any
 
 from cigri.backends._batch import BatchBackend
+from cigri.backends._commands import Commands, open_ssh
 from cigri.backends.gridengine import commands
 
 DEFAULT_TIMEOUT = 30.0
@@ -31,7 +32,5 @@ class GridEngineBackend(BatchBackend):
     """:class:`~cigri.backends.ClusterBackend` for a Grid Engine cluster."""
 
     def __init__(self, name: str, options: dict[str, Any]) -> None:
-        from cigri.backends._commands import Commands, open_ssh
-
         ssh = open_ssh(name, options, float(options.get("timeout", DEFAULT_TIMEOUT)))
         super().__init__(name, options, Commands(name, options, ssh, commands), REMOTE_ID)

@@ -27,7 +27,6 @@ started in the background: Grid Engine grants the task whole or not at all.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -76,8 +75,7 @@ def build(specs: list[JobSpec], options: Mapping[str, Any]) -> Batch:
         slots = per_job * len(jobs[0])
     walltime = max(1, first.group_walltime_seconds if first.group else first.walltime_seconds)
     script = job_script(specs, walltime)
-    digest = hashlib.sha256("\0".join([*(s.key for s in specs), script]).encode()).hexdigest()[:12]
-    return Batch(f"cigri.{first.batch}.{digest}", len(jobs), first.directory,
+    return Batch(arrays.name(specs, script), len(jobs), first.directory,
                  flags(first, options, slots, per_job, walltime), script)
 
 

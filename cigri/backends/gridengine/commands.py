@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from cigri.backends import Capacity, JobSpec, RemoteJob, RemoteState, node_size
 from cigri.backends import _grouping as grouping
 from cigri.backends._batch import Acting, Polled
-from cigri.backends._commands import AS_OWNER, READ, REMEMBER
+from cigri.backends._commands import AS_OWNER, READ, REMEMBER, as_owner
 from cigri.backends.gridengine import states
 from cigri.backends.gridengine.batch import build
 from cigri.errors import BackendError, ClusterBadAnswer, SubmissionRefused, SubmitLimitReached
@@ -238,7 +238,7 @@ def signalled(stdout: str) -> bool:
 
 def cancel_argv(job_ids: list[str], owner: str = "") -> list[str]:
     """qdel of ended or unknown tasks fails for them alone: the next poll tells what happened."""
-    return ["sudo", "-n", "-u", owner, "--", "qdel", *job_ids] if owner else ["qdel", *job_ids]
+    return as_owner(owner, ["qdel", *job_ids])
 
 
 def capacity_argv(options: Mapping[str, Any]) -> list[str]:

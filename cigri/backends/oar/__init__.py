@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from cigri.backends import Capacity, JobSpec, RemoteJob, identity
 from cigri.backends._batch import Acting, BatchBackend, Polled
+from cigri.backends._commands import Commands, open_ssh
 from cigri.backends.oar import commands, rest
 from cigri.backends.oar.batch import build, job_keys, launch_directory
 from cigri.errors import ConfigError
@@ -166,8 +167,6 @@ class OARBackend(BatchBackend):
                                  float(options.get("min_interval", 0.0)))
             super().__init__(name, options, _OverREST(http, options, kill_grace), REMOTE_ID)
         else:
-            from cigri.backends._commands import Commands, open_ssh
-
             super().__init__(name, options, Commands(name, options, open_ssh(name, options, timeout), commands,
                                                      kill_grace), REMOTE_ID)
 

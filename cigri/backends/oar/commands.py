@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from cigri.backends import Capacity, JobSpec, RemoteJob, node_size
 from cigri.backends._batch import Acting, Polled
-from cigri.backends._commands import AS_OWNER
+from cigri.backends._commands import AS_OWNER, as_owner
 from cigri.backends.oar import batch as batches
 from cigri.backends.oar.batch import Batch, build, job_keys
 from cigri.backends.oar.states import remote_job
@@ -141,11 +141,6 @@ def parse_poll(stdout: str, job_ids: list[str] | None = None, options: Mapping[s
     files = {job_id: (str(job.get("owner") or ""), prefix) for job_id, job in records.items()
              if (prefix := batches.file_prefix(str(job.get("command") or ""))) is not None}
     return Polled(found, files)
-
-
-def as_owner(owner: str, argv: list[str]) -> list[str]:
-    """``argv`` run as the jobs' owner (``""``: as the cluster's account)."""
-    return ["sudo", "-n", "-u", owner, "--", *argv] if owner else argv
 
 
 def terminate_argv(remote_ids: list[str], owner: str = "") -> list[str]:

@@ -26,7 +26,6 @@ allocation of them all is granted at once or not at all. The gangs of a batch ar
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -117,12 +116,11 @@ def build(specs: list[JobSpec], options: Mapping[str, Any]) -> Batch:
     walltime = first.group_walltime_seconds if first.group else first.walltime_seconds
     minutes = max(1, -(-walltime // 60))
     script = job_script(specs, step, minutes * 60)
-    digest = hashlib.sha256("\0".join([*(s.key for s in specs), script]).encode()).hexdigest()[:12]
     partition = str(options.get("partition", ""))
     if first.best_effort:
         partition = str(options.get("best_effort_partition") or partition)
     return Batch(
-        name=f"cigri.{first.batch}.{digest}", size=len(jobs), directory=first.directory,
+        name=arrays.name(specs, script), size=len(jobs), directory=first.directory,
         minutes=minutes, shape=task,
         partition=partition, qos=str(options.get("best_effort_qos", "")) if first.best_effort else "",
         account=first.project or str(options.get("project", "")),

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from cigri.backends import Capacity, JobSpec, RemoteJob, RemoteState, node_size
 from cigri.backends import _grouping as grouping
 from cigri.backends._batch import Acting, Polled
-from cigri.backends._commands import AS_OWNER, REMEMBER
+from cigri.backends._commands import AS_OWNER, REMEMBER, as_owner
 from cigri.backends.slurm.batch import Batch, build
 from cigri.backends.slurm.states import NEVER_STARTS, translate
 from cigri.errors import BackendError, ClusterBadAnswer, SubmissionRefused, SubmitLimitReached
@@ -124,11 +124,6 @@ def sbatch_flags(batch: Batch) -> list[str]:
         if value:
             flags.append(f"--{flag}={value}")
     return flags
-
-
-def as_owner(owner: str, argv: list[str]) -> list[str]:
-    """``argv`` run as the job's owner (``""``: as the cluster's account)."""
-    return ["sudo", "-n", "-u", owner, "--", *argv] if owner else argv
 
 
 def submit_argv(specs: list[JobSpec], options: Mapping[str, Any], acting: Acting, owner: str,
