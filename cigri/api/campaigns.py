@@ -197,10 +197,12 @@ def list_campaigns(grid: Grid, *, user: str | None = None, include_finished: boo
 
 
 def _check_page(limit: int | None, offset: int) -> None:
-    if limit is not None and limit < 0:
-        raise InputError("limit: must be >= 0", field="limit")
-    if offset < 0:
-        raise InputError("offset: must be >= 0", field="offset")
+    """A page's bounds as SQLite can bind them: a page past 2**63 (``?page=10**18`` on the
+    dashboard) would raise OverflowError, a 500, instead of this one answer."""
+    if limit is not None and not 0 <= limit < 2**63:
+        raise InputError("limit: must be >= 0 and < 2**63", field="limit")
+    if not 0 <= offset < 2**63:
+        raise InputError("offset: must be >= 0 and < 2**63", field="offset")
 
 
 TASK_PAGE = 10_000  # tasks read at a time, with their jobs, by campaign_tasks
