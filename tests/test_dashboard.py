@@ -287,6 +287,12 @@ def test_the_grid_page_shows_the_apis_clusters_and_usage(site: Site, browser: An
     assert refresh_period(browser) is None and text(browser, "#refresh") == "turn on"  # ...until told not to
     follow(browser, "#refresh")
     assert refresh_period(browser) == 30
+    browser.get(site.url + "/?refresh=5")
+    assert refresh_period(browser) == 10  # never more often than every 10 s
+    for bad in ("-1", "soon"):  # one clear answer, the page's own, not a traceback
+        browser.get(site.url + f"/?refresh={bad}")
+        assert browser.title.startswith("400") and text(browser, "#error").startswith("refresh: "), bad
+    browser.get(site.url + "/")
     shot(browser, "grid")
     follow(browser, '.switch a[href="/?range=30d"]')
     assert browser.current_url.endswith("/?range=30d")
