@@ -287,6 +287,12 @@ def test_the_grid_page_shows_the_apis_clusters_and_usage(site: Site, browser: An
     assert refresh_period(browser) is None and text(browser, "#refresh") == "turn on"  # ...until told not to
     follow(browser, "#refresh")
     assert refresh_period(browser) == 30
+    browser.get(site.url + "/?refresh=5")
+    assert refresh_period(browser) == 10  # never more often than every 10 s
+    for bad in ("-1", "soon"):  # one clear answer, the page's own, not a traceback
+        browser.get(site.url + f"/?refresh={bad}")
+        assert browser.title.startswith("400") and text(browser, "#error").startswith("refresh: "), bad
+    browser.get(site.url + "/")
     shot(browser, "grid")
     follow(browser, '.switch a[href="/?range=30d"]')
     assert browser.current_url.endswith("/?range=30d")
@@ -454,6 +460,8 @@ def test_a_campaign_failing_on_its_inputs_shows_them_first_grouped_with_their_ou
     follow(browser, "#next")
     assert len(browser.find_elements(By.CSS_SELECTOR, "#tasks tr[data-task]")) == FAILING - 50
     assert not browser.find_elements(By.ID, "next")
+    browser.get(site.url + f"/campaigns/{failing}/tasks?page={10**18}")  # past what SQLite binds: no 500
+    assert browser.title.startswith("400") and "offset: must be" in text(browser, "#error")
 
     login(site, browser, tokens[u2], f"/campaigns/{failing}")
     assert browser.title.startswith("404")
@@ -523,8 +531,11 @@ def test_another_users_campaign_page_is_a_404(site: Site, browser: Any, tokens: 
     login(site, browser, tokens[u2], f"/campaigns/{live}")
     assert browser.title.startswith("404")
     assert text(browser, "#error") == f"campaign {live}: no such campaign"
+    job_id = api(site, site.users[0], f"/campaigns/{live}/jobs")[0]["id"]
     with session_client(site, browser) as client:
-        for path in (f"/campaigns/{live}", f"/campaigns/{live}/history.json", f"/campaigns/{live}/history.csv"):
+        for path in (f"/campaigns/{live}", f"/campaigns/{live}/history.json", f"/campaigns/{live}/history.csv",
+                     f"/campaigns/{live}/tasks", f"/campaigns/{live}/tasks?name=t*&state=running",
+                     f"/jobs/{job_id}/stdout", f"/jobs/{job_id}/stderr"):
             assert client.get(path).status_code == 404, path
         missing = client.get("/campaigns/987654")
         assert missing.status_code == 404 and "campaign 987654: no such campaign" in missing.text

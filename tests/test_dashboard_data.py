@@ -143,6 +143,20 @@ def test_the_failed_tasks_of_a_campaign_come_through_the_bags_index(grid: Grid) 
         list(api.campaign_tasks(grid, campaign_id, user="alice", states=("broken",)))
 
 
+def test_a_page_past_what_sqlite_can_bind_is_bad_input_not_a_crash(grid: Grid) -> None:
+    """The dashboard's ``?page=`` times its page size is the offset: ``page=10**18`` was an
+    OverflowError, a 500 with a traceback."""
+    campaign_id = _campaign(grid, "alice", "failed", [(1, NOW - 100, "failed")], 2)
+    with pytest.raises(InputError, match="offset: must be >= 0 and < 2\\*\\*63"):
+        list(api.campaign_tasks(grid, campaign_id, user="alice", limit=51, offset=10**20))
+    with pytest.raises(InputError, match="offset"):
+        api.list_campaigns(grid, include_finished=True, limit=51, offset=10**20)
+    with pytest.raises(InputError, match="limit"):
+        list(api.campaign_tasks(grid, campaign_id, user="alice", limit=2**63))
+    with pytest.raises(InputError, match="offset"):  # the API's /events?offset= too
+        api.list_events(grid, user="alice", offset=10**20)
+
+
 def test_campaigns_are_listed_newest_first_on_request(grid: Grid) -> None:
     ids = [_campaign(grid, "alice", "terminated", [], 1) for _ in range(5)]
     newest = api.list_campaigns(grid, include_finished=True, newest_first=True, limit=2, offset=1)

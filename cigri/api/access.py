@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from cigri.errors import NotFound
+from cigri.errors import InputError, NotFound
 from cigri.grid import Grid
 from cigri.states import CampaignState
 from cigri.users import is_admin
@@ -18,6 +18,16 @@ def storable(row_id: int) -> bool:
     """Whether SQLite can hold ``row_id`` (a 64-bit integer): a larger one names no row, and
     binding it would raise OverflowError instead of the answer "no such ..."."""
     return -2**63 <= row_id < 2**63
+
+
+def check_page(limit: int | None, offset: int) -> None:
+    """A page's bounds as SQLite can bind them: a page past 2**63 (``?page=10**18`` on the
+    dashboard, ``?offset=`` of the API) would raise OverflowError, a 500, instead of this one
+    answer."""
+    if limit is not None and not 0 <= limit < 2**63:
+        raise InputError("limit: must be >= 0 and < 2**63", field="limit")
+    if not 0 <= offset < 2**63:
+        raise InputError("offset: must be >= 0 and < 2**63", field="offset")
 
 
 def owned_campaign(grid: Grid, conn: sqlite3.Connection, campaign_id: int, user: str) -> dict[str, Any]:

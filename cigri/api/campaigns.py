@@ -10,7 +10,7 @@ from typing import Any
 
 from cigri import bag, predictor
 from cigri import db as database
-from cigri.api.access import campaign_row, owned_campaign
+from cigri.api.access import campaign_row, check_page, owned_campaign
 from cigri.errors import InputError, Refused, shown
 from cigri.events import record
 from cigri.grid import Grid
@@ -187,20 +187,13 @@ def list_campaigns(grid: Grid, *, user: str | None = None, include_finished: boo
         where.append(f"state IN {sql_in(tuple(CampaignState(state) for state in states))}")
     elif not include_finished:
         where.append(f"state IN {sql_in(CAMPAIGN_ACTIVE)}")
-    _check_page(limit, offset)
+    check_page(limit, offset)
     clause = ("WHERE " + " AND ".join(where)) if where else ""
     now = database.now()
     order = "DESC" if newest_first else "ASC"
     return [_summary(grid, row, now)[0] for row in grid.db.query(
         f"SELECT * FROM campaigns {clause} ORDER BY id {order} LIMIT ? OFFSET ?",
         [*args, -1 if limit is None else limit, offset])]
-
-
-def _check_page(limit: int | None, offset: int) -> None:
-    if limit is not None and limit < 0:
-        raise InputError("limit: must be >= 0", field="limit")
-    if offset < 0:
-        raise InputError("offset: must be >= 0", field="offset")
 
 
 TASK_PAGE = 10_000  # tasks read at a time, with their jobs, by campaign_tasks
@@ -219,7 +212,7 @@ def campaign_tasks(grid: Grid, campaign_id: int, *, user: str, states: Sequence[
     others: fresh tasks are pending, outside the index). Streamed a page at a time, so a
     million tasks are never held together."""
     campaign_row(grid, campaign_id, user)
-    _check_page(limit, offset)
+    check_page(limit, offset)
     for state in states:
         if state not in TASK_STATES:
             raise InputError(f"state: expected one of {', '.join(TASK_STATES)}, got {shown(state)}", field="state")

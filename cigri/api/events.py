@@ -7,7 +7,7 @@ from typing import Any
 
 from cigri import bag
 from cigri import db as database
-from cigri.api.access import may_see, owned_campaign, reopen, storable
+from cigri.api.access import check_page, may_see, owned_campaign, reopen, storable
 from cigri.db import events as stored
 from cigri.errors import InputError, NotFound, Refused
 from cigri.grid import Grid
@@ -18,8 +18,7 @@ from cigri.users import is_admin, require_admin
 def _event_rows(grid: Grid, *, limit: int | None = None, offset: int = 0, **which: Any) -> list[dict[str, Any]]:
     """The events :func:`cigri.db.events.listing` finds for ``which``, each with its ``summary``
     and its examples' task names."""
-    if (limit is not None and limit < 0) or offset < 0:
-        raise InputError("limit and offset: must be >= 0", field="limit" if offset >= 0 else "offset")
+    check_page(limit, offset)
     rows = stored.listing(grid.db.conn, limit=limit, offset=offset, **which)
     for row in rows:
         row["summary"] = row["signature"] if row["stderr_tail"] is not None and row["signature"] else row["message"]

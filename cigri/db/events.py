@@ -77,15 +77,17 @@ def close(conn: sqlite3.Connection, where: str, args: Iterable[object], now: flo
     the blacklists they hold, of whole clusters and of campaigns on a cluster (the pair's
     failure count starting again from its figures now); return the ids closed."""
     ids = [r[0] for r in conn.execute(f"SELECT id FROM events WHERE state = 'open' AND ({where})", list(args))]
-    for event_id in ids:
-        conn.execute("UPDATE events SET state = 'closed', closed_at = ? WHERE id = ? AND state = 'open'",
-                     [now, event_id])
-        conn.execute("UPDATE clusters SET blacklisted = 0, blacklist_reason = NULL, blacklisted_at = NULL, "
-                     "blacklist_event_id = NULL, failures = 0 WHERE blacklist_event_id = ?", [event_id])
-        conn.execute("UPDATE campaign_cluster_health SET blacklisted_at = NULL, event_id = NULL, exit_errors = 0, "
-                     "terminated_base = coalesce((SELECT terminated FROM campaign_stats s WHERE "
-                     "s.campaign_id = campaign_cluster_health.campaign_id AND "
-                     "s.cluster_id = campaign_cluster_health.cluster_id), 0) WHERE event_id = ?", [event_id])
+    if not ids:
+        return ids
+    closed = "(SELECT value FROM json_each(?))"
+    conn.execute(f"UPDATE events SET state = 'closed', closed_at = ? WHERE id IN {closed}", [now, json.dumps(ids)])
+    conn.execute("UPDATE clusters SET blacklisted = 0, blacklist_reason = NULL, blacklisted_at = NULL, "
+                 f"blacklist_event_id = NULL, failures = 0 WHERE blacklist_event_id IN {closed}", [json.dumps(ids)])
+    conn.execute("UPDATE campaign_cluster_health SET blacklisted_at = NULL, event_id = NULL, exit_errors = 0, "
+                 "terminated_base = coalesce((SELECT terminated FROM campaign_stats s WHERE "
+                 "s.campaign_id = campaign_cluster_health.campaign_id AND "
+                 f"s.cluster_id = campaign_cluster_health.cluster_id), 0) WHERE event_id IN {closed}",
+                 [json.dumps(ids)])
     return ids
 
 

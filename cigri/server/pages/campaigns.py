@@ -4,7 +4,7 @@ owner's pause, resume and cancel."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -39,8 +39,7 @@ def campaigns(session: PageSession = Depends(page_session), state: str = "", use
     return render("campaigns.html", session, active="campaigns", campaigns=rows[:PAGE], states=api.CAMPAIGN_STATES,
                   state=state, user=user, page=page, refresh=refresh,
                   owners=api.campaign_owners(session.grid) if session.caller.admin else [],
-                  previous=urlencode({**query, "page": page - 1}) if page > 1 else None,
-                  next=urlencode({**query, "page": page + 1}) if len(rows) > PAGE else None)
+                  **pager(query, page, more=len(rows) > PAGE))
 
 
 @router.get("/campaigns/{campaign_id}")
@@ -73,8 +72,19 @@ def tasks(campaign_id: int, session: PageSession = Depends(page_session), name: 
     query = {key: value for key, value in (("name", name), ("state", state)) if value}
     return render("tasks.html", session, active="campaigns", campaign=detail, tasks=rows[:PAGE], name=name,
                   state=state, states=[s.value for s in TaskState], page=page,
-                  previous=urlencode({**query, "page": page - 1}) if page > 1 else None,
-                  next=urlencode({**query, "page": page + 1}) if len(rows) > PAGE else None)
+                  **pager(query, page, more=len(rows) > PAGE))
+
+
+class Pager(TypedDict):
+    previous: str | None
+    next: str | None
+
+
+def pager(query: dict[str, str], page: int, *, more: bool) -> Pager:
+    """The query strings of the pages before and after ``page`` (None where there is none),
+    keeping the page's filters."""
+    return {"previous": urlencode({**query, "page": page - 1}) if page > 1 else None,
+            "next": urlencode({**query, "page": page + 1}) if more else None}
 
 
 def name_pattern(search: str) -> str | None:
