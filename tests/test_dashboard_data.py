@@ -155,6 +155,8 @@ def test_a_page_past_what_sqlite_can_bind_is_bad_input_not_a_crash(grid: Grid) -
         list(api.campaign_tasks(grid, campaign_id, user="alice", limit=2**63))
     with pytest.raises(InputError, match="offset"):  # the API's /events?offset= too
         api.list_events(grid, user="alice", offset=10**20)
+    with pytest.raises(InputError, match="offset"):  # and /campaigns/N/jobs?offset=
+        api.campaign_jobs(grid, campaign_id, user="alice", offset=10**20)
 
 
 def test_campaigns_are_listed_newest_first_on_request(grid: Grid) -> None:

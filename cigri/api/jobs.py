@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from cigri import db as database
-from cigri.api.access import campaign_row, may_see, storable
+from cigri.api.access import campaign_row, check_page, may_see, storable
 from cigri.errors import InputError, NotFound, Refused
 from cigri.events import record
 from cigri.grid import Grid
@@ -31,8 +31,7 @@ def campaign_jobs(grid: Grid, campaign_id: int, *, user: str, active_only: bool 
     """The jobs of one of ``user``'s campaigns in id order (``active_only``: those not ended),
     ``limit`` of them after ``offset``."""
     campaign_row(grid, campaign_id, user)
-    if (limit is not None and limit < 0) or offset < 0:
-        raise InputError("limit and offset: must be >= 0", field="limit" if offset >= 0 else "offset")
+    check_page(limit, offset)
     active = f" AND j.state IN ({','.join('?' * len(JOB_ACTIVE))})" if active_only else ""
     return list(grid.db.query(f"{_JOB} WHERE j.campaign_id = ?{active} ORDER BY j.id LIMIT ? OFFSET ?",
                               [campaign_id, *(JOB_ACTIVE if active_only else ()),
