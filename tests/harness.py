@@ -68,6 +68,18 @@ FULL = os.environ.get("CIGRI_TEST_FULL") == "1"
 TEST_CLUSTERS = os.environ.get("CIGRI_TEST_CLUSTERS", "/tmp/cigri-clusters")
 
 
+def read_terminal(controller: int, into: bytearray) -> None:
+    """Everything a command draws on the pseudo-terminal ``controller`` leads, until it ends."""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # the command ended: the terminal is gone
+            return
+        if not chunk:
+            return
+        into.extend(chunk)
+
+
 def size(quick: int, full: int) -> int:
     """A slow test's size: ``quick`` by default, ``full`` with ``CIGRI_TEST_FULL=1``, which
     ``.ci/run`` sets, so a developer's run stays short and CI still runs the full size."""

@@ -14,7 +14,7 @@ import subprocess
 import time
 
 import pytest
-from harness import BIN, Cigri, wait_for
+from harness import BIN, Cigri, read_terminal, wait_for
 
 pytestmark = pytest.mark.slow
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -199,14 +199,7 @@ def test_the_live_view_fits_80_columns(cigri: Cigri) -> None:
                             cwd=cigri.tmp, stdin=terminal, stdout=terminal, stderr=terminal, start_new_session=True)
     os.close(terminal)
     drawn = bytearray()
-    while True:
-        try:
-            chunk = os.read(controller, 65536)
-        except OSError:  # the command ended: the terminal is gone
-            break
-        if not chunk:
-            break
-        drawn.extend(chunk)
+    read_terminal(controller, drawn)
     os.close(controller)
     assert view.wait(120) == 0
     lines = [line for line in (re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", part)

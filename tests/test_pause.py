@@ -29,7 +29,8 @@ from typing import Any
 
 import pytest
 
-from harness import BIN, REAL_CLUSTERS, Cigri, busy_jobs, clusters_dir, marker_exec_dir, runs_per_task, wait_for
+from harness import (BIN, REAL_CLUSTERS, Cigri, busy_jobs, clusters_dir, marker_exec_dir, read_terminal, runs_per_task,
+                     wait_for)
 from service import Site
 
 pytestmark = pytest.mark.slow
@@ -205,17 +206,7 @@ def test_the_live_view_of_a_paused_campaign_says_paused_instead_of_a_countdown(c
                             stdin=terminal, stdout=terminal, stderr=terminal, start_new_session=True)
     os.close(terminal)
     drawn = bytearray()
-
-    def read() -> None:
-        while True:
-            try:
-                chunk = os.read(controller, 65536)
-            except OSError:  # the view ended: the terminal is gone
-                return
-            if not chunk:
-                return
-            drawn.extend(chunk)
-    reader = threading.Thread(target=read, daemon=True)
+    reader = threading.Thread(target=read_terminal, args=(controller, drawn), daemon=True)
     reader.start()
     try:
         wait_for(lambda: len(runs_per_task(cigri.work)) == 4, 60, "four tasks started")
