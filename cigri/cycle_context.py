@@ -7,6 +7,8 @@ with a real capacity call every ``autofix_delay`` seconds and lifted when the cl
 A cluster an admin blacklisted is drained: it gets no new job, but the jobs cigri has there are
 still polled (and killed on request, as on any cluster), so they end and their campaigns with them.
 A cluster set aside for a fault (:mod:`cigri.faults`) is neither used nor polled nor re-checked.
+A cluster ``cigri import-v3`` added is dormant: nothing at all is sent there, not even a cancel,
+until an admin lifts its CLUSTER_IMPORTED event.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from cigri import db as database
 from cigri import faults
 from cigri.backends import Capacity
 from cigri.errors import BackendError
-from cigri.events import CONNECTION_CODES, MANUALLY_DISABLED, blacklist_cluster, close, close_cluster_problems, record
+from cigri.events import (CONNECTION_CODES, IMPORTED, MANUALLY_DISABLED, blacklist_cluster, close, close_cluster_problems,
+                          record)
 from cigri.grid import Grid
 from cigri.jdl.parser import cluster_home
 
@@ -35,6 +38,7 @@ class CycleContext:
     grid: Grid
     capacities: dict[int, Capacity] = field(default_factory=dict)  # usable clusters only
     draining: set[int] = field(default_factory=set)  # blacklisted by an admin: no new job, the others followed
+    dormant: set[int] = field(default_factory=set)  # imported from CiGri, not lifted yet: nothing sent, none polled
     options: dict[int, dict[str, Any]] = field(default_factory=dict)
     backends: dict[int, str] = field(default_factory=dict)  # each cluster's backend name (slurm, oar, local, sim)
     names: dict[int, str] = field(default_factory=dict)  # each cluster's name, for what the cycle logs
@@ -126,6 +130,9 @@ def gather(grid: Grid) -> CycleContext:
             "FROM clusters c LEFT JOIN events e ON e.id = c.blacklist_event_id").fetchall():
         ctx.options[cluster_id], ctx.backends[cluster_id], ctx.names[cluster_id] = json.loads(options), backend, name
         if blacklisted and held_by == faults.CODE:  # set aside: lifted by fixing its event only
+            continue
+        if blacklisted and held_by == IMPORTED:  # not contacted, cancels included, until an admin lifts it
+            ctx.dormant.add(cluster_id)
             continue
         if blacklisted and (event_id is None or held_by == MANUALLY_DISABLED):  # an admin's: lifted by an admin only
             ctx.draining.add(cluster_id)

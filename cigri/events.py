@@ -43,6 +43,8 @@ LOW, MEDIUM, HIGH = Severity.LOW, Severity.MEDIUM, Severity.HIGH
 CONNECTION_CODES = ("CLUSTER_UNREACHABLE", "CLUSTER_TIMEOUT", "CLUSTER_AUTH_FAILURE", "CLUSTER_BAD_ANSWER")
 EXAMPLES = 5
 MANUALLY_DISABLED = "CLUSTER_MANUALLY_DISABLED"  # an admin's blacklist: lifted by an admin only (CiGri's code)
+IMPORTED = "CLUSTER_IMPORTED"  # a cluster import-v3 added: not contacted at all until an admin lifts it
+UNCONFIRMED = "UNCONFIRMED_LAUNCH"  # a job CiGri may have sent: its task waits for its owner's look
 
 CATALOGUE: dict[str, Code] = {
     "EXIT_ERROR": Code("job", HIGH, True, "task failed, stderr tail kept; counts toward the campaign's "
@@ -95,6 +97,16 @@ CATALOGUE: dict[str, Code] = {
                                                              "new job on the cluster, its jobs there followed to "
                                                              "their end; lifted by `gridevents --fix` on it or "
                                                              "`cigri cluster unblacklist`, never automatically"),
+    "CLUSTER_IMPORTED": Code("cluster", HIGH, True, "a cluster `cigri import-v3` added from CiGri's database: "
+                                                    "cigri sends, polls and cancels nothing there, and tells "
+                                                    "whoever asks for it so, until an admin has set its options "
+                                                    "and lifts it (`cigri cluster unblacklist` or `gridevents "
+                                                    "--fix` on it)"),
+    "UNCONFIRMED_LAUNCH": Code("job", HIGH, True, "a job CiGri was sending when its database was imported "
+                                                     "(`launching`, or no remote id): it may run there; its task "
+                                                     "stays failed until its owner has looked on the cluster: "
+                                                     "`gridevents --fix --resubmit` sends it again, `--fix` "
+                                                     "leaves it"),
     "SET_ASIDE": Code("campaign", HIGH, True, "a cycle step raised on stored data: a task whose parameter line "
                                               "cannot be split fails alone (class job); a campaign (or cluster) "
                                               "whose data raised gets no new job and no decision (is not used) "

@@ -15,7 +15,9 @@ from cigri.backends import ClusterBackend, identity, open_backend
 from cigri.backends.registry import BACKENDS
 from cigri.cluster_tokens import TokenStore
 from cigri.config import Config
-from cigri.errors import CigriError
+from cigri.db import events as stored_events
+from cigri.errors import CigriError, Refused
+from cigri.events import IMPORTED
 from cigri.jdl.parser import cluster_home
 from cigri.properties import campaign_properties
 
@@ -28,10 +30,16 @@ class Grid:
     _properties: dict[int, dict[int, dict[str, Any]]] = field(default_factory=dict)
 
     def backend(self, cluster_id: int) -> ClusterBackend:
+        """The cluster's backend, opened once per process. A cluster ``cigri import-v3`` added
+        is refused until an admin lifts its hold: its options are CiGri's guesses, and what
+        it holds of CiGri's may still run there."""
         if cluster_id not in self._backends:
             row = self.db.execute("SELECT name, backend, options FROM clusters WHERE id = ?",
                                   [cluster_id]).fetchone()
             name = row[0]
+            if stored_events.holding_code(self.db.conn, cluster_id) == IMPORTED:
+                raise Refused(f"cluster {name}: imported from CiGri v3 and not contacted until an admin sets its "
+                              f"options ([clusters.{name}] in cigri.toml) and lifts it (cigri cluster unblacklist {name})")
             self._backends[cluster_id] = open_backend(name, row[1], json.loads(row[2]), str(self.config.spool_path),
                                                       lambda user: self.tokens.get(name, user))
         return self._backends[cluster_id]

@@ -1,11 +1,15 @@
 """``cigri import-v3``: move a CiGri v3 site's database (PostgreSQL) into cigri's.
 
 Brought over: clusters (a name cigri has is that cluster; another becomes an OAR REST cluster
-with the CiGri row's URL, blacklisted until an admin completes its options), campaigns with
-their JDLs read as CiGri read them (:mod:`cigri.jdl.compat`), their parameters as tasks, their
-jobs, their events and the notification subscriptions. A campaign still running continues
-where it was: its running and waiting jobs keep their remote ids and are polled as cigri's own
-(adopted, never resubmitted), its tasks still in CiGri's bag or queues are pending here.
+with the CiGri row's URL, not contacted at all until an admin completes its options and lifts
+its CLUSTER_IMPORTED event), campaigns under CiGri's numbers where cigri never gave them, with
+their JDLs read as CiGri read them (:mod:`cigri.jdl.compat`), their parameters as tasks under
+CiGri's names, their jobs, their events (an open one covering its job, for ``--fix
+--resubmit``) and the notification subscriptions. A campaign still running continues where it
+was: its running and waiting jobs keep their remote ids and are polled as cigri's own (adopted,
+never resubmitted), its tasks still in CiGri's bag or queues are pending here. A job CiGri may
+have sent without recording its id is never sent again on its own: its task waits, failed,
+under an UNCONFIRMED_LAUNCH event, for its owner to look on the cluster.
 
 A parameter line is read as gridsub reads one. CiGri appended it to a shell command line and
 stored what the shell could not read as well: a line holding a single quoting character (a lone
@@ -36,6 +40,7 @@ from cigri import db as database
 from cigri.db import events as stored_events
 from cigri.db import notifications as stored_notifications
 from cigri.errors import CigriError, InputError
+from cigri.events import CATALOGUE, IMPORTED, UNCONFIRMED, Severity, record
 from cigri.grid import Grid
 from cigri.jdl import parse_jdl, split_param
 from cigri.jdl.params import MAX_LINE_BYTES
@@ -44,9 +49,11 @@ from cigri.notify import addresses
 from cigri.states import CampaignState, JobState, KillReason, TaskState
 from cigri.users import require_admin
 
-# CiGri's job states, as cigri's; to_launch and launching never reached a cluster (their task is pending)
+# CiGri's job states, as cigri's. to_launch never reached a cluster (its task is pending); launching
+# may have (CiGri posts the array first, then records its ids): see _unconfirmed
 JOB_STATES = {"terminated": JobState.TERMINATED, "event": JobState.FAILED, "running": JobState.RUNNING,
-              "remote_waiting": JobState.WAITING, "submitted": JobState.WAITING, "batch_waiting": JobState.WAITING}
+              "remote_waiting": JobState.WAITING, "submitted": JobState.WAITING, "batch_waiting": JobState.WAITING,
+              "launching": JobState.LOST}
 ACTIVE = ("running", "remote_waiting", "submitted", "batch_waiting")
 SEVERITIES = ("low", "medium", "high")
 QUOTING = ("'", '"', "\\")  # what makes a shell (and split_param) read a line other than by blanks
@@ -62,6 +69,7 @@ class Report:
     tasks: int = 0
     jobs: int = 0
     adopted: int = 0  # running or waiting jobs that cigri now follows
+    unconfirmed: int = 0  # jobs CiGri may have sent with no id kept: their tasks wait for their owners
     events: int = 0
     subscriptions: int = 0
     skipped_campaigns: int = 0  # imported by an earlier run
@@ -92,7 +100,8 @@ def import_v3(grid: Grid, dsn: str, *, user: str, password_file: Path | None = N
     clusters = _clusters(grid, v3["clusters"], report, user)
     with database.write(grid.db) as conn:
         done = {(kind, v3_id) for kind, v3_id in conn.execute("SELECT kind, v3_id FROM v3_imports")}
-        for campaign in v3["campaigns"]:
+        first_free = database.next_id(conn, "campaigns")  # CiGri's ids from there on are kept: those first
+        for campaign in sorted(v3["campaigns"], key=lambda c: c["id"] < first_free):
             if ("campaign", campaign["id"]) in done:
                 report.skipped_campaigns += 1
                 continue
@@ -132,7 +141,7 @@ def _read(source: Any) -> dict[str, list[dict[str, Any]]]:
     """Every table the import reads, whole (a site's database fits in memory: CiGri's own API
     read it in pages of 100, but its campaigns are its history, not its parameters' bytes)."""
     tables = {
-        "clusters": "SELECT id, name, api_url, batch, enabled, properties, api_chunk_size FROM clusters",
+        "clusters": "SELECT id, name, api_url, batch, enabled, properties, api_chunk_size FROM clusters ORDER BY id",
         "campaigns": "SELECT id, grid_user, state, type, name, submission_time, completion_time, jdl "
                      "FROM campaigns ORDER BY id",
         "parameters": "SELECT id, campaign_id, name, param FROM parameters WHERE id > 0 ORDER BY campaign_id, id",
@@ -141,8 +150,8 @@ def _read(source: Any) -> dict[str, list[dict[str, Any]]]:
                           "JOIN bag_of_tasks b ON b.id = q.task_id",
         "jobs": "SELECT id, campaign_id, param_id, cluster_id, state, return_code, submission_time, start_time, "
                 "stop_time, node_name, remote_id, tag FROM jobs ORDER BY id",
-        "events": "SELECT id, class, code, state, job_id, cluster_id, campaign_id, date_open, date_closed, message "
-                  "FROM events ORDER BY id",
+        "events": "SELECT id, class, code, state, job_id, cluster_id, campaign_id, parent, date_open, date_closed, "
+                  "message FROM events ORDER BY id",
         "user_notifications": "SELECT id, grid_user, type, identity, severity FROM user_notifications ORDER BY id",
         "users_priority": "SELECT grid_user, cluster_id, priority FROM users_priority ORDER BY id",
         "admission_rules": "SELECT id, code FROM admission_rules ORDER BY id",
@@ -156,8 +165,10 @@ def _read(source: Any) -> dict[str, list[dict[str, Any]]]:
 
 
 def _clusters(grid: Grid, rows: list[dict[str, Any]], report: Report, user: str) -> dict[int, int]:
-    """CiGri's cluster ids as cigri's; a cluster cigri lacks is added, blacklisted."""
-    from cigri.api.clusters import add_cluster, set_blacklist
+    """CiGri's cluster ids as cigri's. A cluster cigri lacks is added, held by a CLUSTER_IMPORTED
+    event: nothing is sent there, not even a poll or a cancel, until an admin has set its options
+    and lifts it (CiGri's row gives only its URL, and what CiGri left there may still run)."""
+    from cigri.api.clusters import add_cluster
 
     known = grid.cluster_ids()
     for row in rows:
@@ -166,11 +177,18 @@ def _clusters(grid: Grid, rows: list[dict[str, Any]], report: Report, user: str)
         add_cluster(grid, row["name"], "oar", {"transport": "rest", "base_url": row["api_url"], "user": "cigri",
                                                "properties": row["properties"] or "",
                                                "api_chunk_size": row["api_chunk_size"] or 100}, user=user)
-        set_blacklist(grid, row["name"], "imported from CiGri v3: set its options (user, password_file...) "
-                                         "with cigri cluster add, then unblacklist it", user=user)
+        reason = (f"imported from CiGri v3 ({row['batch']} at {row['api_url']}): set its options in [clusters."
+                  f"{row['name']}] of cigri.toml, then cigri cluster unblacklist {row['name']}")
+        with database.write(grid.db) as conn:
+            cluster_id = conn.execute("SELECT id FROM clusters WHERE name = ?", [row["name"]]).fetchone()[0]
+            event_id = record(conn, IMPORTED, f"cluster {row['name']} {reason}", cluster_id=cluster_id)
+            stored_events.take_cluster(conn, cluster_id, event_id, reason, database.now())
         report.clusters_added.append(row["name"])
+        report.notes.append(f"cluster {row['name']} added as an OAR REST cluster at {row['api_url']}, not contacted "
+                            f"until you set its options in [clusters.{row['name']}] of cigri.toml and run cigri "
+                            f"cluster unblacklist {row['name']}")
         if not row["enabled"]:
-            report.notes.append(f"cluster {row['name']} was disabled in CiGri: it stays blacklisted here")
+            report.notes.append(f"cluster {row['name']} was disabled in CiGri: leave it blacklisted here")
     known = grid.cluster_ids()
     return {row["id"]: known[row["name"]] for row in rows}
 
@@ -196,11 +214,14 @@ def _campaign(conn: sqlite3.Connection, grid: Grid, v3: dict[str, list[dict[str,
     finished = (_epoch(campaign["completion_time"]) or max(ended, default=submitted)) \
         if state in (CampaignState.TERMINATED, CampaignState.CANCELLED) else None
     document = {k: v for k, v in json.loads(campaign["jdl"] or "{}").items() if k != "params"}
+    kept = v3_id >= database.next_id(conn, "campaigns")  # never given here: users keep their number
     campaign_id = conn.execute(
-        "INSERT INTO campaigns(name, user, state, jobs_type, jdl, submitted_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [campaign["name"] or f"cigri-v3-{v3_id}", user, state, campaign["type"], json.dumps(document), submitted,
-         finished]).lastrowid
-    assert campaign_id is not None
+        "INSERT INTO campaigns(id, name, user, state, jobs_type, jdl, submitted_at, finished_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        [v3_id if kept else None, campaign["name"] or f"cigri-v3-{v3_id}", user, state, campaign["type"],
+         json.dumps(document), submitted, finished]).fetchone()[0]
+    if not kept:
+        report.notes.append(f"campaign {v3_id} of CiGri is campaign {campaign_id} here: cigri had given {v3_id}")
     names = grid.cluster_ids()
     conn.executemany("INSERT INTO campaign_properties(campaign_id, cluster_id, name, value) VALUES (?, ?, ?, ?)",
                      [(campaign_id, names[cluster], key, json.dumps(_campaign_id(value, campaign_id)))
@@ -208,7 +229,7 @@ def _campaign(conn: sqlite3.Connection, grid: Grid, v3: dict[str, list[dict[str,
                       for value in [values[key]]])
     task_ids = _tasks(conn, v3, campaign_id, state, params, lines, jobs)
     for job in jobs:
-        _job(conn, job, campaign_id, task_ids, clusters, state, report)
+        _job(conn, job, campaign, campaign_id, task_ids, clusters, state, report)
     conn.execute("INSERT INTO v3_imports(kind, v3_id, cigri_id) VALUES ('campaign', ?, ?)", [v3_id, campaign_id])
     report.campaigns += 1
     report.tasks += len(params)
@@ -248,7 +269,7 @@ def _parameters(campaign: dict[str, Any], params: list[dict[str, Any]], report: 
     for param in params:
         where = f"campaign {campaign['id']}, parameter {param['id']} ({json.dumps(param['name'])})"
         try:
-            name, line = lines[param["id"]] = _readable(param["param"] or "")
+            name, line = lines[param["id"]] = _named(param["name"], *_readable(param["param"] or ""))
         except InputError as error:
             report.refused += 1
             report.notes.append(f"{where}: not imported, nor its jobs: {error}")
@@ -259,6 +280,16 @@ def _parameters(campaign: dict[str, Any], params: list[dict[str, Any]], report: 
                                 f"{json.dumps(line)}: its lone {_quoting(param['param'])[0]} is the character "
                                 "itself, its words unchanged")
     return lines
+
+
+def _named(stored: str | None, first_word: str, line: str) -> tuple[str, str]:
+    """The task's name as CiGri had it (its ``name`` column: distinct in a campaign, where first
+    words may not be), else the line's first word as gridsub takes it."""
+    if not stored or not stored.strip():
+        return first_word, line
+    if (control := control_character(stored)) is not None:
+        raise InputError(f"the task name contains the control character U+{ord(control):04X}")
+    return stored, line
 
 
 def _quoting(line: str) -> list[str]:
@@ -308,7 +339,7 @@ def _tasks(conn: sqlite3.Connection, v3: dict[str, list[dict[str, Any]]], campai
     rows = []
     for param in params:
         attempts = by_param.get(param["id"], [])
-        states = {j["state"] for j in attempts}
+        states = {j["state"] for j in attempts if not _unconfirmed(j)}
         priority = bag.PRIORITY_TAIL if bag_priority.get(param["id"]) == 0 else bag.PRIORITY_HEAD
         if "terminated" in states:
             task_state = TaskState.TERMINATED
@@ -316,7 +347,9 @@ def _tasks(conn: sqlite3.Connection, v3: dict[str, list[dict[str, Any]]], campai
             task_state = TaskState.RUNNING
         elif states & set(ACTIVE):
             task_state = TaskState.WAITING
-        elif param["id"] in bag_priority or states & {"to_launch", "launching"} or not attempts:
+        elif any(_unconfirmed(j) for j in attempts):  # held by its UNCONFIRMED_LAUNCH event
+            task_state = TaskState.FAILED
+        elif param["id"] in bag_priority or "to_launch" in states or not attempts:
             task_state = TaskState.PENDING
         else:
             task_state = TaskState.FAILED
@@ -338,43 +371,76 @@ def _tasks(conn: sqlite3.Connection, v3: dict[str, list[dict[str, Any]]], campai
     return {param["id"]: first_id + n for n, param in enumerate(params)}
 
 
-def _job(conn: sqlite3.Connection, job: dict[str, Any], campaign_id: int, task_ids: dict[int, int],
-         clusters: dict[int, int], state: CampaignState, report: Report) -> None:
-    """One CiGri job as cigri's; a running one keeps its remote id, to be polled (adopted)."""
+def _unconfirmed(job: dict[str, Any]) -> bool:
+    """A job CiGri may have sent without recording where: ``launching`` (the array was being
+    posted) or any live state with no remote id. Sending its task again may run it twice."""
+    return job["state"] == "launching" or job["state"] in ACTIVE and job["remote_id"] is None
+
+
+def _job(conn: sqlite3.Connection, job: dict[str, Any], campaign: dict[str, Any], campaign_id: int,
+         task_ids: dict[int, int], clusters: dict[int, int], state: CampaignState, report: Report) -> None:
+    """One CiGri job as cigri's: a running or waiting one keeps its remote id, to be polled
+    (adopted); an unconfirmed one is lost here, its task held by an event until its owner has
+    looked on the cluster."""
     if job["state"] not in JOB_STATES or job["cluster_id"] not in clusters:
         return
     kind = job["tag"] if job["tag"] in ("prologue", "epilogue") else "task"
     code = job["return_code"]
     exit_code = code >> 8 if code is not None and code > 255 else code  # CiGri kept OAR's wait status
-    active = job["state"] in ACTIVE
+    unconfirmed = _unconfirmed(job)
+    active = job["state"] in ACTIVE and not unconfirmed
+    task_id = task_ids.get(job["param_id"]) if kind == "task" else None
     job_id = conn.execute(
         "INSERT INTO jobs(campaign_id, task_id, cluster_id, kind, state, remote_id, batch, created_at, submitted_at, "
-        "started_at, finished_at, exit_code, node, kill_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [campaign_id, task_ids.get(job["param_id"]) if kind == "task" else None, clusters[job["cluster_id"]], kind,
-         JOB_STATES[job["state"]], None if job["remote_id"] is None else str(job["remote_id"]), f"v3-{job['id']}",
+        "started_at, finished_at, exit_code, node, kill_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "RETURNING id",
+        [campaign_id, task_id, clusters[job["cluster_id"]], kind,
+         JobState.LOST if unconfirmed else JOB_STATES[job["state"]],
+         None if job["remote_id"] is None else str(job["remote_id"]), f"v3-{job['id']}",
          _epoch(job["submission_time"]) or database.now(), _epoch(job["submission_time"]), _epoch(job["start_time"]),
          None if active else _epoch(job["stop_time"]), exit_code, job["node_name"],
-         KillReason.USER if active and state == CampaignState.CANCELLED else None]).lastrowid
+         KillReason.USER if active and state == CampaignState.CANCELLED else None]).fetchone()[0]
     conn.execute("INSERT INTO v3_imports(kind, v3_id, cigri_id) VALUES ('job', ?, ?)", [job["id"], job_id])
     report.jobs += 1
     report.adopted += active
+    if unconfirmed:
+        cluster = conn.execute("SELECT name FROM clusters WHERE id = ?", [clusters[job["cluster_id"]]]).fetchone()[0]
+        record(conn, UNCONFIRMED, f"CiGri was sending jobs of its campaign {campaign['id']} to {cluster} (OAR job "
+                                  f"name cigri.{campaign['id']}, user {campaign['grid_user']}) when its database "
+                                  "was imported, and recorded no id: they may run there. Look there; then "
+                                  "gridevents --fix --resubmit sends their tasks again, --fix alone leaves them",
+               campaign_id=campaign_id, cluster_id=clusters[job["cluster_id"]], job_id=job_id, task_id=task_id)
+        report.unconfirmed += 1
 
 
 def _events(conn: sqlite3.Connection, v3: dict[str, list[dict[str, Any]]], clusters: dict[int, int],
             done: set[tuple[str, int]], report: Report) -> None:
-    """CiGri's events of imported campaigns and its global ones, with their states and dates."""
+    """CiGri's events of imported campaigns and its global ones, with their states, dates and
+    the severity cigri gives their code. An open job event covers its job, so ``gridevents --fix
+    --resubmit`` puts its task back; an event CiGri filed under another says so in its message."""
     campaigns = dict(conn.execute("SELECT v3_id, cigri_id FROM v3_imports WHERE kind = 'campaign'").fetchall())
     jobs = dict(conn.execute("SELECT v3_id, cigri_id FROM v3_imports WHERE kind = 'job'").fetchall())
+    events = dict(conn.execute("SELECT v3_id, cigri_id FROM v3_imports WHERE kind = 'event'").fetchall())
     for event in v3["events"]:
         if ("event", event["id"]) in done or event["campaign_id"] is not None and event["campaign_id"] not in campaigns:
             continue
         opened = _epoch(event["date_open"]) or database.now()
         kind = {"notify": "campaign", "log": "cluster"}.get(event["class"], event["class"])
+        message = event["message"] or ""
+        if event["parent"] is not None:  # CiGri's follow-ups (RESUBMIT after EXIT_ERROR...) name what they follow
+            parent = events.get(event["parent"])
+            message += f" (after event {parent})" if parent is not None else f" (after CiGri's event {event['parent']})"
+        job_id = jobs.get(event["job_id"])
+        severity = CATALOGUE[event["code"]].severity if event["code"] in CATALOGUE else Severity.MEDIUM
         event_id = stored_events.insert_imported(
-            conn, kind=kind, code=event["code"], state=event["state"], campaign_id=campaigns.get(event["campaign_id"]),
-            cluster_id=clusters.get(event["cluster_id"]), job_id=jobs.get(event["job_id"]),
-            message=event["message"] or "", created_at=opened, closed_at=_epoch(event["date_closed"]))
+            conn, kind=kind, code=event["code"], severity=severity, state=event["state"],
+            campaign_id=campaigns.get(event["campaign_id"]), cluster_id=clusters.get(event["cluster_id"]),
+            job_id=job_id, message=message, created_at=opened, closed_at=_epoch(event["date_closed"]))
+        if event["state"] == "open" and job_id is not None:
+            task_id = conn.execute("SELECT task_id FROM jobs WHERE id = ?", [job_id]).fetchone()[0]
+            stored_events.cover(conn, event_id, job_id, task_id)
         conn.execute("INSERT INTO v3_imports(kind, v3_id, cigri_id) VALUES ('event', ?, ?)", [event["id"], event_id])
+        events[event["id"]] = event_id
         report.events += 1
 
 

@@ -464,11 +464,10 @@ def import_v3(dsn: str = typer.Option(..., "--dsn", metavar="URL", help="The CiG
     if as_json:
         return common.print_json(report.__dict__)
     print(f"imported: {report.campaigns} campaign(s), {report.tasks} task(s), {report.jobs} job(s) "
-          f"({report.adopted} running or waiting, now followed), {report.events} event(s), "
+          f"({report.adopted} running or waiting, now followed; {report.unconfirmed} perhaps sent by CiGri, "
+          f"held for their owners), {report.events} event(s), "
           f"{report.subscriptions} subscription(s); {report.skipped_campaigns} campaign(s) already imported; "
           f"{report.converted} parameter line(s) converted, {report.refused} refused")
-    for name in report.clusters_added:
-        print(f"cluster {name} added from CiGri, blacklisted until its options are set")
     for note in report.notes:
         print(f"note: {common.printable(note)}")
 

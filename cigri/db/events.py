@@ -46,15 +46,16 @@ def insert(conn: sqlite3.Connection, *, kind: str, code: str, severity: str, sta
     return event_id
 
 
-def insert_imported(conn: sqlite3.Connection, *, kind: str, code: str, state: str, campaign_id: int | None,
-                    cluster_id: int | None, job_id: int | None, message: str, created_at: float,
-                    closed_at: float | None) -> int:
+def insert_imported(conn: sqlite3.Connection, *, kind: str, code: str, severity: str, state: str,
+                    campaign_id: int | None, cluster_id: int | None, job_id: int | None, message: str,
+                    created_at: float, closed_at: float | None) -> int:
     """Store an event of CiGri v3's (``cigri import-v3``) as it was there, counted once and told
     already (its notifications went out from CiGri); return its id."""
     event_id = conn.execute(
-        "INSERT INTO events(class, code, state, campaign_id, cluster_id, job_id, message, created_at, closed_at, "
-        "updated_at, notified_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1) RETURNING id",
-        [kind, code, state, campaign_id, cluster_id, job_id, message, created_at, closed_at, created_at]).fetchone()[0]
+        "INSERT INTO events(class, code, severity, state, campaign_id, cluster_id, job_id, message, created_at, "
+        "closed_at, updated_at, notified_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1) RETURNING id",
+        [kind, code, severity, state, campaign_id, cluster_id, job_id, message, created_at, closed_at,
+         created_at]).fetchone()[0]
     assert isinstance(event_id, int)
     return event_id
 
@@ -105,6 +106,13 @@ def hold_cluster(conn: sqlite3.Connection, cluster_id: int, event_id: int, reaso
     """Blacklist a cluster not blacklisted yet under the event (the autofix re-checks it from ``now``)."""
     conn.execute("UPDATE clusters SET blacklisted = 1, blacklist_reason = ?, blacklisted_at = ?, checked_at = ?, "
                  "blacklist_event_id = ? WHERE id = ? AND blacklisted = 0", [reason, now, now, event_id, cluster_id])
+
+
+def holding_code(conn: sqlite3.Connection, cluster_id: int) -> str | None:
+    """The code of the open event that blacklists the cluster; None if nothing holds it."""
+    row = conn.execute("SELECT e.code FROM clusters c JOIN events e ON e.id = c.blacklist_event_id "
+                       "WHERE c.id = ? AND e.state = 'open'", [cluster_id]).fetchone()
+    return None if row is None else str(row[0])
 
 
 def take_cluster(conn: sqlite3.Connection, cluster_id: int, event_id: int, reason: str, now: float) -> None:

@@ -5,11 +5,13 @@ with its running job adopted (never run twice), and a second import that changes
 from __future__ import annotations
 
 import getpass
+import http.server
 import json
 import re
 import secrets
 import sqlite3
 import subprocess
+import threading
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -131,12 +133,14 @@ def test_import_a_cigri_site(cigri: Cigri, dsn: str) -> None:
 
     result = cigri.run("cigri", "import-v3", "--dsn", site, "--json")
     report = json.loads(result.stdout)
-    assert {k: report[k] for k in ("clusters_added", "campaigns", "tasks", "jobs", "adopted", "events",
+    assert {k: report[k] for k in ("clusters_added", "campaigns", "tasks", "jobs", "adopted", "unconfirmed", "events",
                                    "subscriptions", "skipped_campaigns", "converted", "refused")} == {
-        "clusters_added": ["luke"], "campaigns": 4, "tasks": 9, "jobs": 7, "adopted": 1, "events": 5,
+        "clusters_added": ["luke"], "campaigns": 4, "tasks": 9, "jobs": 7, "adopted": 1, "unconfirmed": 0, "events": 5,
         "subscriptions": 2, "skipped_campaigns": 0, "converted": 0, "refused": 0}
     assert report["notes"] == [
-        "cluster luke was disabled in CiGri: it stays blacklisted here",
+        "cluster luke added as an OAR REST cluster at https://luke.example/oarapi/, not contacted until you set its "
+        "options in [clusters.luke] of cigri.toml and run cigri cluster unblacklist luke",
+        "cluster luke was disabled in CiGri: leave it blacklisted here",
         "mail subscription of alice to alice@example.org imported unconfirmed: nothing is mailed there until alice "
         "runs gridnotify subscribe --mail alice@example.org and confirms the code mailed there (gridnotify confirm)",
         "subscription of alice by xmpp to alice@jabber.org not imported: cigri sends mail and webhooks (gridnotify)",
@@ -147,12 +151,14 @@ def test_import_a_cigri_site(cigri: Cigri, dsn: str) -> None:
         "cigri.toml"]
     before = dump(cigri)
     again = cigri.run("cigri", "import-v3", "--dsn", site)
-    assert re.match(r"imported: 0 campaign\(s\), 0 task\(s\), 0 job\(s\) \(0 running or waiting, now followed\), "
+    assert re.match(r"imported: 0 campaign\(s\), 0 task\(s\), 0 job\(s\) \(0 running or waiting, now followed; "
+                    r"0 perhaps sent by CiGri, held for their owners\), "
                     r"0 event\(s\), 0 subscription\(s\); 4 campaign\(s\) already imported; 0 parameter line\(s\) "
                     r"converted, 0 refused\n", again.stdout)
     assert dump(cigri) == before
 
     ids = {row[1]: row[0] for row in before["campaigns"]}
+    assert ids == {"running": 1, "paused": 2, "done": 3, "cancelled": 4}  # CiGri's own numbers
     states = {name: cigri.stat(cid)["state"] for name, cid in ids.items()}
     assert states == {"running": "in_treatment", "paused": "paused", "done": "terminated", "cancelled": "cancelled"}
     cancelled = cigri.stat(ids["cancelled"])["tasks"]
@@ -240,9 +246,112 @@ def test_parameter_lines_cigri_cannot_read_are_converted_or_refused_one_line_eac
     again = cigri.run("cigri", "import-v3", "--dsn", site).stdout
     assert "1 campaign(s) already imported; 0 parameter line(s) converted, 0 refused\n" in again
 
-    assert cigri.drain(1, timeout=120)["state"] == "terminated"  # each task gets its line's words
+    assert cigri.drain(5, timeout=120)["state"] == "terminated"  # CiGri's id; each task gets its line's words
     words = {path.name.split(".", 1)[1]: path.read_text().splitlines() for path in cigri.work.glob("args.*")}
     assert words == {"p05": ["p05", "x"], "p06": ["p06", "it's"], "p07": ["p07", 'say"'], "p08": ["p08", "dir\\"]}
+
+
+class Recorder(http.server.BaseHTTPRequestHandler):
+    """A CiGri cluster's OAR API that only writes down what it is asked (and answers 503)."""
+
+    asked: list[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        self._answer()
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._answer()
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        self._answer()
+
+    def _answer(self) -> None:
+        Recorder.asked.append(f"{self.command} {self.path}")
+        self.send_response(503)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def faraway() -> Iterator[str]:
+    """The URL of a :class:`Recorder` on loopback, for the cluster cigri does not have."""
+    Recorder.asked = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/oarapi/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@on_systems()
+def test_what_cigri_may_have_sent_waits_for_its_owner_and_a_new_cluster_for_its_admin(
+        cigri: Cigri, dsn: str, faraway: str) -> None:
+    import psycopg
+
+    site, user = new_database(dsn, "cigri3held"), getpass.getuser()
+    program = cigri.script("args.sh", 'printf "%s\\n" "$@" > "args.$2"\n')
+    settings = {**DEFAULTS, "exec_file": str(program), "exec_directory": str(cigri.work)}
+    jdl = json.dumps({"name": "held", "clusters": {"local": settings, "faraway": settings}})
+    with psycopg.connect(site) as conn:
+        conn.execute("INSERT INTO clusters(id, name, api_url, batch) VALUES (1, 'local', 'http://x/oarapi/', 'oar2_5'),"
+                     " (2, 'faraway', %s, 'oar2_5')", [faraway])
+        for cid, state in ((7, "in_treatment"), (8, "cancelled")):
+            conn.execute("INSERT INTO campaigns(id, grid_user, state, type, name, submission_time, nb_jobs, jdl) "
+                         "VALUES (%s, %s, %s, 'normal', %s, now(), 4, %s)", [cid, user, state, f"c{cid}", jdl])
+        conn.execute("INSERT INTO parameters(id, campaign_id, name, param) VALUES (70, 7, 'first', 'same 1'), "
+                     "(71, 7, 'second', 'same 2'), (72, 7, 'sent', 'c 3'), (74, 7, 'broken', 'e 5'), "
+                     "(80, 8, 'away', 'f 6')")
+        conn.execute("INSERT INTO bag_of_tasks(campaign_id, param_id, priority) VALUES (7, 70, 10), (7, 71, 10)")
+        conn.execute("INSERT INTO jobs(id, campaign_id, param_id, cluster_id, state, return_code, remote_id, "
+                     "submission_time, start_time, stop_time) VALUES "
+                     "(720, 7, 72, 1, 'launching', NULL, NULL, now(), NULL, NULL), "  # posted, its id not kept
+                     "(740, 7, 74, 1, 'event', 256, 7740, now(), now(), now()), "
+                     "(800, 8, 80, 2, 'running', NULL, 8801, now(), now(), NULL)")  # to be killed on faraway
+        conn.execute("INSERT INTO events(id, class, code, state, job_id, cluster_id, campaign_id, parent, "
+                     "message, date_open) VALUES (1, 'job', 'EXIT_ERROR', 'open', 740, 1, 7, NULL, 'exit 1', now()),"
+                     " (2, 'job', 'RESUBMIT', 'closed', 740, 1, 7, 1, 'Resubmit cause: exit', now())")
+
+    report = json.loads(cigri.run("cigri", "import-v3", "--dsn", site, "--json").stdout)
+    assert (report["campaigns"], report["jobs"], report["adopted"], report["unconfirmed"]) == (2, 3, 1, 1)
+    assert report["notes"][0] == (f"cluster faraway added as an OAR REST cluster at {faraway}, not contacted until "
+                                  "you set its options in [clusters.faraway] of cigri.toml and run cigri cluster "
+                                  "unblacklist faraway")
+    assert {t["name"]: t["state"] for t in cigri.tasks(7)} == {  # CiGri's ids and names kept
+        "first": "pending", "second": "pending", "sent": "failed", "broken": "failed"}
+    events = {e["code"]: e for e in cigri.json("gridevents", "-c", "7", "--all")}
+    assert events["UNCONFIRMED_LAUNCH"]["state"] == "open"
+    assert "OAR job name cigri.7" in events["UNCONFIRMED_LAUNCH"]["message"]
+    assert events["RESUBMIT"]["message"] == f"Resubmit cause: exit (after event {events['EXIT_ERROR']['id']})"
+    assert events["EXIT_ERROR"]["severity"] == "high"
+
+    assert cigri.drain(7)["state"] == "failed"  # its own tasks ran; the one CiGri may have sent did not
+    assert sorted(path.name for path in cigri.work.glob("args.*")) == ["args.1", "args.2"]
+    assert Recorder.asked == []  # not a poll, not the cancel campaign 8 asks for
+    assert {e["code"] for e in cigri.json("gridevents", "-g", "--all") if e["cluster"] == "faraway"} == \
+        {"CLUSTER_IMPORTED"}  # nor counted as failing
+    faraway_row = {c["name"]: c for c in cigri.json("gridclusters")}["faraway"]
+    assert faraway_row["blacklisted"] and "not contacted until an admin" in faraway_row["error"]
+    with sqlite3.connect(cigri.home / "cigri.db") as conn:
+        [(away,)] = conn.execute("SELECT id FROM jobs WHERE batch = 'v3-800'").fetchall()
+    output = cigri.run("gridstat", "-j", str(away), "-O", expect=None)
+    assert output.returncode != 0 and output.stderr.count("\n") == 1 and "not contacted until an admin" in output.stderr
+    assert Recorder.asked == []
+
+    fixed = cigri.json("gridevents", "--fix", "-e", str(events["UNCONFIRMED_LAUNCH"]["id"]), "--resubmit")
+    assert fixed == {"closed": 1, "resubmitted": 1}
+    cigri.json("gridevents", "--fix", "-e", str(events["EXIT_ERROR"]["id"]), "--resubmit")
+    assert cigri.drain(7)["state"] == "terminated"
+    assert sorted(path.name for path in cigri.work.glob("args.*")) == ["args.1", "args.2", "args.3", "args.5"]
+
+    cigri.run("cigri", "cluster", "unblacklist", "faraway")  # the admin says so
+    cigri.cycle()
+    assert Recorder.asked  # now it is asked
 
 
 @on_systems()
