@@ -46,7 +46,7 @@ from cigri.jdl import parse_jdl, split_param
 from cigri.jdl.params import MAX_LINE_BYTES
 from cigri.jdl.parser import cluster_keys, control_character
 from cigri.notify import addresses
-from cigri.states import CampaignState, JobState, KillReason, TaskState
+from cigri.states import CAMPAIGN_ACTIVE, CampaignState, JobState, KillReason, TaskState
 from cigri.users import require_admin
 
 # CiGri's job states, as cigri's. to_launch never reached a cluster (its task is pending); launching
@@ -56,6 +56,7 @@ JOB_STATES = {"terminated": JobState.TERMINATED, "event": JobState.FAILED, "runn
               "launching": JobState.LOST}
 ACTIVE = ("running", "remote_waiting", "submitted", "batch_waiting")
 SEVERITIES = ("low", "medium", "high")
+BATCHES = {"oar3": "OAR 3", "g5k": "Grid'5000's API"}  # CiGri's batch kinds other than OAR 2.5
 QUOTING = ("'", '"', "\\")  # what makes a shell (and split_param) read a line other than by blanks
 _BLANKS = re.compile(r"[ \t]+")  # between a line's words (split_param's blanks; a line break is refused)
 
@@ -70,6 +71,7 @@ class Report:
     jobs: int = 0
     adopted: int = 0  # running or waiting jobs that cigri now follows
     unconfirmed: int = 0  # jobs CiGri may have sent with no id kept: their tasks wait for their owners
+    usage_samples: int = 0  # CiGri's grid_usage and queue_counts, as the usage history
     events: int = 0
     subscriptions: int = 0
     skipped_campaigns: int = 0  # imported by an earlier run
@@ -97,7 +99,7 @@ def import_v3(grid: Grid, dsn: str, *, user: str, password_file: Path | None = N
     except psycopg.Error as error:
         raise InputError(f"--dsn: {' '.join(str(error).split())}") from None
     report = Report()
-    clusters = _clusters(grid, v3["clusters"], report, user)
+    clusters = _clusters(grid, v3["clusters"], v3["users_mapping"], report, user)
     with database.write(grid.db) as conn:
         done = {(kind, v3_id) for kind, v3_id in conn.execute("SELECT kind, v3_id FROM v3_imports")}
         first_free = database.next_id(conn, "campaigns")  # CiGri's ids from there on are kept: those first
@@ -107,6 +109,7 @@ def import_v3(grid: Grid, dsn: str, *, user: str, password_file: Path | None = N
                 continue
             _campaign(conn, grid, v3, campaign, clusters, report)
         _events(conn, v3, clusters, done, report)
+        _usage(conn, v3, clusters, done, report)
         _subscriptions(conn, grid, v3["user_notifications"], done, report)
     _configuration_notes(v3, report)
     return report
@@ -155,6 +158,13 @@ def _read(source: Any) -> dict[str, list[dict[str, Any]]]:
         "user_notifications": "SELECT id, grid_user, type, identity, severity FROM user_notifications ORDER BY id",
         "users_priority": "SELECT grid_user, cluster_id, priority FROM users_priority ORDER BY id",
         "admission_rules": "SELECT id, code FROM admission_rules ORDER BY id",
+        "users_mapping": "SELECT grid_login, cluster_login, cluster_id FROM users_mapping "
+                         "ORDER BY cluster_id, grid_login",
+        "grid_usage": "SELECT date, cluster_id, max_resources, used_resources, unavailable_resources, used_by_cigri "
+                      "FROM grid_usage ORDER BY date",
+        "queue_counts": "SELECT date, cluster_id, sum(jobs_count) AS waiting FROM queue_counts "
+                        "GROUP BY date, cluster_id ORDER BY date",
+        "tasks_affinity": "SELECT count(*) AS count FROM tasks_affinity",
     }
     with source.cursor() as cursor:
         result = {}
@@ -164,19 +174,27 @@ def _read(source: Any) -> dict[str, list[dict[str, Any]]]:
         return result
 
 
-def _clusters(grid: Grid, rows: list[dict[str, Any]], report: Report, user: str) -> dict[int, int]:
+def _clusters(grid: Grid, rows: list[dict[str, Any]], mapping: list[dict[str, Any]], report: Report,
+              user: str) -> dict[int, int]:
     """CiGri's cluster ids as cigri's. A cluster cigri lacks is added, held by a CLUSTER_IMPORTED
     event: nothing is sent there, not even a poll or a cancel, until an admin has set its options
     and lifts it (CiGri's row gives only its URL, and what CiGri left there may still run)."""
     from cigri.api.clusters import add_cluster
 
-    known = grid.cluster_ids()
+    known, names = grid.cluster_ids(), {row["id"]: row["name"] for row in rows}
+    logins = _logins(rows, mapping, report)
     for row in rows:
+        if row["batch"] != "oar2_5":
+            report.notes.append(f"cluster {row['name']} is {BATCHES.get(row['batch'], row['batch'])} in CiGri, "
+                                "whose REST API cigri does not speak: OAR keeps its commands there, so make it "
+                                f"backend = \"oar\", transport = \"ssh\" in [clusters.{row['name']}] of "
+                                "cigri.toml (docs/backends.md), or leave it blacklisted")
         if row["name"] in known:
             continue
         add_cluster(grid, row["name"], "oar", {"transport": "rest", "base_url": row["api_url"], "user": "cigri",
                                                "properties": row["properties"] or "",
-                                               "api_chunk_size": row["api_chunk_size"] or 100}, user=user)
+                                               "api_chunk_size": row["api_chunk_size"] or 100,
+                                               "logins": logins.pop(row["id"], {})}, user=user)
         reason = (f"imported from CiGri v3 ({row['batch']} at {row['api_url']}): set its options in [clusters."
                   f"{row['name']}] of cigri.toml, then cigri cluster unblacklist {row['name']}")
         with database.write(grid.db) as conn:
@@ -189,8 +207,34 @@ def _clusters(grid: Grid, rows: list[dict[str, Any]], report: Report, user: str)
                             f"cluster unblacklist {row['name']}")
         if not row["enabled"]:
             report.notes.append(f"cluster {row['name']} was disabled in CiGri: leave it blacklisted here")
+    for cluster_id, table in logins.items():  # clusters cigri has: their logins are the configuration's
+        entries = ", ".join(f"{json.dumps(user)} = {json.dumps(login)}" for user, login in table.items())
+        report.notes.append(f"users_mapping: put logins = {{{entries}}} in [clusters.{names[cluster_id]}] of "
+                            "cigri.toml")
     known = grid.cluster_ids()
     return {row["id"]: known[row["name"]] for row in rows}
+
+
+def _logins(rows: list[dict[str, Any]], mapping: list[dict[str, Any]], report: Report) -> dict[int, dict[str, str]]:
+    """CiGri's ``users_mapping`` as each cluster's ``logins`` (user -> login), by CiGri cluster
+    id. Its rows holding an OAR 3 JWT (``Bearer ...``) are counted, never copied or printed:
+    no cigri backend speaks OAR 3's REST API, and over SSH jobs run as their owners' logins."""
+    names = {row["id"]: row["name"] for row in rows}
+    logins: dict[int, dict[str, str]] = {}
+    tokens: dict[int, int] = {}
+    for row in mapping:
+        login = row["cluster_login"] or ""
+        if row["cluster_id"] not in names:
+            continue
+        if login.startswith("Bearer "):
+            tokens[row["cluster_id"]] = tokens.get(row["cluster_id"], 0) + 1
+        elif login and login != row["grid_login"]:
+            logins.setdefault(row["cluster_id"], {})[row["grid_login"]] = login
+    for cluster_id, count in tokens.items():
+        report.notes.append(f"users_mapping: {count} OAR 3 token(s) of cluster {names[cluster_id]} not imported: "
+                            "cigri does not speak OAR 3's REST API; over SSH (identity = \"sudo\") jobs run as "
+                            "their owners' logins and need none")
+    return logins
 
 
 def _epoch(value: datetime | None) -> float | None:
@@ -200,7 +244,8 @@ def _epoch(value: datetime | None) -> float | None:
 def _campaign(conn: sqlite3.Connection, grid: Grid, v3: dict[str, list[dict[str, Any]]], campaign: dict[str, Any],
               clusters: dict[int, int], report: Report) -> None:
     v3_id, user = campaign["id"], campaign["grid_user"]
-    settings = _settings(grid, campaign, report)
+    record_only = not (campaign["jdl"] or "").strip()  # CiGri kept no JDL: what ran is known, not how to run more
+    settings = {} if record_only else _settings(grid, campaign, report)
     if settings is None:
         return
     stored = [p for p in v3["parameters"] if p["campaign_id"] == v3_id]
@@ -208,7 +253,11 @@ def _campaign(conn: sqlite3.Connection, grid: Grid, v3: dict[str, list[dict[str,
     params = [p for p in stored if p["id"] in lines]
     refused = {p["id"] for p in stored} - set(lines)
     jobs = [j for j in v3["jobs"] if j["campaign_id"] == v3_id and j["param_id"] not in refused]
-    state = CampaignState(campaign["state"])
+    state = v3_state = CampaignState(campaign["state"])
+    if record_only and state in CAMPAIGN_ACTIVE:
+        state = CampaignState.CANCELLED
+        report.notes.append(f"campaign {v3_id} has no JDL in CiGri: kept as a record, cancelled here (its tasks and "
+                            "jobs as they were; its running jobs are followed to their end, not killed)")
     submitted = _epoch(campaign["submission_time"]) or database.now()
     ended = [j["stop_time"].timestamp() for j in jobs if j["stop_time"] is not None]
     finished = (_epoch(campaign["completion_time"]) or max(ended, default=submitted)) \
@@ -229,7 +278,7 @@ def _campaign(conn: sqlite3.Connection, grid: Grid, v3: dict[str, list[dict[str,
                       for value in [values[key]]])
     task_ids = _tasks(conn, v3, campaign_id, state, params, lines, jobs)
     for job in jobs:
-        _job(conn, job, campaign, campaign_id, task_ids, clusters, state, report)
+        _job(conn, job, campaign, campaign_id, task_ids, clusters, v3_state, report)
     conn.execute("INSERT INTO v3_imports(kind, v3_id, cigri_id) VALUES ('campaign', ?, ?)", [v3_id, campaign_id])
     report.campaigns += 1
     report.tasks += len(params)
@@ -378,10 +427,10 @@ def _unconfirmed(job: dict[str, Any]) -> bool:
 
 
 def _job(conn: sqlite3.Connection, job: dict[str, Any], campaign: dict[str, Any], campaign_id: int,
-         task_ids: dict[int, int], clusters: dict[int, int], state: CampaignState, report: Report) -> None:
+         task_ids: dict[int, int], clusters: dict[int, int], v3_state: CampaignState, report: Report) -> None:
     """One CiGri job as cigri's: a running or waiting one keeps its remote id, to be polled
-    (adopted); an unconfirmed one is lost here, its task held by an event until its owner has
-    looked on the cluster."""
+    (adopted; killed if CiGri's campaign was cancelled); an unconfirmed one is lost here, its
+    task held by an event until its owner has looked on the cluster."""
     if job["state"] not in JOB_STATES or job["cluster_id"] not in clusters:
         return
     kind = job["tag"] if job["tag"] in ("prologue", "epilogue") else "task"
@@ -399,7 +448,7 @@ def _job(conn: sqlite3.Connection, job: dict[str, Any], campaign: dict[str, Any]
          None if job["remote_id"] is None else str(job["remote_id"]), f"v3-{job['id']}",
          _epoch(job["submission_time"]) or database.now(), _epoch(job["submission_time"]), _epoch(job["start_time"]),
          None if active else _epoch(job["stop_time"]), exit_code, job["node_name"],
-         KillReason.USER if active and state == CampaignState.CANCELLED else None]).fetchone()[0]
+         KillReason.USER if active and v3_state == CampaignState.CANCELLED else None]).fetchone()[0]
     conn.execute("INSERT INTO v3_imports(kind, v3_id, cigri_id) VALUES ('job', ?, ?)", [job["id"], job_id])
     report.jobs += 1
     report.adopted += active
@@ -442,6 +491,41 @@ def _events(conn: sqlite3.Connection, v3: dict[str, list[dict[str, Any]]], clust
         conn.execute("INSERT INTO v3_imports(kind, v3_id, cigri_id) VALUES ('event', ?, ?)", [event["id"], event_id])
         events[event["id"]] = event_id
         report.events += 1
+
+
+def _usage(conn: sqlite3.Connection, v3: dict[str, list[dict[str, Any]]], clusters: dict[int, int],
+           done: set[tuple[str, int]], report: Report) -> None:
+    """CiGri's ``grid_usage`` and ``queue_counts`` as the usage history (``gridclusters
+    --history``, the dashboard's plots): one sample per CiGri date and cluster, its slots from
+    grid_usage (those not unavailable; free: neither used nor unavailable), cigri's running jobs
+    from ``used_by_cigri`` and its waiting ones from the campaigns' queue counts summed."""
+    if ("usage", 0) in done:
+        return
+    samples: dict[tuple[float, int], dict[str, Any]] = {}
+    for row in v3["grid_usage"]:
+        if row["cluster_id"] in clusters:
+            total = (row["max_resources"] or 0) - (row["unavailable_resources"] or 0)
+            samples[(row["date"].timestamp(), clusters[row["cluster_id"]])] = {
+                "running": row["used_by_cigri"] or 0, "waiting": 0, "total_slots": total,
+                "free_slots": max(0, total - (row["used_resources"] or 0))}
+    for row in v3["queue_counts"]:
+        if row["cluster_id"] in clusters and row["date"] is not None:
+            sample = samples.setdefault((row["date"].timestamp(), clusters[row["cluster_id"]]),
+                                        {"running": 0, "waiting": 0, "total_slots": None, "free_slots": None})
+            sample["waiting"] = int(row["waiting"] or 0)
+    conn.executemany("INSERT INTO counts(at, cluster_id, waiting, running, total_slots, free_slots) "
+                     "VALUES (?, ?, ?, ?, ?, ?)",
+                     [(at, cluster_id, v["waiting"], v["running"], v["total_slots"], v["free_slots"])
+                      for (at, cluster_id), v in sorted(samples.items())])
+    conn.execute("INSERT INTO v3_imports(kind, v3_id, cigri_id) VALUES ('usage', 0, ?)", [len(samples)])
+    report.usage_samples = len(samples)
+    if samples:
+        report.notes.append(f"{len(samples)} usage sample(s) of CiGri's grid_usage and queue_counts are in the usage "
+                            "history (gridclusters --history); each cycle trims those older than [cigri] "
+                            "counts_retention_days: raise it (0 keeps them all) to keep them")
+    if affinity := v3["tasks_affinity"][0]["count"]:
+        report.notes.append(f"tasks_affinity: {affinity} row(s) of per-parameter cluster priorities not imported: "
+                            "cigri prefers clusters per user ([users.NAME.affinity]), not per task")
 
 
 def _subscriptions(conn: sqlite3.Connection, grid: Grid, rows: list[dict[str, Any]], done: set[tuple[str, int]],

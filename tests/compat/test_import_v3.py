@@ -316,12 +316,55 @@ def test_what_cigri_may_have_sent_waits_for_its_owner_and_a_new_cluster_for_its_
         conn.execute("INSERT INTO events(id, class, code, state, job_id, cluster_id, campaign_id, parent, "
                      "message, date_open) VALUES (1, 'job', 'EXIT_ERROR', 'open', 740, 1, 7, NULL, 'exit 1', now()),"
                      " (2, 'job', 'RESUBMIT', 'closed', 740, 1, 7, 1, 'Resubmit cause: exit', now())")
+        conn.execute("INSERT INTO clusters(id, name, api_url, batch, api_auth_type) "
+                     "VALUES (3, 'dahu', 'https://dahu.example/oarapi/', 'oar3', 'jwt')")
+        conn.execute("INSERT INTO users_mapping(grid_login, cluster_login, cluster_id) VALUES ('alice', 'al', 2), "
+                     "('bob', 'bob', 2), ('alice', 'ali', 1), ('alice', 'Bearer eyJsecret', 3)")
+        conn.execute("INSERT INTO campaigns(id, grid_user, state, type, name, submission_time, nb_jobs, jdl) "
+                     "VALUES (9, %s, 'in_treatment', 'normal', 'nojdl', now(), 1, NULL)", [user])
+        conn.execute("INSERT INTO parameters(id, campaign_id, name, param) VALUES (90, 9, 'old', 'old 1')")
+        conn.execute("INSERT INTO jobs(id, campaign_id, param_id, cluster_id, state, return_code, remote_id, "
+                     "submission_time, start_time, stop_time) VALUES (900, 9, 90, 1, 'terminated', 0, 9900, "
+                     "now() - interval '2 hours', now() - interval '2 hours', now() - interval '1 hour')")
+        conn.execute("INSERT INTO grid_usage(date, cluster_id, max_resources, used_resources, unavailable_resources, "
+                     "used_by_cigri) VALUES (now() - interval '1 hour', 1, 64, 40, 8, 30), "
+                     "(now() - interval '30 minutes', 1, 64, 10, 0, 2)")
+        conn.execute("INSERT INTO queue_counts(date, campaign_id, cluster_id, jobs_count) "
+                     "SELECT date, c, 1, 3 FROM grid_usage, (VALUES (7), (9)) AS v(c) WHERE used_by_cigri = 30")
+        conn.execute("INSERT INTO tasks_affinity(param_id, cluster_id, priority) VALUES (70, 1, 5)")
 
     report = json.loads(cigri.run("cigri", "import-v3", "--dsn", site, "--json").stdout)
-    assert (report["campaigns"], report["jobs"], report["adopted"], report["unconfirmed"]) == (2, 3, 1, 1)
-    assert report["notes"][0] == (f"cluster faraway added as an OAR REST cluster at {faraway}, not contacted until "
-                                  "you set its options in [clusters.faraway] of cigri.toml and run cigri cluster "
-                                  "unblacklist faraway")
+    assert (report["campaigns"], report["jobs"], report["adopted"], report["unconfirmed"], report["usage_samples"]) \
+        == (3, 4, 1, 1, 2)
+    assert report["notes"] == [
+        "users_mapping: 1 OAR 3 token(s) of cluster dahu not imported: cigri does not speak OAR 3's REST API; over "
+        'SSH (identity = "sudo") jobs run as their owners\' logins and need none',
+        f"cluster faraway added as an OAR REST cluster at {faraway}, not contacted until you set its options in "
+        "[clusters.faraway] of cigri.toml and run cigri cluster unblacklist faraway",
+        "cluster dahu is OAR 3 in CiGri, whose REST API cigri does not speak: OAR keeps its commands there, so make "
+        'it backend = "oar", transport = "ssh" in [clusters.dahu] of cigri.toml (docs/backends.md), or leave it '
+        "blacklisted",
+        "cluster dahu added as an OAR REST cluster at https://dahu.example/oarapi/, not contacted until you set its "
+        "options in [clusters.dahu] of cigri.toml and run cigri cluster unblacklist dahu",
+        'users_mapping: put logins = {"alice" = "ali"} in [clusters.local] of cigri.toml',
+        "campaign 9 has no JDL in CiGri: kept as a record, cancelled here (its tasks and jobs as they were; its "
+        "running jobs are followed to their end, not killed)",
+        "2 usage sample(s) of CiGri's grid_usage and queue_counts are in the usage history (gridclusters --history); "
+        "each cycle trims those older than [cigri] counts_retention_days: raise it (0 keeps them all) to keep them",
+        "tasks_affinity: 1 row(s) of per-parameter cluster priorities not imported: cigri prefers clusters per user "
+        "([users.NAME.affinity]), not per task",
+        "admission rule 1 reads /etc/cigri/user_lists: put [admission] user_lists = \"/etc/cigri/user_lists\" in "
+        "cigri.toml"]
+    with sqlite3.connect(cigri.home / "cigri.db") as conn:
+        options = json.loads(conn.execute("SELECT options FROM clusters WHERE name = 'faraway'").fetchone()[0])
+        usage = conn.execute("SELECT waiting, running, total_slots, free_slots FROM counts WHERE cluster_id = "
+                             "(SELECT id FROM clusters WHERE name = 'local') ORDER BY at").fetchall()
+    assert options["logins"] == {"alice": "al"}  # bob's is his own name
+    before = dump(cigri)
+    assert "3 campaign(s) already imported" in cigri.run("cigri", "import-v3", "--dsn", site).stdout
+    assert dump(cigri) == before
+    assert usage == [(6, 30, 56, 16), (0, 2, 64, 54)]
+    assert cigri.stat(9)["state"] == "cancelled" and cigri.tasks(9)[0]["state"] == "terminated"
     assert {t["name"]: t["state"] for t in cigri.tasks(7)} == {  # CiGri's ids and names kept
         "first": "pending", "second": "pending", "sent": "failed", "broken": "failed"}
     events = {e["code"]: e for e in cigri.json("gridevents", "-c", "7", "--all")}
