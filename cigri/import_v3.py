@@ -99,8 +99,8 @@ def import_v3(grid: Grid, dsn: str, *, user: str, password_file: Path | None = N
     except psycopg.Error as error:
         raise InputError(f"--dsn: {' '.join(str(error).split())}") from None
     report = Report()
-    clusters = _clusters(grid, v3["clusters"], v3["users_mapping"], report, user)
     with database.write(grid.db) as conn:
+        clusters = _clusters(conn, grid, v3["clusters"], v3["users_mapping"], report)
         done = {(kind, v3_id) for kind, v3_id in conn.execute("SELECT kind, v3_id FROM v3_imports")}
         first_free = database.next_id(conn, "campaigns")  # CiGri's ids from there on are kept: those first
         for campaign in sorted(v3["campaigns"], key=lambda c: c["id"] < first_free):
@@ -174,12 +174,13 @@ def _read(source: Any) -> dict[str, list[dict[str, Any]]]:
         return result
 
 
-def _clusters(grid: Grid, rows: list[dict[str, Any]], mapping: list[dict[str, Any]], report: Report,
-              user: str) -> dict[int, int]:
+def _clusters(conn: sqlite3.Connection, grid: Grid, rows: list[dict[str, Any]], mapping: list[dict[str, Any]],
+              report: Report) -> dict[int, int]:
     """CiGri's cluster ids as cigri's. A cluster cigri lacks is added, held by a CLUSTER_IMPORTED
-    event: nothing is sent there, not even a poll or a cancel, until an admin has set its options
-    and lifts it (CiGri's row gives only its URL, and what CiGri left there may still run)."""
-    from cigri.api.clusters import add_cluster
+    event in the same transaction: nothing is sent there, not even a poll or a cancel, until an
+    admin has set its options and lifts it (CiGri's row gives only its URL, and what CiGri left
+    there may still run)."""
+    from cigri.api.clusters import insert_cluster
 
     known, names = grid.cluster_ids(), {row["id"]: row["name"] for row in rows}
     logins = _logins(rows, mapping, report)
@@ -191,16 +192,13 @@ def _clusters(grid: Grid, rows: list[dict[str, Any]], mapping: list[dict[str, An
                                 "cigri.toml (docs/backends.md), or leave it blacklisted")
         if row["name"] in known:
             continue
-        add_cluster(grid, row["name"], "oar", {"transport": "rest", "base_url": row["api_url"], "user": "cigri",
-                                               "properties": row["properties"] or "",
-                                               "api_chunk_size": row["api_chunk_size"] or 100,
-                                               "logins": logins.pop(row["id"], {})}, user=user)
+        cluster_id = insert_cluster(conn, row["name"], "oar", {
+            "transport": "rest", "base_url": row["api_url"], "user": "cigri", "properties": row["properties"] or "",
+            "api_chunk_size": row["api_chunk_size"] or 100, "logins": logins.pop(row["id"], {})})
         reason = (f"imported from CiGri v3 ({row['batch']} at {row['api_url']}): set its options in [clusters."
                   f"{row['name']}] of cigri.toml, then cigri cluster unblacklist {row['name']}")
-        with database.write(grid.db) as conn:
-            cluster_id = conn.execute("SELECT id FROM clusters WHERE name = ?", [row["name"]]).fetchone()[0]
-            event_id = record(conn, IMPORTED, f"cluster {row['name']} {reason}", cluster_id=cluster_id)
-            stored_events.take_cluster(conn, cluster_id, event_id, reason, database.now())
+        event_id = record(conn, IMPORTED, f"cluster {row['name']} {reason}", cluster_id=cluster_id)
+        stored_events.take_cluster(conn, cluster_id, event_id, reason, database.now())
         report.clusters_added.append(row["name"])
         report.notes.append(f"cluster {row['name']} added as an OAR REST cluster at {row['api_url']}, not contacted "
                             f"until you set its options in [clusters.{row['name']}] of cigri.toml and run cigri "

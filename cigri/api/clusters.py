@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import math
 from typing import Any
 
@@ -143,15 +144,23 @@ def cluster_table(grid: Grid) -> list[dict[str, Any]]:
 
 def add_cluster(grid: Grid, name: str, backend: str, options: dict[str, Any], *, user: str) -> None:
     """Add a cluster to the database after checking its keys (an admin's operation)."""
+    require_admin(grid.config, user, "adding a cluster")
+    with database.write(grid.db) as conn:
+        insert_cluster(conn, name, backend, options)
+
+
+def insert_cluster(conn: sqlite3.Connection, name: str, backend: str, options: dict[str, Any]) -> int:
+    """Store a new cluster, its keys checked as the configuration's, in the caller's transaction
+    (``cigri import-v3`` holds it there before anything can see it); return its id."""
     from cigri.config import _cluster_configs
 
-    require_admin(grid.config, user, "adding a cluster")
     [cluster] = _cluster_configs({name: {"backend": backend, **options}})  # validates, raises ConfigError
-    with database.write(grid.db) as conn:
-        if conn.execute("SELECT 1 FROM clusters WHERE name = ?", [name]).fetchone():
-            raise Refused(f"cluster {name} already exists")
-        conn.execute("INSERT INTO clusters(name, backend, options, source) VALUES (?, ?, ?, 'admin')",
-                     [name, backend, json.dumps(cluster.options, sort_keys=True)])
+    if conn.execute("SELECT 1 FROM clusters WHERE name = ?", [name]).fetchone():
+        raise Refused(f"cluster {name} already exists")
+    cluster_id = conn.execute("INSERT INTO clusters(name, backend, options, source) VALUES (?, ?, ?, 'admin') "
+                              "RETURNING id", [name, backend, json.dumps(cluster.options, sort_keys=True)]).fetchone()[0]
+    assert isinstance(cluster_id, int)
+    return cluster_id
 
 
 def remove_cluster(grid: Grid, name: str, *, user: str) -> None:
