@@ -168,8 +168,7 @@ def remove_cluster(grid: Grid, name: str, *, user: str) -> None:
             raise Refused(f"cluster {name} is used by campaigns; blacklist it instead")
         for table in ("taps", "counts"):
             conn.execute(f"DELETE FROM {table} WHERE cluster_id = ?", [row[0]])
-        conn.execute("DELETE FROM event_jobs WHERE event_id IN (SELECT id FROM events WHERE cluster_id = ?)", [row[0]])
-        conn.execute("DELETE FROM events WHERE cluster_id = ?", [row[0]])
+        stored_events.delete_cluster_events(conn, row[0])
         conn.execute("DELETE FROM clusters WHERE id = ?", [row[0]])
 
 
