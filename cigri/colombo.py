@@ -184,7 +184,7 @@ def _autofix_pairs(ctx: CycleContext) -> None:
         return
     with database.write(ctx.grid.db) as conn:
         for event_id in due:
-            close(conn, "id = ?", [event_id])
+            close(conn, *stored.fixable(event_id=event_id))
 
 
 def _stuck_launching(ctx: CycleContext) -> None:

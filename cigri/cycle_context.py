@@ -144,7 +144,7 @@ def gather(grid: Grid) -> CycleContext:
         if blacklisted or stored.open_on_cluster(grid.db.conn, cluster_id, CONNECTION_CODES):
             with database.write(grid.db) as conn:
                 if blacklisted:
-                    close(conn, "id = ?", [event_id])
+                    close(conn, *stored.fixable(event_id=event_id))
                     log.warning("cluster %s answers again: blacklist lifted", name)
                 close_cluster_problems(conn, cluster_id)
         ctx.capacities[cluster_id] = capacity

@@ -180,7 +180,7 @@ def set_blacklist(grid: Grid, name: str, reason: str | None, *, user: str) -> No
         if row is None:
             raise NotFound(f"cluster {name}: no such cluster")
         if row[1] is not None:  # the blacklist there was: an admin's decision replaces it
-            close(conn, "id = ?", [row[1]])
+            close(conn, *stored_events.fixable(event_id=row[1]))
         event_id = None if reason is None else record(conn, MANUALLY_DISABLED, f"cluster {name} disabled by {user}: "
                                                       f"{reason}", cluster_id=row[0])
         conn.execute("UPDATE clusters SET blacklisted = ?, blacklist_reason = ?, blacklisted_at = ?, failures = 0, "

@@ -92,8 +92,8 @@ def close(conn: sqlite3.Connection, where: str, args: Iterable[object], now: flo
 
 
 def fixable(*, event_id: int | None = None, campaign_id: int | None = None) -> tuple[str, list[object]]:
-    """The condition :func:`close` takes for what ``gridevents --fix`` names: one event, a
-    campaign's events, or (neither) the clusters' own."""
+    """The condition :func:`close` takes for one event, a campaign's events, or (neither) the
+    clusters' own: what ``gridevents --fix`` names."""
     if event_id is not None:
         return "id = ?", [event_id]
     if campaign_id is not None:
@@ -106,6 +106,19 @@ def launched() -> tuple[str, list[object]]:
     still submitting: the cluster took them all at last."""
     return ("code = 'STUCK_LAUNCHING' AND NOT EXISTS (SELECT 1 FROM event_jobs ej JOIN jobs j ON "
             "j.id = ej.job_id WHERE ej.event_id = events.id AND j.state = ?)", [JobState.SUBMITTING])
+
+
+def connection_problems(cluster_id: int, codes: Sequence[str]) -> tuple[str, list[object]]:
+    """The condition :func:`close` takes for the cluster's own events of ``codes``: its
+    connection problems, over once it answers."""
+    return (f"class = 'cluster' AND cluster_id = ? AND code IN ({','.join('?' * len(codes))})",
+            [cluster_id, *codes])
+
+
+def stress_of(cluster_id: int) -> tuple[str, list[object]]:
+    """The condition :func:`close` takes for the cluster's ``CLUSTER_STRESSED`` events: its
+    users wait less again."""
+    return "code = 'CLUSTER_STRESSED' AND cluster_id = ?", [cluster_id]
 
 
 def covered_tasks(event_ids: list[int]) -> tuple[str, list[object]]:
