@@ -27,6 +27,7 @@ from typing import Any
 from cigri import bag
 from cigri import db as database
 from cigri.cycle_context import CycleContext
+from cigri.db import events as stored
 from cigri.events import blacklist_pair, close, record, signature
 from cigri.states import EXIT_RESUBMIT_HEAD, JOB_ACTIVE, CampaignState, JobState, KillReason, TaskState, sql_in
 
@@ -183,7 +184,7 @@ def _autofix_pairs(ctx: CycleContext) -> None:
         return
     with database.write(ctx.grid.db) as conn:
         for event_id in due:
-            close(conn, "id = ?", [event_id])
+            close(conn, *stored.fixable(event_id=event_id))
 
 
 def _stuck_launching(ctx: CycleContext) -> None:
@@ -191,27 +192,19 @@ def _stuck_launching(ctx: CycleContext) -> None:
     stuck = ctx.grid.db.execute(
         "SELECT id, campaign_id, cluster_id, task_id FROM jobs WHERE state = ? AND created_at < ?",
         [JobState.SUBMITTING, database.now() - ctx.grid.config.settings.stuck_delay]).fetchall()
-    if not stuck and not ctx.grid.db.execute(
-            "SELECT 1 FROM events WHERE code = 'STUCK_LAUNCHING' AND state = 'open' LIMIT 1").fetchone():
+    if not stuck and not stored.any_open(ctx.grid.db.conn, "STUCK_LAUNCHING"):
         return
     with database.write(ctx.grid.db) as conn:
         for job_id, campaign_id, cluster_id, task_id in stuck:
             record(conn, "STUCK_LAUNCHING", f"jobs not accepted by the cluster after "
                                             f"{ctx.grid.config.settings.stuck_delay:.0f}s; re-sent each cycle",
                    campaign_id=campaign_id, cluster_id=cluster_id, job_id=job_id, task_id=task_id)
-        close(conn, "code = 'STUCK_LAUNCHING' AND NOT EXISTS (SELECT 1 FROM event_jobs ej JOIN jobs j ON "
-                    "j.id = ej.job_id WHERE ej.event_id = events.id AND j.state = ?)", [JobState.SUBMITTING])
+        close(conn, *stored.launched())
 
 
 def _script_failures(ctx: CycleContext) -> None:
     """Prologue/epilogue jobs that ended badly get one event; a campaign with no cluster left fails its bag."""
-    failed = ctx.grid.db.execute(  # of the campaigns under way: not every script the grid ever ran
-        "SELECT j.id, j.campaign_id, j.cluster_id, j.kind, j.state, j.exit_code "
-        "FROM campaigns c JOIN jobs j INDEXED BY jobs_scripts ON j.campaign_id = c.id "
-        "WHERE c.state IN (?, ?) AND j.kind != 'task' AND j.state NOT IN (?, ?, ?, ?) "
-        "AND NOT EXISTS (SELECT 1 FROM event_jobs e WHERE e.job_id = j.id)",
-        [CampaignState.IN_TREATMENT, CampaignState.PAUSED,
-         JobState.SUBMITTING, JobState.WAITING, JobState.RUNNING, JobState.TERMINATED]).fetchall()
+    failed = stored.unreported_script_failures(ctx.grid.db.conn)
     if not failed:
         return
     with database.write(ctx.grid.db) as conn:

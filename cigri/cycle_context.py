@@ -24,6 +24,7 @@ from typing import Any
 from cigri import db as database
 from cigri import faults
 from cigri.backends import Capacity
+from cigri.db import events as stored
 from cigri.errors import BackendError
 from cigri.events import (CONNECTION_CODES, IMPORTED, MANUALLY_DISABLED, blacklist_cluster, close, close_cluster_problems,
                           record)
@@ -125,9 +126,8 @@ def gather(grid: Grid) -> CycleContext:
     """Ask every usable cluster for its capacity, and re-check automatic blacklists that are due."""
     ctx = CycleContext(grid, set_aside=faults.set_aside_campaigns(grid.db.conn))
     now = database.now()
-    for cluster_id, name, backend, options, blacklisted, event_id, checked_at, held_by in grid.db.execute(
-            "SELECT c.id, c.name, c.backend, c.options, c.blacklisted, c.blacklist_event_id, c.checked_at, e.code "
-            "FROM clusters c LEFT JOIN events e ON e.id = c.blacklist_event_id").fetchall():
+    for cluster_id, name, backend, options, blacklisted, event_id, checked_at, held_by in \
+            stored.clusters_and_holders(grid.db.conn):
         ctx.options[cluster_id], ctx.backends[cluster_id], ctx.names[cluster_id] = json.loads(options), backend, name
         if blacklisted and held_by == faults.CODE:  # set aside: lifted by fixing its event only
             continue
@@ -148,12 +148,10 @@ def gather(grid: Grid) -> CycleContext:
             else:
                 ctx.cluster_failed(cluster_id, "capacity", error)
             continue
-        if blacklisted or grid.db.execute(
-                f"SELECT 1 FROM events WHERE code IN ({','.join('?' * len(CONNECTION_CODES))}) AND cluster_id = ? "
-                "AND state = 'open' LIMIT 1", [*CONNECTION_CODES, cluster_id]).fetchone():
+        if blacklisted or stored.open_on_cluster(grid.db.conn, cluster_id, CONNECTION_CODES):
             with database.write(grid.db) as conn:
                 if blacklisted:
-                    close(conn, "id = ?", [event_id])
+                    close(conn, *stored.fixable(event_id=event_id))
                     log.warning("cluster %s answers again: blacklist lifted", name)
                 close_cluster_problems(conn, cluster_id)
         ctx.capacities[cluster_id] = capacity

@@ -201,8 +201,7 @@ def close(conn: sqlite3.Connection, where: str, args: list[object]) -> int:
 
 def close_cluster_problems(conn: sqlite3.Connection, cluster_id: int) -> None:
     """The cluster answered: its connection problems are over."""
-    close(conn, f"class = 'cluster' AND cluster_id = ? AND code IN ({','.join('?' * len(CONNECTION_CODES))})",
-          [cluster_id, *CONNECTION_CODES])
+    close(conn, *stored.connection_problems(cluster_id, CONNECTION_CODES))
 
 
 def blacklist_cluster(conn: sqlite3.Connection, cluster_id: int, reason: str) -> None:

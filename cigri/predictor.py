@@ -44,7 +44,7 @@ from cigri import bag
 from cigri import db as database
 from cigri.config import JOB_RATIOS, RunnerSettings
 from cigri.cycle_context import CycleContext
-from cigri.db.events import stressed_clusters
+from cigri.db.events import stress_of, stressed_clusters
 from cigri.events import close, open_event
 from cigri.states import (
     CAMPAIGN_ACTIVE,
@@ -547,7 +547,7 @@ def _judge_stress(ctx: CycleContext, conn: sqlite3.Connection) -> set[int]:
                            f"cluster under stress ({value:.2f} > {factor:g}: its users' waiting jobs per free "
                            "slot); no new job until it falls to half", cluster_id=cluster_id)
         elif cluster_id in was:
-            close(conn, "code = 'CLUSTER_STRESSED' AND cluster_id = ?", [cluster_id])
+            close(conn, *stress_of(cluster_id))
     return hot
 
 

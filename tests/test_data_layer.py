@@ -9,10 +9,11 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-# The tables whose every statement lives in cigri/db/ (events still have statements in the cycle
-# steps and some use cases: a later slice gathers them).
-GATHERED = ("tokens", "subscriptions", "mail_codes", "outbox")
+# The tables whose every statement lives in cigri/db/.
+GATHERED = ("tokens", "subscriptions", "mail_codes", "outbox", "events", "event_jobs")
 STATEMENT = re.compile(rf"\b(?:FROM|INTO|UPDATE|JOIN|TABLE)\s+(?:{'|'.join(GATHERED)})\b")
+# Reads CiGri v3's own database, whose tables have some of these names; cigri's it writes through the layer.
+OTHER_DATABASE = Path("cigri/import_v3.py")
 
 
 def test_the_layer_imports_no_use_case_and_no_server() -> None:
@@ -25,6 +26,6 @@ def test_the_layer_imports_no_use_case_and_no_server() -> None:
 def test_the_gathered_tables_are_written_only_in_the_layer() -> None:
     found = [f"{path.relative_to(REPO)}:{number}: {line.strip()}"
              for folder in ("cigri", "cli") for path in sorted((REPO / folder).rglob("*.py"))
-             if "db" not in path.relative_to(REPO / folder).parts[:1]
+             if "db" not in path.relative_to(REPO / folder).parts[:1] and path.relative_to(REPO) != OTHER_DATABASE
              for number, line in enumerate(path.read_text().splitlines(), 1) if STATEMENT.search(line)]
     assert found == []

@@ -12,6 +12,7 @@ from cigri import db as database
 from cigri.api.access import owned_campaign
 from cigri.api.campaigns import cancel
 from cigri.api.jobs import job_info
+from cigri.db import events as stored
 from cigri.errors import InputError, NotFound, Refused
 from cigri.events import record
 from cigri.grid import Grid
@@ -52,13 +53,9 @@ def purge_ended(grid: Grid, *, days: float, user: str) -> list[int]:
 
 
 def _delete(conn: sqlite3.Connection, campaign_id: int) -> None:
-    events = "SELECT id FROM events WHERE campaign_id = ?"
-    jobs = "SELECT id FROM jobs WHERE campaign_id = ?"
-    conn.execute(f"UPDATE clusters SET blacklist_event_id = NULL WHERE blacklist_event_id IN ({events})", [campaign_id])
-    conn.execute(f"DELETE FROM event_jobs WHERE event_id IN ({events}) OR job_id IN ({jobs})", [campaign_id] * 2)
     for table in _CAMPAIGN_TABLES:
         conn.execute(f"DELETE FROM {table} WHERE campaign_id = ?", [campaign_id])
-    conn.execute(f"DELETE FROM events WHERE campaign_id = ? OR job_id IN ({jobs})", [campaign_id] * 2)
+    stored.delete_campaign_events(conn, campaign_id)
     conn.execute("DELETE FROM jobs WHERE campaign_id = ?", [campaign_id])
     conn.execute("DELETE FROM tasks WHERE campaign_id = ?", [campaign_id])
     conn.execute("DELETE FROM campaigns WHERE id = ?", [campaign_id])

@@ -10,6 +10,7 @@ from typing import Any
 
 from cigri import bag, predictor
 from cigri import db as database
+from cigri.db import events as stored
 from cigri.api.access import campaign_row, check_page, owned_campaign
 from cigri.errors import InputError, Refused, shown
 from cigri.events import record
@@ -95,8 +96,7 @@ def _summary(grid: Grid, row: dict[str, Any], now: float) -> tuple[dict[str, Any
         "finished_at": row["finished_at"], "tasks": counts,
         "progress": round(100 * (counts["terminated"] + counts["failed"]) / counts["total"], 1)
         if counts["total"] else 100.0,  # the tasks that ran to an end: a cancelled one did not
-        "open_events": grid.db.execute("SELECT count(*) FROM events WHERE campaign_id = ? AND state = 'open'",
-                                       [campaign_id]).fetchone()[0],
+        "open_events": stored.count_open(grid.db.conn, campaign_id),
         "replicas": grid.db.execute(  # extra copies of running tasks (finalize scheduler)
             f"SELECT count(*) - count(DISTINCT task_id) FROM jobs WHERE campaign_id = ? AND kind = 'task' "
             f"AND state IN {sql_in(JOB_ACTIVE)}", [campaign_id]).fetchone()[0],

@@ -177,8 +177,7 @@ def remove_cluster(grid: Grid, name: str, *, user: str) -> None:
             raise Refused(f"cluster {name} is used by campaigns; blacklist it instead")
         for table in ("taps", "counts"):
             conn.execute(f"DELETE FROM {table} WHERE cluster_id = ?", [row[0]])
-        conn.execute("DELETE FROM event_jobs WHERE event_id IN (SELECT id FROM events WHERE cluster_id = ?)", [row[0]])
-        conn.execute("DELETE FROM events WHERE cluster_id = ?", [row[0]])
+        stored_events.delete_cluster_events(conn, row[0])
         conn.execute("DELETE FROM clusters WHERE id = ?", [row[0]])
 
 
@@ -190,7 +189,7 @@ def set_blacklist(grid: Grid, name: str, reason: str | None, *, user: str) -> No
         if row is None:
             raise NotFound(f"cluster {name}: no such cluster")
         if row[1] is not None:  # the blacklist there was: an admin's decision replaces it
-            close(conn, "id = ?", [row[1]])
+            close(conn, *stored_events.fixable(event_id=row[1]))
         event_id = None if reason is None else record(conn, MANUALLY_DISABLED, f"cluster {name} disabled by {user}: "
                                                       f"{reason}", cluster_id=row[0])
         conn.execute("UPDATE clusters SET blacklisted = ?, blacklist_reason = ?, blacklisted_at = ?, failures = 0, "

@@ -114,11 +114,10 @@ def _retry_prologues(conn: sqlite3.Connection, event_ids: list[int], resubmit: b
 def _resubmit_failed(conn: sqlite3.Connection, event_ids: list[int]) -> int:
     """The failed tasks of these events go back to the head of the bag with fresh counters; their
     ended campaigns (not cancelled ones) are in treatment again."""
-    marks = ",".join("?" * len(event_ids))
-    tasks = f"SELECT ej.task_id FROM event_jobs ej WHERE ej.event_id IN ({marks}) AND ej.task_id IS NOT NULL"
+    tasks, covering = stored.covered_tasks(event_ids)
     reopen(conn, f"id IN (SELECT campaign_id FROM tasks WHERE state = ? AND id IN ({tasks}))",
-            [TaskState.FAILED, *event_ids])
+           [TaskState.FAILED, *covering])
     return conn.execute(
         f"UPDATE tasks SET state = ?, priority = {bag.PRIORITY_HEAD}, resubmits = 0, walltime_kills = 0 WHERE state = ? "
         f"AND id IN ({tasks}) AND campaign_id IN (SELECT id FROM campaigns WHERE state IN (?, ?))",
-        [TaskState.PENDING, TaskState.FAILED, *event_ids, *CAMPAIGN_ACTIVE]).rowcount
+        [TaskState.PENDING, TaskState.FAILED, *covering, *CAMPAIGN_ACTIVE]).rowcount

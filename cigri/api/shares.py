@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from cigri import bag, faults
 from cigri import db as database
+from cigri.db import events as stored
 from cigri.config import ClassConfig, Config, UserConfig
 from cigri.api.access import campaign_row
 from cigri.errors import InputError
@@ -43,21 +44,11 @@ def campaign_share(grid: Grid, campaign_id: int, *, user: str) -> dict[str, Any]
     result = _live(grid)
     around = {"clusters_refused": [{"cluster": r["cluster"], "why": r["why"]} for r in result["clusters_refused"]
                                    if r["campaign"] == campaign_id],
-              "clusters_left_out": result["clusters_left_out"], "blocked_by": _blocking_events(grid, campaign_id)}
+              "clusters_left_out": result["clusters_left_out"], "blocked_by": stored.blocking(grid.db.conn, campaign_id)}
     entry = next((c for c in result["campaigns"] if c["id"] == campaign_id), None)
     if entry is None:  # the allocation leaves out a campaign with nothing to hold and nowhere to start
         return {**base, "scheduled": False, "reason": _left_out(grid, campaign_id, row["state"]), **around}
     return {**entry, **base, "scheduled": True, **around}
-
-
-def _blocking_events(grid: Grid, campaign_id: int) -> list[dict[str, Any]]:
-    """The campaign's open events that keep it off a cluster (a blacklist, a failed prologue, a
-    cluster's refusal of its jobs)."""
-    return [{"code": code, "cluster": cluster, "message": message} for code, cluster, message in grid.db.execute(
-        "SELECT e.code, c.name, e.message FROM events e LEFT JOIN clusters c ON c.id = e.cluster_id "
-        "WHERE e.campaign_id = ? AND e.state = 'open' "
-        "AND e.code IN ('BLACKLISTED', 'PROLOGUE_FAILED', 'SUBMISSION_ERROR') ORDER BY e.id",
-        [campaign_id])]
 
 
 def _left_out(grid: Grid, campaign_id: int, state: str) -> str:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from cigri.db.store import dicts
-from cigri.states import CAMPAIGN_ACTIVE, sql_in
+from cigri.states import CAMPAIGN_ACTIVE, CampaignState, JobState, sql_in
 
 LISTED = ("e.id, e.class, e.code, e.severity, e.state, e.campaign_id, c.name AS cluster, e.job_id, e.task_id, "
           "e.count, e.examples, e.message, e.stderr_tail, e.signature, e.created_at, e.updated_at, "
@@ -93,13 +93,40 @@ def close(conn: sqlite3.Connection, where: str, args: Iterable[object], now: flo
 
 
 def fixable(*, event_id: int | None = None, campaign_id: int | None = None) -> tuple[str, list[object]]:
-    """The condition :func:`close` takes for what ``gridevents --fix`` names: one event, a
-    campaign's events, or (neither) the clusters' own."""
+    """The condition :func:`close` takes for one event, a campaign's events, or (neither) the
+    clusters' own: what ``gridevents --fix`` names."""
     if event_id is not None:
         return "id = ?", [event_id]
     if campaign_id is not None:
         return "campaign_id = ?", [campaign_id]
     return "class = 'cluster' AND campaign_id IS NULL", []
+
+
+def launched() -> tuple[str, list[object]]:
+    """The condition :func:`close` takes for the ``STUCK_LAUNCHING`` events none of whose jobs is
+    still submitting: the cluster took them all at last."""
+    return ("code = 'STUCK_LAUNCHING' AND NOT EXISTS (SELECT 1 FROM event_jobs ej JOIN jobs j ON "
+            "j.id = ej.job_id WHERE ej.event_id = events.id AND j.state = ?)", [JobState.SUBMITTING])
+
+
+def connection_problems(cluster_id: int, codes: Sequence[str]) -> tuple[str, list[object]]:
+    """The condition :func:`close` takes for the cluster's own events of ``codes``: its
+    connection problems, over once it answers."""
+    return (f"class = 'cluster' AND cluster_id = ? AND code IN ({','.join('?' * len(codes))})",
+            [cluster_id, *codes])
+
+
+def stress_of(cluster_id: int) -> tuple[str, list[object]]:
+    """The condition :func:`close` takes for the cluster's ``CLUSTER_STRESSED`` events: its
+    users wait less again."""
+    return "code = 'CLUSTER_STRESSED' AND cluster_id = ?", [cluster_id]
+
+
+def covered_tasks(event_ids: list[int]) -> tuple[str, list[object]]:
+    """A subquery of the tasks whose jobs the events cover, with its arguments: fixing the events
+    with ``--resubmit`` puts the failed ones back in the bag."""
+    return (f"SELECT ej.task_id FROM event_jobs ej WHERE ej.event_id IN ({','.join('?' * len(event_ids))}) "
+            "AND ej.task_id IS NOT NULL", list(event_ids))
 
 
 def hold_cluster(conn: sqlite3.Connection, cluster_id: int, event_id: int, reason: str, now: float) -> None:
@@ -145,6 +172,57 @@ def stressed_clusters(conn: sqlite3.Connection) -> set[int]:
     """The clusters with an open ``CLUSTER_STRESSED`` event: no new job goes there."""
     return {r[0] for r in conn.execute("SELECT cluster_id FROM events WHERE code = 'CLUSTER_STRESSED' "
                                        "AND state = 'open'")}
+
+
+def any_open(conn: sqlite3.Connection, code: str) -> bool:
+    """Whether an event of ``code`` is open (then there may be one to close)."""
+    return conn.execute("SELECT 1 FROM events WHERE code = ? AND state = 'open' LIMIT 1", [code]).fetchone() is not None
+
+
+def open_on_cluster(conn: sqlite3.Connection, cluster_id: int, codes: Sequence[str]) -> bool:
+    """Whether the cluster has an open event of one of ``codes`` (its connection problems, that
+    its answering again closes)."""
+    return conn.execute(
+        f"SELECT 1 FROM events WHERE code IN ({','.join('?' * len(codes))}) AND cluster_id = ? "
+        "AND state = 'open' LIMIT 1", [*codes, cluster_id]).fetchone() is not None
+
+
+def count_open(conn: sqlite3.Connection, campaign_id: int) -> int:
+    """How many of the campaign's events are open (``gridstat``'s ``e``)."""
+    count = conn.execute("SELECT count(*) FROM events WHERE campaign_id = ? AND state = 'open'",
+                         [campaign_id]).fetchone()[0]
+    assert isinstance(count, int)
+    return count
+
+
+def blocking(conn: sqlite3.Connection, campaign_id: int) -> list[dict[str, Any]]:
+    """The campaign's open events that keep it off a cluster (a blacklist, a failed prologue, a
+    cluster's refusal of its jobs): their ``code``, ``cluster`` and ``message``."""
+    return [{"code": code, "cluster": cluster, "message": message} for code, cluster, message in conn.execute(
+        "SELECT e.code, c.name, e.message FROM events e LEFT JOIN clusters c ON c.id = e.cluster_id "
+        "WHERE e.campaign_id = ? AND e.state = 'open' "
+        "AND e.code IN ('BLACKLISTED', 'PROLOGUE_FAILED', 'SUBMISSION_ERROR') ORDER BY e.id",
+        [campaign_id])]
+
+
+def clusters_and_holders(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+    """Every cluster (id, name, backend, options, blacklisted, blacklist event, checked at) with
+    the code of the event holding its blacklist, if one does: who lifts a blacklist depends on it."""
+    return conn.execute(
+        "SELECT c.id, c.name, c.backend, c.options, c.blacklisted, c.blacklist_event_id, c.checked_at, e.code "
+        "FROM clusters c LEFT JOIN events e ON e.id = c.blacklist_event_id").fetchall()
+
+
+def unreported_script_failures(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+    """The prologue and epilogue jobs of the campaigns under way that ended badly and no event
+    covers yet: (job, campaign, cluster, kind, state, exit code)."""
+    return conn.execute(  # of the campaigns under way: not every script the grid ever ran
+        "SELECT j.id, j.campaign_id, j.cluster_id, j.kind, j.state, j.exit_code "
+        "FROM campaigns c JOIN jobs j INDEXED BY jobs_scripts ON j.campaign_id = c.id "
+        "WHERE c.state IN (?, ?) AND j.kind != 'task' AND j.state NOT IN (?, ?, ?, ?) "
+        "AND NOT EXISTS (SELECT 1 FROM event_jobs e WHERE e.job_id = j.id)",
+        [CampaignState.IN_TREATMENT, CampaignState.PAUSED,
+         JobState.SUBMITTING, JobState.WAITING, JobState.RUNNING, JobState.TERMINATED]).fetchall()
 
 
 def open_campaign_events(conn: sqlite3.Connection, code: str,
@@ -223,3 +301,20 @@ def unnotified(conn: sqlite3.Connection) -> list[dict[str, Any]]:
 def mark_notified(conn: sqlite3.Connection, events: list[dict[str, Any]]) -> None:
     """The occurrences counted in ``events`` (rows of :func:`unnotified`) are told."""
     conn.executemany("UPDATE events SET notified_count = ? WHERE id = ?", [(e["count"], e["id"]) for e in events])
+
+
+def delete_campaign_events(conn: sqlite3.Connection, campaign_id: int) -> None:
+    """Delete the events of a campaign and of its jobs, with the jobs they cover and the cluster
+    blacklists they hold (purging the campaign; its health rows, which name them, are gone first)."""
+    events = "SELECT id FROM events WHERE campaign_id = ?"
+    jobs = "SELECT id FROM jobs WHERE campaign_id = ?"
+    conn.execute(f"UPDATE clusters SET blacklist_event_id = NULL WHERE blacklist_event_id IN ({events})", [campaign_id])
+    conn.execute(f"DELETE FROM event_jobs WHERE event_id IN ({events}) OR job_id IN ({jobs})", [campaign_id] * 2)
+    conn.execute(f"DELETE FROM events WHERE campaign_id = ? OR job_id IN ({jobs})", [campaign_id] * 2)
+
+
+def delete_cluster_events(conn: sqlite3.Connection, cluster_id: int) -> None:
+    """Delete the cluster's events with the jobs they cover (removing the cluster, which no
+    campaign names)."""
+    conn.execute("DELETE FROM event_jobs WHERE event_id IN (SELECT id FROM events WHERE cluster_id = ?)", [cluster_id])
+    conn.execute("DELETE FROM events WHERE cluster_id = ?", [cluster_id])
