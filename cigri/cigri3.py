@@ -1,6 +1,8 @@
 """CiGri 3.2's JSON documents, built from cigri's own answers: same keys, same layout,
-cigri's values (``docs/coming-from-cigri.md`` says which value stands for which). The commands
-print them for the scripts written around CiGri's clients (``gridstat -d``, ``gridsub -d``)."""
+cigri's values (``docs/coming-from-cigri.md`` says which value stands for which). Its REST API
+under ``/cigri-api`` (:mod:`cigri.server.routes.cigri3`) answers them to CiGri's clients, and
+the commands print them for the scripts written around those clients (``gridstat -d``,
+``gridsub -d``)."""
 
 from __future__ import annotations
 
@@ -80,13 +82,22 @@ def message(event: dict[str, Any]) -> str:
     return f"{event['message']}\n{tail}" if tail else event["message"]
 
 
-def events(items: list[dict[str, Any]]) -> dict[str, Any]:
-    """``GET /campaigns/<id>/events``."""
+def events(items: list[dict[str, Any]], offset: int = 0) -> dict[str, Any]:
+    """``GET /campaigns/<id>/events`` and ``GET /events``."""
     return {"items": [{"id": e["id"], "class": e["class"], "code": e["code"], "job_id": e["job_id"],
                        "cluster_id": e["cluster_id"], "cluster_name": e["cluster"],
                        "date_open": date(e["created_at"]), "message": message(e),
                        "parent": None, "state": e["state"]} for e in items],
-            "total": sum(e["state"] == "open" for e in items), "offset": 0}
+            "total": sum(e["state"] == "open" for e in items), "offset": offset}
+
+
+def event(e: dict[str, Any]) -> dict[str, Any]:
+    """``GET /events/<id>``: CiGri's event columns from cigri's event."""
+    return {"id": e["id"], "class": e["class"], "code": e["code"], "state": e["state"], "job_id": e["job_id"],
+            "campaign_id": e["campaign_id"], "cluster_id": e["cluster_id"], "parent": None,
+            "date_open": date(e["created_at"]), "date_closed": date(e["closed_at"]),
+            "date_update": date(e["updated_at"]), "message": message(e), "notified": None, "checked": None,
+            "links": [link("self", f"/events/{e['id']}"), link("parent", "/events")], "cluster_name": e["cluster"]}
 
 
 def job(info: dict[str, Any]) -> dict[str, Any]:
@@ -100,3 +111,71 @@ def job(info: dict[str, Any]) -> dict[str, Any]:
             "runner_options": None,
             "links": [link("self", f"/jobs/{info['id']}"), link("parent", "/jobs")], "cluster_name": info["cluster"]}
 
+
+TINY_THROUGHPUT = 1e-16  # what CiGri answered for no throughput, so that clients may divide by it
+
+
+def stats(detail: dict[str, Any]) -> dict[str, Any]:
+    """``GET /campaigns/<id>/stats`` from ``campaign_detail``: durations in seconds, throughput
+    in jobs a second, the remaining time in seconds, and the failure and resubmission rates:
+    failed tasks, and jobs that ended otherwise with their task going on, out of those and the
+    terminated tasks."""
+    tasks = detail["tasks"]
+    throughput = detail["throughput_per_second"] or TINY_THROUGHPUT
+    left = tasks["pending"] + tasks["waiting"] + tasks["running"]
+    remaining = detail["remaining_seconds"]
+    ended_otherwise = sum(c["jobs"].get("ended_otherwise", 0) for c in detail["clusters"])
+    resubmitted = max(0, ended_otherwise - tasks["failed"] - tasks["cancelled"])
+    return {"average_jobs_duration": detail["average_duration"], "stddev_jobs_duration": detail["duration_stddev"],
+            "jobs_throughput": throughput, "remaining_time": left / throughput if remaining is None else remaining,
+            "failures_rate": _rate(tasks["failed"], tasks["terminated"]),
+            "resubmit_rate": _rate(resubmitted, tasks["terminated"])}
+
+
+def _rate(part: int, terminated: int) -> float:
+    return part / (part + terminated) if part + terminated else 0.0
+
+
+def clusters(table: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """``GET /clusters`` from ``cluster_table``."""
+    items = [{"id": c["id"], "name": c["name"], "links": [link("self", f"/clusters/{c['id']}"),
+                                                          link("parent", "/clusters")]} for c in table]
+    return {"items": items, "total": len(items), "links": [link("self", "/clusters"), link("parent", "/")]}
+
+
+def cluster(entry: dict[str, Any]) -> dict[str, Any]:
+    """``GET /clusters/<id>`` from a ``list_clusters`` entry: its description, never a
+    credential, with CiGri's ``stress_factor`` as ``"<stress>/<factor>"``."""
+    return {"id": entry["id"], "name": entry["name"], "batch": entry["backend"], "enabled": True,
+            "blacklisted": entry["blacklisted"], "under_stress": entry["under_stress"],
+            "stress_factor": f"{entry['stress'] or 0}/{entry['stress_factor']}",
+            "max_jobs": entry["max_jobs"], "total_slots": entry["total_slots"], "free_slots": entry["free_slots"],
+            "links": [link("self", f"/clusters/{entry['id']}"), link("parent", "/clusters")]}
+
+
+def gridusage(usage: dict[str, Any], cluster_ids: dict[str, int], latest: bool) -> dict[str, Any]:
+    """``GET /gridusage`` from ``grid_usage``: a sample per moment, each cluster's resources in
+    it (whole slots; cigri does not tell unavailable slots from used ones); ``latest``: the
+    last moment only, as CiGri answered without bounds."""
+    moments: dict[float, list[dict[str, Any]]] = {}
+    for name, buckets in usage["clusters"].items():
+        for bucket in buckets:
+            moments.setdefault(bucket["at"], []).append({
+                "cluster_name": name, "cluster_id": cluster_ids[name], "max_resources": round(bucket["total_slots"]),
+                "used_resources": round(bucket["used_slots"]), "used_by_cigri": round(bucket["cigri_running"]),
+                "unavailable_resources": 0})
+    items = [{"date": int(at), "clusters": moments[at]} for at in sorted(moments)]
+    if latest:
+        items = items[-1:]
+    return {"items": items, "from": int(usage["from"]), "to": int(usage["to"]), "total": len(items),
+            "links": [link("self", "/gridusage"), link("parent", "/")]}
+
+
+def subscription(row: dict[str, Any]) -> dict[str, Any]:
+    """An item of ``GET /notifications``: CiGri's ``user_notifications`` columns."""
+    return {"grid_user": row["user"], "type": row["kind"], "identity": row["target"], "severity": row["severity"]}
+
+
+def answer(status: int, title: str, text: str) -> dict[str, Any]:
+    """CiGri's one document for an outcome: an acceptance (``202 Accepted``) or an error."""
+    return {"status": status, "title": title, "message": text}
