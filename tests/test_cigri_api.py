@@ -114,6 +114,10 @@ def test_griddel_pauses_resumes_and_cancels_and_refuses_what_it_does_not_know(si
     assert (status, body["status"], body["title"]) == (400, 400, "Bad request")  # CiGri: 400, not 409
     assert one(site, u1, "DELETE", f"/campaigns/{campaign_id}?resume=1")[0] == 202
     assert state(site, u1, campaign_id) == "in_treatment"
+    assert one(site, u1, "DELETE", f"/campaigns/{campaign_id}?hold=0")[0] == 202  # named: a pause, never a cancel
+    assert state(site, u1, campaign_id) == "paused"
+    assert one(site, u1, "DELETE", f"/campaigns/{campaign_id}?resume")[0] == 202
+    assert state(site, u1, campaign_id) == "in_treatment"
     for unknown in ("foo=1", "hold=1&foo=1", "pretty=1&holdd=1"):
         status, body = one(site, u1, "DELETE", f"/campaigns/{campaign_id}?{unknown}")
         assert status == 400 and "takes no query parameter" in body["message"], (unknown, body)
@@ -219,16 +223,18 @@ def test_clusters_usage_notifications_and_tokens(site: Site) -> None:
     assert one(site, u1, "GET", "/clusters/999")[0] == 404
 
 
-def test_post_events_is_for_admins(site: Site, ended: dict[str, Any]) -> None:
+def test_post_events_is_for_admins(site: Site) -> None:
     u1, _ = site.users
-    job_id = ended["tasks"][0]["jobs"][0]["id"]
+    campaign_id = submit(site, u1, exec_file="/bin/true", nb_jobs=1)  # its own: another test purges `ended`
+    site.drain(u1, campaign_id)
+    job_id = site.json(u1, "gridstat", "-c", str(campaign_id), "-f")[0]["jobs"][0]["id"]
     mark = {"content": json.dumps({"class": "job", "job_id": job_id, "code": "MANUAL_EVENT", "message": "look"}),
             "headers": JSON}
     status, body = one(site, u1, "POST", "/events", **mark)
     assert (status, body["title"]) == (403, "Forbidden")
     assert one(site, SERVICE, "POST", "/events", **mark) == (
         201, {"status": 201, "title": "Created", "message": "New event created"})
-    codes = [e["code"] for e in site.json(u1, "gridevents", "-c", str(ended["id"]))]
+    codes = [e["code"] for e in site.json(u1, "gridevents", "-c", str(campaign_id))]
     assert "MANUAL_EVENT" in codes
 
 

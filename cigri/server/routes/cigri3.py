@@ -150,8 +150,9 @@ def update(campaign_id: int, request: Request, session: Session = Depends(json_s
 def delete(campaign_id: int, request: Request, session: Session = Depends(json_session),
            hold: str | None = None, resume: str | None = None, purge: str | None = None) -> Response:
     """``griddel``: cancel; ``?hold=1`` pauses, ``?resume=1`` resumes, ``?purge=1`` purges an
-    ended campaign. Any other parameter is refused before this (never a cancel)."""
-    chosen = [name for name, value in (("hold", hold), ("resume", resume), ("purge", purge)) if _flag(value)]
+    ended campaign. As in CiGri, naming one chooses it, whatever its value (``?hold=0`` pauses:
+    never a cancel); any other parameter is refused before this."""
+    chosen = [name for name, value in (("hold", hold), ("resume", resume), ("purge", purge)) if value is not None]
     if len(chosen) > 1:
         raise InputError(f"give one of hold, resume and purge, not {' and '.join(chosen)}", field=chosen[1])
     action = chosen[0] if chosen else "cancel"
