@@ -9,7 +9,9 @@ from typing import Any, Optional
 
 import typer
 
-from cigri.cli import cigri3, common, live
+from cigri import cigri3
+from cigri.cli import common, live
+from cigri.cli.cigri3 import event_lines
 from cigri.client import Client
 from cigri.config import parse_duration
 from cigri.errors import InputError
@@ -313,7 +315,7 @@ def _events(client: Client, campaign_id: int, as_json: bool, dump: bool, pretty:
         return _dump(cigri3.events(events), pretty)
     if as_json:
         return common.print_json(events)
-    for line in cigri3.event_lines(events):
+    for line in event_lines(events):
         print(common.printable(line))
     return None
 

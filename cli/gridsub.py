@@ -9,8 +9,8 @@ from typing import BinaryIO, Optional
 
 import typer
 
-from cigri import api
-from cigri.cli import cigri3, common, live
+from cigri import api, cigri3
+from cigri.cli import common, live
 from cigri.client import Client
 from cigri.errors import InputError
 

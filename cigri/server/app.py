@@ -1,11 +1,13 @@
-"""The ASGI application of ``cigri server``: the REST API under ``/api/v1``, ``/healthz``, and
-the dashboard's pages (:mod:`cigri.server.pages`) at the root.
+"""The ASGI application of ``cigri server``: the REST API under ``/api/v1``, CiGri 3.2's under
+``/cigri-api`` (:mod:`cigri.server.routes.cigri3`), ``/healthz``, and the dashboard's pages
+(:mod:`cigri.server.pages`) at the root.
 
 A request goes through :mod:`cigri.server.request` (its grid from a pool, who the caller is,
 its user's rate) and reaches a route of :mod:`cigri.server.routes`, which calls
 the same use case (:mod:`cigri.api`) as the command in direct mode. Its body is bounded as it
 streams in (:mod:`cigri.server.limits`). Every error is one JSON object ``{"error": "...",
-"field": ...}`` with the status its :class:`CigriError` names.
+"field": ...}`` with the status its :class:`CigriError` names; under ``/cigri-api``, CiGri's
+``{"status": N, "title": ..., "message": ...}`` with CiGri's status (:func:`_cigri3_error`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from cigri import __version__
+from cigri import __version__, cigri3
 from cigri.config import Config
 from cigri.errors import CigriError, LimitExceeded
 from cigri.server.auth import BrowserSessions, Front
@@ -27,6 +29,7 @@ from cigri.server.limits import BodyLimit, MemoryBudget, RateLimiter
 from cigri.server import pages
 from cigri.server.request import GridPool, ServerState, known_query
 from cigri.server.routes import ROOT, ROUTERS, docs
+from cigri.server.routes import cigri3 as cigri3_routes
 
 log = logging.getLogger("cigri.server")
 API = "/api/v1"
@@ -46,6 +49,7 @@ def create_app(config: Config) -> FastAPI:
         app.include_router(router)
     for router in ROUTERS:
         app.include_router(router, prefix=API, dependencies=[Depends(known_query)])
+    app.include_router(cigri3_routes.router, prefix=cigri3_routes.PREFIX, dependencies=[Depends(known_query)])
     pages.install(app)
     docs.install(app)
     app.add_exception_handler(CigriError, _cigri_error)  # type: ignore[arg-type]
@@ -126,7 +130,26 @@ def error_response(error: CigriError) -> JSONResponse:
 async def _cigri_error(request: Request, error: CigriError) -> JSONResponse:
     if error.http_status >= 500:
         log.warning("%s %s: %s", request.method, request.url.path, error)
+    if _cigri3(request):
+        retry_after = error.retry_after if isinstance(error, LimitExceeded) else None
+        return _cigri3_error(error.http_status, " ".join(str(error).split("\n")), retry_after)
     return error_response(error)
+
+
+CIGRI3_STATUS = {401: 403, 409: 400}  # CiGri answered "not authenticated" 403, and a refusal 400
+CIGRI3_TITLES = {400: "Bad request", 403: "Forbidden", 404: "Not found"}
+
+
+def _cigri3(request: Request) -> bool:
+    return request.url.path == cigri3_routes.PREFIX or request.url.path.startswith(cigri3_routes.PREFIX + "/")
+
+
+def _cigri3_error(status: int, message: str, retry_after: float | None = None) -> JSONResponse:
+    """An error as CiGri's API answered it to its clients."""
+    status = CIGRI3_STATUS.get(status, status)
+    headers = None if retry_after is None else {"Retry-After": str(max(1, round(retry_after)))}
+    return JSONResponse(cigri3.answer(status, CIGRI3_TITLES.get(status, "Error"), message), status_code=status,
+                        headers=headers)
 
 
 async def _bad_request(request: Request, error: RequestValidationError) -> JSONResponse:
@@ -135,10 +158,14 @@ async def _bad_request(request: Request, error: RequestValidationError) -> JSONR
     where = [str(part) for part in first.get("loc", ()) if part not in ("query", "path", "body")]
     field = ".".join(where) or None
     message = f"{field}: {first.get('msg', 'invalid')}" if field else first.get("msg", "invalid request")
+    if _cigri3(request):
+        return _cigri3_error(400, message)
     return JSONResponse({"error": message, "field": field}, status_code=400)
 
 
 async def _http_error(request: Request, error: HTTPException) -> JSONResponse:
+    if _cigri3(request) and error.status_code in (404, 405):  # Sinatra's not_found, for a method too
+        return _cigri3_error(404, f"{request.method} {request.url} not found on this server")
     words = {404: f"{request.url.path}: no such route", 405: f"{request.method} {request.url.path}: method not allowed"}
     return JSONResponse({"error": words.get(error.status_code, str(error.detail)), "field": None},
                         status_code=error.status_code)

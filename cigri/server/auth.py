@@ -186,6 +186,21 @@ def check_csrf_proof(scope: Mapping[str, Any], caller: Caller) -> None:
                         "it) or a token")
 
 
+def check_json_client(scope: Mapping[str, Any], caller: Caller) -> None:
+    """CiGri's clients' proof, in place of ``X-Requested-With`` (they never sent it): a
+    state-changing request not authenticated by a token, from no other site, that no page of
+    another site can make without asking the server first (which answers no CORS): a ``PUT`` or
+    ``DELETE``, or a ``POST`` of ``application/json``, as every CiGri client posts."""
+    if scope["method"] in SAFE_METHODS or caller.method == "token":
+        return
+    check_not_cross_site(scope)
+    content_types = header_values(scope, "content-type")
+    if scope["method"] == "POST" and (len(content_types) != 1 or
+                                      content_types[0].split(";")[0].strip().lower() != "application/json"):
+        raise Forbidden("a POST that changes something is application/json (as CiGri's clients send it) or has a "
+                        "token")
+
+
 def token_caller(grid: Grid, secret: str) -> Caller:
     """The owner of a token, as a caller; Unauthenticated if it is unknown, expired or revoked."""
     return _caller(grid.config, token_user(grid, secret), "token")

@@ -22,7 +22,8 @@ from cigri import db as database
 from cigri.config import Config
 from cigri.errors import InputError, Unauthenticated
 from cigri.grid import Grid
-from cigri.server.auth import BrowserSessions, Caller, Front, check_csrf_proof, identify, token_caller
+from cigri.server.auth import (BrowserSessions, Caller, Front, check_csrf_proof, check_json_client, identify,
+                              token_caller)
 from cigri.server.guard import PEER_UID
 from cigri.server.limits import UPLOAD_OWNER, RateLimiter, UploadQuota
 
@@ -158,5 +159,19 @@ def _declared_query(dependant: Dependant) -> Iterator[str]:
 async def session(request: Request, caller: Caller = Depends(authenticated)) -> AsyncIterator[Session]:
     """The FastAPI dependency of most routes: the caller, and a grid for the request's length.
     Routes that first read a long upload take their grid after it instead (:func:`pool`)."""
+    async with pool(request).grid() as grid:
+        yield Session(grid, caller)
+
+
+async def json_client(request: Request) -> Caller:
+    """The caller of a ``/cigri-api`` route (CiGri's clients): :func:`identified`, and for a
+    request that changes something without a token, the proof CiGri's clients can give."""
+    caller = await identified(request)
+    check_json_client(request.scope, caller)
+    return caller
+
+
+async def json_session(request: Request, caller: Caller = Depends(json_client)) -> AsyncIterator[Session]:
+    """:func:`session` for CiGri's clients."""
     async with pool(request).grid() as grid:
         yield Session(grid, caller)

@@ -65,7 +65,7 @@ async def submit(request: Request, caller: Caller = Depends(authenticated),
         finally:
             await form.close()
     elif content_type in ("application/json", ""):
-        results = await _submit(request, [api.JDLText(_text(await request.body(), "JDL"), NOWHERE, "JDL")], caller,
+        results = await _submit(request, [api.JDLText(utf8_text(await request.body(), "JDL"), NOWHERE, "JDL")], caller,
                                 strict)
     else:
         raise InputError(f"Content-Type: expected application/json or multipart/form-data, got {content_type!r}")
@@ -88,7 +88,7 @@ async def _jdl_part(value: UploadFile | str, index: int, params: UploadFile | st
         if len(body) > most:
             raise TooLarge(f"{source}: a JDL of more than {most:,} bytes (limits.request_body_bytes); give its "
                            "parameters as a param_file", field="jdl")
-        text = _text(body, source)
+        text = utf8_text(body, source)
     else:
         source, text = f"jdl[{index}]", value
     if params is not None and not isinstance(params, UploadFile):
@@ -97,7 +97,7 @@ async def _jdl_part(value: UploadFile | str, index: int, params: UploadFile | st
     return api.JDLText(text, NOWHERE, source, lines, unopened if isinstance(unopened, str) else None)
 
 
-def _text(body: bytes, source: str) -> str:
+def utf8_text(body: bytes, source: str) -> str:
     try:
         return body.decode("utf-8")
     except UnicodeDecodeError:
