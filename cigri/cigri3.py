@@ -147,6 +147,7 @@ def cluster(entry: dict[str, Any]) -> dict[str, Any]:
     """``GET /clusters/<id>`` from a ``list_clusters`` entry: its description, never a
     credential, with CiGri's ``stress_factor`` as ``"<stress>/<factor>"``."""
     return {"id": entry["id"], "name": entry["name"], "batch": entry["backend"], "enabled": True,
+            "ssh_host": "",  # CiGri's gridclusters -i and -b append it to a string: never null
             "blacklisted": entry["blacklisted"], "under_stress": entry["under_stress"],
             "stress_factor": f"{entry['stress'] or 0}/{entry['stress_factor']}",
             "max_jobs": entry["max_jobs"], "total_slots": entry["total_slots"], "free_slots": entry["free_slots"],
