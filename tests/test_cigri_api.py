@@ -236,6 +236,8 @@ def test_post_events_is_for_admins(site: Site) -> None:
         201, {"status": 201, "title": "Created", "message": "New event created"})
     codes = [e["code"] for e in site.json(u1, "gridevents", "-c", str(campaign_id))]
     assert "MANUAL_EVENT" in codes
+    status, body = one(site, SERVICE, "POST", "/events", content="{not json", headers=JSON)  # one line, not a 500
+    assert (status, body["message"]) == (400, "expected a JSON object with class, and cluster_id or job_id")
 
 
 def test_who_calls_is_the_servers_word_never_a_header(site: Site) -> None:
@@ -270,8 +272,11 @@ def test_unknown_routes_and_bad_input_in_cigris_words(site: Site) -> None:
     u1, _ = site.users
     answers = cigri(site, u1, [("GET", "/nowhere", {}), ("PATCH", "/campaigns/1", {}),
                                ("GET", "/campaigns/abc", {}), ("GET", "/campaigns?foo=1", {}),
-                               ("POST", "/campaigns", {"content": '{"name": "x"}', "headers": JSON})])
-    assert [status for status, _, _ in answers] == [404, 404, 400, 400, 400]
+                               ("POST", "/campaigns", {"content": '{"name": "x"}', "headers": JSON}),
+                               ("POST", "/notifications/mail", {"content": "{not json", "headers": JSON}),
+                               ("POST", "/tokens", {"content": "[1]", "headers": JSON}),
+                               ("POST", "/events", {"content": "\xff", "headers": JSON})])
+    assert [status for status, _, _ in answers] == [404, 404, 400, 400, 400, 400, 400, 403]
     assert answers[0][1] == {"status": 404, "title": "Not found",
                              "message": "GET http://cigri/cigri-api/nowhere not found on this server"}
     assert all(set(body) == {"status", "title", "message"} for _, body, _ in answers)

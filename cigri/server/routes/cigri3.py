@@ -7,6 +7,7 @@ server says it is (:func:`cigri.server.request.json_client`), never a header it 
 from __future__ import annotations
 
 import io
+import json
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -38,6 +39,18 @@ def answer(request: Request, document: Any, status: int = 200, headers: dict[str
 
 def accepted(request: Request, text: str) -> Response:
     return answer(request, cigri3.answer(202, "Accepted", text), 202)
+
+
+async def _json_object(request: Request, expected: str, field: str) -> dict[str, Any]:
+    """The body as a JSON object; anything else (not JSON, not UTF-8, not an object) is bad
+    input, said in one line naming what was expected."""
+    try:
+        body = json.loads(await request.body())
+    except (ValueError, UnicodeDecodeError):
+        body = None
+    if not isinstance(body, dict):
+        raise InputError(f"expected a JSON object with {expected}", field=field)
+    return body
 
 
 def _flag(value: str | None) -> bool:
@@ -199,9 +212,7 @@ async def new_event(request: Request, session: Session = Depends(json_session)) 
     first, as CiGri refused all but root (the use cases would answer a job as missing)."""
     if not session.caller.admin:
         raise Forbidden("only an admin creates events")
-    body = await request.json()
-    if not isinstance(body, dict):
-        raise InputError("expected a JSON object with class, and cluster_id or job_id")
+    body = await _json_object(request, "class, and cluster_id or job_id", "class")
     text = str(body.get("message") or "")
     if body.get("class") == "cluster" and isinstance(body.get("cluster_id"), int):
         name = await run_in_threadpool(_cluster_name, session, body["cluster_id"])
@@ -298,8 +309,8 @@ def _mail_only(kind: str) -> None:
 async def subscribe(kind: str, request: Request, session: Session = Depends(json_session)) -> Response:
     """``gridnotify -m ADDRESS -s SEVERITY``; the body is ``{identity, severity}``."""
     _mail_only(kind)
-    body = await request.json()
-    if not isinstance(body, dict) or not isinstance(body.get("identity"), str):
+    body = await _json_object(request, "identity and severity", "identity")
+    if not isinstance(body.get("identity"), str):
         raise InputError("expected a JSON object with identity and severity", field="identity")
     await run_in_threadpool(api.subscribe, session.grid, user=session.user, kind=kind, target=body["identity"],
                             severity=str(body.get("severity") or "medium"))
@@ -323,7 +334,7 @@ def tokens(request: Request, session: Session = Depends(json_session)) -> Respon
     """The clusters where the caller registered a token; never the tokens (cigri shows none)."""
     ids = {str(c["name"]): int(c["id"]) for c in api.cluster_table(session.grid)}
     rows = api.list_cluster_tokens(session.grid, user=session.user)
-    return answer(request, {"items": [{"cluster_id": ids[row["cluster"]], "cluster_name": row["cluster"],
+    return answer(request, {"items": [{"cluster_id": ids.get(row["cluster"]), "cluster_name": row["cluster"],
                                        "registered_at": cigri3.date(row["registered_at"])} for row in rows],
                             "links": [cigri3.link("self", "/tokens/")]})
 
@@ -331,9 +342,8 @@ def tokens(request: Request, session: Session = Depends(json_session)) -> Respon
 @router.post("/tokens")
 async def add_token(request: Request, session: Session = Depends(json_session)) -> Response:
     """``gridtoken -i CLUSTER -t TOKEN``; the body is ``{cluster_id, token}``."""
-    body = await request.json()
-    if not isinstance(body, dict) or not isinstance(body.get("cluster_id"), int) or not isinstance(
-            body.get("token"), str):
+    body = await _json_object(request, "an integer cluster_id and a token", "token")
+    if not isinstance(body.get("cluster_id"), int) or not isinstance(body.get("token"), str):
         raise InputError("expected a JSON object with an integer cluster_id and a token", field="token")
     name = await run_in_threadpool(_cluster_name, session, body["cluster_id"])
     await run_in_threadpool(api.add_cluster_token, session.grid, name, body["token"], user=session.user)
