@@ -270,13 +270,14 @@ def _campaign(conn: sqlite3.Connection, grid: Grid, v3: dict[str, list[dict[str,
     if not kept:
         report.notes.append(f"campaign {v3_id} of CiGri is campaign {campaign_id} here: cigri had given {v3_id}")
     names = grid.cluster_ids()
+    cluster_names = {cluster_id: name for name, cluster_id in names.items()}
     conn.executemany("INSERT INTO campaign_properties(campaign_id, cluster_id, name, value) VALUES (?, ?, ?, ?)",
                      [(campaign_id, names[cluster], key, json.dumps(_campaign_id(value, campaign_id)))
                       for cluster, values in settings.items() for key in cluster_keys() if key in values
                       for value in [values[key]]])
     task_ids = _tasks(conn, v3, campaign_id, state, params, lines, jobs)
     for job in jobs:
-        _job(conn, job, campaign, campaign_id, task_ids, clusters, v3_state, report)
+        _job(conn, job, campaign, campaign_id, task_ids, clusters, cluster_names, v3_state, report)
     conn.execute("INSERT INTO v3_imports(kind, v3_id, cigri_id) VALUES ('campaign', ?, ?)", [v3_id, campaign_id])
     report.campaigns += 1
     report.tasks += len(params)
@@ -425,7 +426,8 @@ def _unconfirmed(job: dict[str, Any]) -> bool:
 
 
 def _job(conn: sqlite3.Connection, job: dict[str, Any], campaign: dict[str, Any], campaign_id: int,
-         task_ids: dict[int, int], clusters: dict[int, int], v3_state: CampaignState, report: Report) -> None:
+         task_ids: dict[int, int], clusters: dict[int, int], cluster_names: dict[int, str], v3_state: CampaignState,
+         report: Report) -> None:
     """One CiGri job as cigri's: a running or waiting one keeps its remote id, to be polled
     (adopted; killed if CiGri's campaign was cancelled); an unconfirmed one is lost here, its
     task held by an event until its owner has looked on the cluster."""
@@ -451,7 +453,7 @@ def _job(conn: sqlite3.Connection, job: dict[str, Any], campaign: dict[str, Any]
     report.jobs += 1
     report.adopted += active
     if unconfirmed:
-        cluster = conn.execute("SELECT name FROM clusters WHERE id = ?", [clusters[job["cluster_id"]]]).fetchone()[0]
+        cluster = cluster_names[clusters[job["cluster_id"]]]
         record(conn, UNCONFIRMED, f"CiGri was sending jobs of its campaign {campaign['id']} to {cluster} (OAR job "
                                   f"name cigri.{campaign['id']}, user {campaign['grid_user']}) when its database "
                                   "was imported, and recorded no id: they may run there. Look there; then "
@@ -467,6 +469,8 @@ def _events(conn: sqlite3.Connection, v3: dict[str, list[dict[str, Any]]], clust
     --resubmit`` puts its task back; an event CiGri filed under another says so in its message."""
     campaigns = dict(conn.execute("SELECT v3_id, cigri_id FROM v3_imports WHERE kind = 'campaign'").fetchall())
     jobs = dict(conn.execute("SELECT v3_id, cigri_id FROM v3_imports WHERE kind = 'job'").fetchall())
+    tasks = dict(conn.execute("SELECT j.id, j.task_id FROM jobs j JOIN v3_imports v ON v.kind = 'job' "
+                              "AND v.cigri_id = j.id").fetchall())
     events = dict(conn.execute("SELECT v3_id, cigri_id FROM v3_imports WHERE kind = 'event'").fetchall())
     for event in v3["events"]:
         if ("event", event["id"]) in done or event["campaign_id"] is not None and event["campaign_id"] not in campaigns:
@@ -484,8 +488,7 @@ def _events(conn: sqlite3.Connection, v3: dict[str, list[dict[str, Any]]], clust
             campaign_id=campaigns.get(event["campaign_id"]), cluster_id=clusters.get(event["cluster_id"]),
             job_id=job_id, message=message, created_at=opened, closed_at=_epoch(event["date_closed"]))
         if event["state"] == "open" and job_id is not None:
-            task_id = conn.execute("SELECT task_id FROM jobs WHERE id = ?", [job_id]).fetchone()[0]
-            stored_events.cover(conn, event_id, job_id, task_id)
+            stored_events.cover(conn, event_id, job_id, tasks[job_id])
         conn.execute("INSERT INTO v3_imports(kind, v3_id, cigri_id) VALUES ('event', ?, ?)", [event["id"], event_id])
         events[event["id"]] = event_id
         report.events += 1

@@ -18,8 +18,8 @@ from cigri.states import JOB_ACTIVE, JobState, sql_in
 from cigri.users import require_admin
 
 
-def list_clusters(grid: Grid) -> list[dict[str, Any]]:
-    """Every cluster with its capacity (asked live), cigri's own use of it (``used_by_cigri``:
+def list_clusters(grid: Grid, *, cluster_id: int | None = None) -> list[dict[str, Any]]:
+    """Every cluster (``cluster_id``: that one only) with its capacity (asked live), cigri's own use of it (``used_by_cigri``:
     its jobs running there; ``queued_by_cigri``: those it sent, or is sending, that wait in its
     queue: they use no slot yet), the most jobs it takes from cigri (``max_jobs``, or the
     submit limit learned; None: no cap) and its stress (its users' waiting jobs per free slot,
@@ -31,7 +31,8 @@ def list_clusters(grid: Grid) -> list[dict[str, Any]]:
         [JobState.RUNNING, JobState.RUNNING, JobState.WAITING])}
     stressed = stored_events.stressed_clusters(grid.db.conn)
     caps = cluster_caps.caps(grid.db.conn, database.now())
-    for row in grid.db.query("SELECT * FROM clusters ORDER BY name"):
+    for row in grid.db.query("SELECT * FROM clusters WHERE ? IS NULL OR id = ? ORDER BY name",
+                             [cluster_id, cluster_id]):
         running, queued, waiting = jobs.get(row["id"], (0, 0, 0))
         entry: dict[str, Any] = {"id": row["id"], "name": row["name"], "backend": row["backend"],
                                  "source": row["source"], "blacklisted": bool(row["blacklisted"]),

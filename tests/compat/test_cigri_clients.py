@@ -56,7 +56,7 @@ class Front:
     def send(self, user: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         """One request as CiGri's client sends it; the status and the JSON it reads."""
         with self.client(user) as client:
-            content = None if body is None else (body if isinstance(body, str) else json.dumps(body))
+            content = None if body is None else json.dumps(body)
             answer = client.request(method, path, content=content, headers=JSON if content is not None else RUBY)
         return answer.status_code, answer.json() if answer.content else None
 
@@ -102,6 +102,7 @@ ServerName 127.0.0.1
     ProxyPass "http://127.0.0.1:{site.port}/cigri-api"
 </Location>
 """)
+        (root / "httpd.conf").chmod(0o600)  # it holds the front's secret; Apache reads it before it drops root
         started_apache = subprocess.run([apache, "-f", str(root / "httpd.conf"), "-k", "start"], capture_output=True,
                                         text=True, timeout=60)
         assert started_apache.returncode == 0, started_apache.stderr

@@ -75,8 +75,8 @@ def campaigns(request: Request, session: Session = Depends(json_session)) -> Res
 
 @router.get("/campaigns/{campaign_id}")
 def campaign(campaign_id: int, request: Request, session: Session = Depends(json_session)) -> Response:
-    detail = api.campaign_detail(session.grid, campaign_id, user=session.user)
-    return answer(request, cigri3.campaign(detail, api.campaign_clusters(session.grid, campaign_id, user=session.user)))
+    summary = api.campaign_summary(session.grid, campaign_id, user=session.user)
+    return answer(request, cigri3.campaign(summary, api.campaign_clusters(session.grid, campaign_id, user=session.user)))
 
 
 @router.get("/campaigns/{campaign_id}/stats")
@@ -93,7 +93,7 @@ def jdl(campaign_id: int, request: Request, session: Session = Depends(json_sess
 def jobs(campaign_id: int, request: Request, session: Session = Depends(json_session),
          limit: int = Query(CIGRI_PAGE, ge=1, le=10_000), offset: int = Query(0, ge=0)) -> Response:
     """A page of the campaign's tasks, a row per job (``gridstat -f`` follows ``next``)."""
-    total = api.campaign_detail(session.grid, campaign_id, user=session.user)["tasks"]["total"]
+    total = api.campaign_summary(session.grid, campaign_id, user=session.user)["tasks"]["total"]
     page = list(api.campaign_tasks(session.grid, campaign_id, user=session.user, offset=offset, limit=limit))
     if not page:
         return answer(request, {"title": "No jobs found", "message": "No more jobs"})
@@ -123,8 +123,15 @@ def campaign_events(campaign_id: int, request: Request, session: Session = Depen
 def fix_campaign_events(campaign_id: int, request: Request, session: Session = Depends(json_session),
                         resubmit: str | None = None) -> Response:
     """``gridevents -c N -f [-r]``: close the campaign's open events, resubmitting their tasks."""
-    api.fix_events(session.grid, user=session.user, campaign_id=campaign_id, resubmit=_flag(resubmit))
-    return accepted(request, f"Campaign {campaign_id} events closed")
+    return _fix(request, session, resubmit, f"Campaign {campaign_id} events", campaign_id=campaign_id)
+
+
+def _fix(request: Request, session: Session, resubmit: str | None, what: str, *, event_id: int | None = None,
+         campaign_id: int | None = None) -> Response:
+    """``gridevents -f [-r]`` on one event, or on a campaign's."""
+    api.fix_events(session.grid, user=session.user, event_id=event_id, campaign_id=campaign_id,
+                   resubmit=_flag(resubmit))
+    return accepted(request, f"{what} closed")
 
 
 @router.post("/campaigns")
@@ -133,8 +140,8 @@ async def submit(request: Request, caller: Caller = Depends(json_client)) -> Res
     jdl = api.JDLText(utf8_text(await request.body(), "JDL"), NOWHERE, "JDL")
     async with pool(request).grid() as grid:
         [submitted] = await run_in_threadpool(api.submit_all, grid, [jdl], user=caller.user)
-        detail = await run_in_threadpool(api.campaign_detail, grid, submitted.campaign_id, user=caller.user)
-    return answer(request, cigri3.campaign(detail), 201, {"Location": f"/campaigns/{submitted.campaign_id}"})
+        summary = await run_in_threadpool(api.campaign_summary, grid, submitted.campaign_id, user=caller.user)
+    return answer(request, cigri3.campaign(summary), 201, {"Location": f"/campaigns/{submitted.campaign_id}"})
 
 
 @router.post("/campaigns/{campaign_id}/jobs")
@@ -143,8 +150,8 @@ async def extend(campaign_id: int, request: Request, caller: Caller = Depends(js
     lines = api.Lines(io.BytesIO(await request.body()), "jobs")
     async with pool(request).grid() as grid:
         await run_in_threadpool(api.extend, grid, campaign_id, lines, user=caller.user)
-        detail = await run_in_threadpool(api.campaign_detail, grid, campaign_id, user=caller.user)
-    return answer(request, cigri3.campaign(detail), 201)
+        summary = await run_in_threadpool(api.campaign_summary, grid, campaign_id, user=caller.user)
+    return answer(request, cigri3.campaign(summary), 201)
 
 
 @router.put("/campaigns/{campaign_id}")
@@ -155,8 +162,7 @@ def update(campaign_id: int, request: Request, session: Session = Depends(json_s
     if state not in moves:
         raise InputError(f"state: expected paused or in_treatment, got {state!r}", field="state")
     moves[state](session.grid, campaign_id, user=session.user)
-    detail = api.campaign_detail(session.grid, campaign_id, user=session.user)
-    return answer(request, cigri3.campaign(detail), 202)
+    return answer(request, cigri3.campaign(api.campaign_summary(session.grid, campaign_id, user=session.user)), 202)
 
 
 @router.delete("/campaigns/{campaign_id}")
@@ -201,8 +207,7 @@ def event(event_id: int, request: Request, session: Session = Depends(json_sessi
 @router.delete("/events/{event_id}")
 def fix_event(event_id: int, request: Request, session: Session = Depends(json_session),
               resubmit: str | None = None) -> Response:
-    api.fix_events(session.grid, user=session.user, event_id=event_id, resubmit=_flag(resubmit))
-    return accepted(request, f"Event {event_id} closed")
+    return _fix(request, session, resubmit, f"Event {event_id}", event_id=event_id)
 
 
 @router.post("/events")
@@ -272,9 +277,8 @@ def clusters(request: Request, session: Session = Depends(json_session)) -> Resp
 
 @router.get("/clusters/{cluster_id}")
 def cluster(cluster_id: int, request: Request, session: Session = Depends(json_session)) -> Response:
-    for entry in api.list_clusters(session.grid):
-        if entry["id"] == cluster_id:
-            return answer(request, cigri3.cluster(entry))
+    for entry in api.list_clusters(session.grid, cluster_id=cluster_id):  # only its capacity is asked
+        return answer(request, cigri3.cluster(entry))
     raise NotFound(f"cluster #{cluster_id}: no such cluster")
 
 
