@@ -127,8 +127,15 @@ def test_nobodys_logins_end_another_users_session(site: Site) -> None:
 
 
 def test_failed_logins_are_counted_against_the_address_whatever_it_claims(site: Site) -> None:
-    answers = [login(site, "cigri_" + "x" * 43, f"203.0.113.{i % 250}")[0] for i in range(70)]
-    assert answers[:60] == [401] * 60 and set(answers[60:]) == {429}
+    """60 failures a minute from one address, refilled one a second: past the first 60, only
+    as many more are answered as seconds have gone by (a loaded machine is slow to send them)."""
+    started_at = time.monotonic()
+    answers = [login(site, "cigri_" + "x" * 43, f"203.0.113.{i % 250}")[0] for i in range(60)]
+    while answers[-1] != 429 and len(answers) < 120:
+        answers.append(login(site, "cigri_" + "x" * 43, f"203.0.113.{len(answers) % 250}")[0])
+    refilled = time.monotonic() - started_at
+    assert answers[:60] == [401] * 60 and answers[-1] == 429
+    assert len(answers) - 61 <= refilled + 1
 
 
 def test_tokens_a_user_holds_are_bounded_and_ended_ones_forgotten(site: Site) -> None:
