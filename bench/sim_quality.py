@@ -37,7 +37,8 @@ Then the seeds' remaining policies (``policies``; docs/policies.md), each agains
 without it: squatters of a pool leaving its subpool when the subpool's residents arrive
 (DUCC's nodepools: how long until the residents hold 90 % of their pool, and the kills it cost);
 a campaign whose tasks all fail, held at the initialization cap (the core-seconds its failing
-jobs burnt, against ``init_cap = 0``, today's default); gangs of 4 beside single tasks (no gang
+jobs burnt, against ``init_cap = 0``, today's default, and with the cap on its class alone);
+the ramp-up the cap costs a healthy campaign, with and without expand-by-doubling; gangs of 4 beside single tasks (no gang
 ever partly started; the makespan with ``placement`` spread and pack); users of weights 3 and 1
 in one class; YARN's minimum user-limit percent of 50 among three users.
 
@@ -116,6 +117,14 @@ FAILING = {  # a campaign whose every task fails after 10 minutes, beside a heal
     "campaigns": [{"user": "ann", "tasks": 400, "duration": {"law": "constant", "seconds": 600}, "exit_code": 1},
                   {"user": "bob", "tasks": 300, "duration": {"law": "constant", "seconds": 300}}],
 }
+FAILING_CLASS = {  # the same, the failing campaign in a class of its own that has the cap, the grid none
+    **FAILING, "config": {"classes": {"default": {}, "untested": {"init_cap": 2}}},
+    "campaigns": [{**FAILING["campaigns"][0], "jdl": {"class": "untested"}}, FAILING["campaigns"][1]],
+}
+RAMP_CAPPED = {  # one healthy campaign of 2-minute tasks on 256 idle cores
+    "seed": 1, "cycle_period": 30, "max_hours": 1, "clusters": {"c1": {"cores": 256}},
+    "campaigns": [{"user": "ann", "tasks": 4000, "duration": {"law": "constant", "seconds": 120}}],
+}
 GANGS = {  # gangs of 4 beside single tasks on two clusters
     "seed": 1, "cycle_period": 30, "clusters": {"c1": {"cores": 16}, "c2": {"cores": 10}},
     "campaigns": [{"user": "ann", "tasks": 160, "duration": LOGNORMAL_300, "jdl": {"gang": 4}},
@@ -159,6 +168,11 @@ def policies() -> dict[str, Any]:
     """Each policy's effect over time, against the same scenario without it."""
     failing = {name: simulate(parse_scenario(with_policy(FAILING, "metascheduler", init_cap=cap)))
                for name, cap in (("init_cap_2", 2), ("init_cap_0", 0))}
+    failing["class_init_cap_2"] = simulate(parse_scenario(FAILING_CLASS))
+    ramps = {name: simulate(parse_scenario(with_policy(RAMP_CAPPED, "metascheduler", init_cap=cap,
+                                                       expand_by_doubling=doubling)))
+             for name, cap, doubling in (("init_cap_0", 0, True), ("init_cap_2_doubling", 2, True),
+                                         ("init_cap_2_no_doubling", 2, False))}
     gangs = {placement: simulate(parse_scenario(with_policy(GANGS, "metascheduler", placement=placement)))
              for placement in ("spread", "pack")}
     weights = simulate(parse_scenario(WEIGHTS))
@@ -167,12 +181,18 @@ def policies() -> dict[str, Any]:
         "pools": pools_report(),
         "init_cap": {name: {"failed_core_seconds": r["failed_core_seconds"], "failed_jobs": r["jobs"].get("failed", 0),
                             "healthy_tasks_done": r["tasks"].get("terminated", 0)} for name, r in failing.items()},
+        "ramp_90pct_s": {name: full_after(r, 0.9 * RAMP_CAPPED["clusters"]["c1"]["cores"]) for name, r in ramps.items()},
         "gangs": {name: {**r["gangs"], "makespan_h": r["makespan_hours"], "bound_ratio": r["bound_ratio"]}
                   for name, r in gangs.items()},
         "user_weights_3_1": {user: v["core_hours"] for user, v in weights["share"]["users"].items()}
         | {"jain_users": weights["share"]["jain_users"]},
         "min_user_limit_50pct": {user: v["core_hours"] for user, v in limit["share"]["users"].items()},
     }
+
+
+def full_after(report: dict[str, Any], cores: float) -> int | None:
+    """Simulated seconds until cigri's jobs first run on ``cores`` cores."""
+    return next((round(p["hour"] * 3600) for p in report["timeline"] if p["busy"] >= cores), None)
 
 
 def fifo(scenario: Any) -> Any:
@@ -363,7 +383,10 @@ def main() -> None:
 def _policies_text(result: dict[str, Any]) -> str:
     return "\n".join((
         f"pools (ann squats in Q until bob, Q's resident, arrives at 0.5 h): {json.dumps(result['pools'])}",
-        f"initialization cap (ann's tasks all fail; 2 against 0, today's default): {json.dumps(result['init_cap'])}",
+        f"initialization cap (ann's tasks all fail; 2 against 0, today's default, and 2 for ann's class only): "
+        f"{json.dumps(result['init_cap'])}",
+        f"ramp-up of 2-minute tasks to 90 % of 256 idle cores, seconds (no cap; cap 2 then doubling; cap 2, "
+        f"then the share at once): {json.dumps(result['ramp_90pct_s'])}",
         f"gangs of 4 beside single tasks (goal: none partly started): {json.dumps(result['gangs'])}",
         f"user weights 3 (ann) and 1 (bob), core-hours: {json.dumps(result['user_weights_3_1'])}",
         f"min_user_limit_percent 50, three users, core-hours in 1 h: {json.dumps(result['min_user_limit_50pct'])}"))

@@ -109,6 +109,7 @@ class MetaschedulerSettings:
     night: str = "19:00-07:00"
     weekend: bool = True
     init_cap: int = 0
+    expand_by_doubling: bool = True
     placement: str = "spread"
 
 
@@ -170,7 +171,8 @@ class ClientSettings:
 POLICIES = ("fair_share", "fixed_share", "reserve")
 PLACEMENTS = ("spread", "pack")
 CLASS_KEYS: dict[str, type] = {"priority": int, "weight": float, "policy": str, "users": list, "clusters": list,
-                               "default": bool, "finalize": bool, "pool": str, "min_user_limit_percent": float}
+                               "default": bool, "finalize": bool, "pool": str, "min_user_limit_percent": float,
+                               "init_cap": int, "expand_by_doubling": bool}
 USER_KEYS: dict[str, type] = {"allotment": int, "allotment_memory_gb": float, "affinity": dict, "weight": float}
 POOL_KEYS: dict[str, type] = {"clusters": list, "parent": str}
 
@@ -198,6 +200,8 @@ class ClassConfig:
     finalize: bool | None = None  # replicate tail stragglers; None: only best-effort campaigns
     pool: str | None = None  # None: the whole grid's (clusters in no pool; it squats in every pool)
     min_user_limit_percent: float | None = None  # YARN's; None: users share equally (by weight)
+    init_cap: int | None = None  # DUCC's initialization cap; None: metascheduler.init_cap
+    expand_by_doubling: bool | None = None  # None: metascheduler.expand_by_doubling
 
     @property
     def counts_allotment(self) -> bool:
@@ -262,6 +266,16 @@ class Config:
         configured, else the default one (without any class, the implicit fair-share ``default``)."""
         by_name = {c.name: c for c in self.classes}
         return by_name.get(name or "") or by_name.get(self.default_class()) or ClassConfig("default")
+
+    def init_cap(self, class_name: str | None) -> int:
+        """DUCC's initialization cap for a campaign of this class: the class's, else the grid's."""
+        own = self.class_of(class_name).init_cap
+        return self.metascheduler.init_cap if own is None else own
+
+    def expands_by_doubling(self, class_name: str | None) -> bool:
+        """After its first success, does a campaign of this class grow by doubling (else to its share at once)?"""
+        own = self.class_of(class_name).expand_by_doubling
+        return self.metascheduler.expand_by_doubling if own is None else own
 
     def class_users(self) -> dict[str, frozenset[str] | None] | None:
         """Each class and its allowed users (None: everyone); None when no class is configured."""

@@ -28,6 +28,8 @@ priority = 10
 default = true
 finalize = false
 clusters = ["local"]
+init_cap = 2
+expand_by_doubling = false
 [users]
 allotment = 4
 [users.bob]
@@ -65,9 +67,11 @@ def _two_users(cigri: Cigri) -> None:
 
 def _class(name: str, **figures: Any) -> dict[str, Any]:
     settings = {"gold": {"priority": 0, "weight": 3.0, "policy": "fixed_share", "users": [ME], "clusters": None,
-                         "default": False, "finalize": None, "campaigns": 1, "users_active": 1},
+                         "default": False, "finalize": None, "init_cap": 0, "expand_by_doubling": True,
+                         "campaigns": 1, "users_active": 1},
                 "silver": {"priority": 10, "weight": 1.0, "policy": "fair_share", "users": None, "clusters": ["local"],
-                           "default": True, "finalize": False, "campaigns": 2, "users_active": 2}}
+                           "default": True, "finalize": False, "init_cap": 2, "expand_by_doubling": False,
+                           "campaigns": 2, "users_active": 2}}
     return {"name": name, **settings[name], **figures}
 
 
@@ -142,7 +146,8 @@ def test_without_classes_everything_is_in_the_implicit_default_class(cigri: Cigr
     cigri.run("griddel", str(cancelled))
     assert cigri.json("cigri", "classes") == {"classes": [
         {"name": "default", "priority": 0, "weight": 1.0, "policy": "fair_share", "users": None, "clusters": None,
-         "default": True, "finalize": None, "campaigns": 2, "users_active": 1, "pending": 6 + 2, "waiting": 0,
+         "default": True, "finalize": None, "init_cap": 0, "expand_by_doubling": True, "campaigns": 2,
+         "users_active": 1, "pending": 6 + 2, "waiting": 0,
          "running": 0}]}
     assert cigri.json("cigri", "users") == {
         "default": {"allotment": None, "allotment_memory_gb": None, "affinity": {}},

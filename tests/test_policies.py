@@ -192,6 +192,23 @@ def test_after_the_first_success_the_cap_doubles_each_cycle_until_the_share() ->
         "expanding by doubling on c1: 8 job(s) this cycle"
 
 
+def test_a_class_sets_its_own_initialization_cap() -> None:
+    """DUCC's initialization cap is a class rule: with the grid's cap of 2, a class of cap 1
+    holds its unproven campaign to 1 job, a class of cap 0 turns it off (its campaign takes its
+    share, 8 of the 16 cores), and a class that says nothing keeps the grid's 2."""
+    classes = (ClassSpec("careful", init_cap=1), ClassSpec("trusted", init_cap=0), ClassSpec("plain", default=True))
+    unproven = {"succeeded": {"c1": 0}}
+    scenario = Scenario((ClusterSpec("c1", 16),), (CampaignSpec(1, "ann", 40, class_name="careful", **unproven),
+                                                  CampaignSpec(2, "bob", 40, class_name="trusted", **unproven),
+                                                  CampaignSpec(3, "cid", 40, **unproven)), classes)
+    careful, trusted, plain = allocate(scenario, init_cap=2).campaigns
+    assert (careful.target, plain.target) == ({"c1": 1}, {"c1": 2}) and total(trusted.target) == 13
+    assert careful.reason.endswith("initialization cap on c1: 1 job(s) until one ends successfully there")
+    assert "initialization cap" not in trusted.reason
+    with pytest.raises(ValueError, match=r"classes\[0\]\.init_cap: -1 is not >= 0"):
+        Scenario((ClusterSpec("c1", 1),), (), (ClassSpec("x", init_cap=-1),))
+
+
 def test_test_mode_and_the_initialization_cap_compose() -> None:
     """Test mode's one job per cluster (CiGri 2009) is below the cap of 2: it wins; a gang of 4
     under the cap of 2 holds one whole gang (the cap never splits a gang)."""
@@ -486,6 +503,36 @@ def test_gather_reads_pools_limits_weights_gangs_successes_and_doubling_caps(
     assert (grid.config.metascheduler.init_cap, grid.config.metascheduler.placement) == (2, "pack")
 
 
+def test_a_class_without_doubling_gets_no_cap_after_its_first_success(
+        make_grid: Callable[[str], Grid], tmp_path: Path) -> None:  # noqa: F811
+    """DUCC: "If expand-by-doubling is disabled, jobs are allocated their full fair-share
+    immediately." The live scenario, with the grid's init_cap of 2 and doubling on: a campaign
+    of a class without doubling has its successes (its initialization cap still holds where it
+    has none) but no doubling cap; one of a class whose init_cap is 0 has neither; one of the
+    default class has both. ``cigri classes`` says what applies to each class."""
+    grid = make_grid('[clusters.a]\nbackend = "local"\n[clusters.b]\nbackend = "local"\n'
+                     "[metascheduler]\ninit_cap = 2\n[classes.plain]\ndefault = true\n"
+                     "[classes.fast]\nexpand_by_doubling = false\n[classes.trusted]\ninit_cap = 0\n")
+    ids = grid.cluster_ids()
+    work = tmp_path / "work"
+    work.mkdir()
+    made = {}
+    for klass in ("plain", "fast", "trusted"):
+        document = {"name": klass, "exec_file": "/bin/true", "exec_directory": str(work), "class": klass,
+                    "params": [str(i) for i in range(8)], "clusters": {"a": {}, "b": {}}}
+        made[klass] = api.submit(grid, json.dumps(document), base_dir=work, user="ann")[0]
+        grid.db.conn.executemany("INSERT INTO jobs(campaign_id, cluster_id, kind, state, created_at) "
+                                 "VALUES (?, ?, 'task', 'running', 0)", [(made[klass], ids["a"])] * 3)
+        grid.db.conn.execute("INSERT INTO campaign_stats(campaign_id, cluster_id, terminated) VALUES (?, ?, 1)",
+                             [made[klass], ids["a"]])
+    scenario = gather(grid, {ids["a"]: Capacity(8, 2), ids["b"]: Capacity(4, 4)}, now()).scenario
+    campaigns = {c.id: c for c in scenario.campaigns}
+    assert [(campaigns[made[k]].succeeded, campaigns[made[k]].cap) for k in ("plain", "fast", "trusted")] == [
+        ({"a": 1}, {"a": 6}), ({"a": 1}, {}), (None, {})]
+    assert [(c["name"], c["init_cap"], c["expand_by_doubling"]) for c in api.list_classes(grid)] == [
+        ("fast", 2, False), ("plain", 2, True), ("trusted", 0, True)]
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ('[pools.P]\nclusters = ["a"]\n[pools.Q]\nclusters = ["a"]\n',
      "pools.Q.clusters: a is already in pool P; pools never overlap"),
@@ -499,6 +546,9 @@ def test_gather_reads_pools_limits_weights_gangs_successes_and_doubling_caps(
     ("[users]\nweight = 0\n", "users.weight: must be > 0"),
     ("[users.bob]\nweight = -1\n", "users.bob.weight: must be >= 0"),
     ("[metascheduler]\ninit_cap = -1\n", "metascheduler.init_cap: must be >= 0"),
+    ("[classes.default]\ninit_cap = -2\n", "classes.default.init_cap: must be >= 0"),
+    ('[classes.default]\nexpand_by_doubling = "no"\n', "classes.default.expand_by_doubling: expected bool"),
+    ('[metascheduler]\nexpand_by_doubling = 1\n', "metascheduler.expand_by_doubling: expected bool"),
     ('[metascheduler]\nplacement = "tight"\n', "metascheduler.placement: expected one of spread, pack"),
 ])
 def test_bad_policy_configuration_names_the_key(make_grid: Callable[[str], Grid], text: str,  # noqa: F811

@@ -636,3 +636,22 @@ def test_a_task_no_cluster_can_run_is_refused_once_and_waits_in_the_bag(caplog: 
             nodes.submit([spec("1", 60), replace(spec("2", 60), resources="core=2", memory_mb=9 * 1024)])
         assert nodes.poll(["n.1"]) == {}  # refused whole: nothing of the batch was started
         assert nodes.submit([replace(spec("3", 60), resources="core=8", memory_mb=2 * 1024)]) == {"3": "n.1"}
+
+
+def test_without_doubling_a_capped_campaign_takes_its_share_at_its_first_success() -> None:
+    """DUCC: "If expand-by-doubling is disabled, jobs are allocated their full fair-share
+    immediately." Tasks of 2 minutes on 64 idle cores under an initialization cap of 2: with
+    doubling it holds 2 until its first task ends at 120 s, then 4, 8, ... a cycle each; without,
+    all 64 at the cycle that sees that success."""
+    def busy(doubling: bool) -> dict[int, int]:
+        report = simulate(parse_scenario({
+            "seed": 1, "cycle_period": 30, "max_hours": 0.1, "clusters": {"c1": {"cores": 64}},
+            "config": {"metascheduler": {"init_cap": 2, "expand_by_doubling": doubling}},
+            "campaigns": [{"user": "u", "tasks": 400, "duration": {"law": "constant", "seconds": 120}}]}))
+        return {round(point["hour"] * 3600): point["busy"] for point in report["timeline"]}
+
+    doubling, at_once = busy(True), busy(False)
+    before = [second for second in doubling if second < 120]
+    assert {doubling[s] for s in before} == {at_once[s] for s in before} == {2}  # the cap, until a success
+    assert at_once[120] == 64  # then the share at once
+    assert [doubling[s] for s in (120, 150, 180, 210)] == [2, 4, 8, 16] and doubling[300] == 64

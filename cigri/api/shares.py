@@ -133,7 +133,7 @@ def shares_of_scenario(path: Path, config: Config) -> dict[str, Any]:
 
 
 def explain(scenario: Scenario, allocation: Allocation) -> dict[str, Any]:
-    """The allocation's JSON, with each class's priority, weight, policy, pool and user limit,
+    """The allocation's JSON, with each class's priority, weight, policy, pool, user limit and init cap,
     each user's weight, and the pools."""
     from cigri.metascheduler import fairshare
 
@@ -142,7 +142,7 @@ def explain(scenario: Scenario, allocation: Allocation) -> dict[str, Any]:
     for entry in result["classes"]:
         spec = specs[entry["name"]]
         entry.update(priority=spec.priority, weight=spec.weight, policy=str(spec.policy), pool=spec.pool,
-                     min_user_limit_percent=spec.min_user_limit_percent)
+                     min_user_limit_percent=spec.min_user_limit_percent, init_cap=spec.init_cap)
     for entry in result["users"]:
         entry["weight"] = scenario.user(entry["name"]).weight
     result["pools"] = [{"name": p.name, "clusters": list(p.clusters), "parent": p.parent} for p in scenario.pools]
@@ -188,9 +188,9 @@ def _totals(loads: list[_Load]) -> dict[str, int]:
 
 
 def list_classes(grid: Grid) -> list[dict[str, Any]]:
-    """Every class as configured, in evaluation order, with what its active campaigns hold and
-    wait for now (``cigri classes``): read from the configuration and the database only, so it
-    answers while clusters are down."""
+    """Every class as configured (its initialization cap and doubling as they apply), in
+    evaluation order, with what its active campaigns hold and wait for now (``cigri classes``):
+    read from the configuration and the database only, so it answers while clusters are down."""
     loads, default = _loads(grid), grid.config.default_class()
     result = []
     for klass in _in_order(grid.config):
@@ -198,7 +198,9 @@ def list_classes(grid: Grid) -> list[dict[str, Any]]:
         result.append({"name": klass.name, "priority": klass.priority, "weight": klass.weight, "policy": klass.policy,
                        "users": None if klass.users is None else list(klass.users),
                        "clusters": None if klass.clusters is None else list(klass.clusters),
-                       "default": klass.name == default, "finalize": klass.finalize, "campaigns": len(members),
+                       "default": klass.name == default, "finalize": klass.finalize,
+                       "init_cap": grid.config.init_cap(klass.name),
+                       "expand_by_doubling": grid.config.expands_by_doubling(klass.name), "campaigns": len(members),
                        "users_active": len({load.user for load in members}), **_totals(members)})
     return result
 

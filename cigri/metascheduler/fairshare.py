@@ -28,7 +28,8 @@ Scenario (JSON, read by :func:`scenario_from_json`; unknown keys are errors)::
   the declared size), ``users`` (allowed users; absent: everyone), ``clusters`` (allowed
   clusters; absent: all), ``default`` (true on at most one class; if none is marked, the
   class named ``default`` is the default), ``pool`` (absent: the whole grid's),
-  ``min_user_limit_percent`` (YARN's; fair_share classes only).
+  ``min_user_limit_percent`` (YARN's; fair_share classes only), ``init_cap`` (DUCC's
+  initialization cap for its campaigns; absent or null: ``allocate``'s).
 - ``users`` (optional registry; unlisted users have no allotment and no affinity): ``name``,
   ``allotment`` = null | cores | ``{"cores": n, "memory_gb": m}`` (the most the user may hold
   in non-preemptable classes), ``affinity`` = ``{cluster: weight}`` (higher is preferred),
@@ -47,7 +48,8 @@ Scenario (JSON, read by :func:`scenario_from_json`; unknown keys are errors)::
   = ``{cluster: predicted jobs per hour}``, ``gang`` (its tasks start this many at a time on
   one cluster; default 1), ``succeeded`` = ``{cluster: jobs ended successfully}`` (absent:
   past its start, no initialization cap), ``cap`` = ``{cluster: n}`` (its expand-by-doubling
-  cap this cycle).
+  cap this cycle; absent on a cluster: its fair share there at once, as DUCC without
+  expand-by-doubling).
 
 Output (:func:`allocation_to_json`, one JSON value): ``campaigns`` by id, each with ``id``,
 ``user``, ``class``, ``policy``, ``test_mode``, ``demand`` (pending + running), ``running``
@@ -205,6 +207,7 @@ class ClassSpec:
     default: bool = False
     pool: str | None = None  # its pool; None: the whole grid's (the clusters in no pool)
     min_user_limit_percent: float | None = None  # YARN's: the least share of the class a user is served
+    init_cap: int | None = None  # DUCC's initialization cap for its campaigns; None: allocate's
 
 
 @dataclass(frozen=True)
@@ -271,6 +274,8 @@ class Scenario:
                 raise ValueError(f"classes[{i}].default: only one class may be the default")
             if klass.pool is not None and klass.pool not in pools:
                 raise ValueError(f"classes[{i}].pool: unknown pool {klass.pool!r}")
+            if klass.init_cap is not None and klass.init_cap < 0:
+                raise ValueError(f"classes[{i}].init_cap: {klass.init_cap} is not >= 0")
             if klass.min_user_limit_percent is not None and klass.policy is not Policy.FAIR_SHARE:
                 raise ValueError(f"classes[{i}].min_user_limit_percent: only a fair_share class shares among users")
         for i, user in enumerate(self.users):
@@ -417,7 +422,7 @@ def allocate(scenario: Scenario, preempt_fraction: float = 0.10, *, attrition_se
 
     ``init_cap`` (DUCC's initialization cap; 0: none): a campaign holds at most this many jobs
     on a cluster where its ``succeeded`` says none of its jobs ended successfully yet (a gang:
-    at least one gang). ``placement``: see :class:`Placement`.
+    at least one gang), unless its class sets its own. ``placement``: see :class:`Placement`.
 
     Three brakes on preemption, all YARN's: ``attrition_seconds`` (``preempt_horizon``): the
     above-target jobs that a campaign's ``throughput`` says will end by themselves within it
@@ -566,14 +571,15 @@ class _Campaign:
         self.gang = spec.gang
         self.cluster_caps: list[float] = []
         self.capped_by: list[str] = []  # which cap each cluster's is: max_jobs, init or doubling
+        init_cap = plan.init_cap if self.klass.init_cap is None else self.klass.init_cap
         for c in scenario.clusters:
             self.cluster_caps.append(spec.max_jobs_per_cluster.get(c.name, _INF))
             self.capped_by.append("max_jobs")
             if spec.test_mode:  # one job per cluster; a gang: one gang
                 self._cap_at(self.gang, "max_jobs")
-            if plan.init_cap and spec.succeeded is not None and not spec.succeeded.get(c.name, 0):
+            if init_cap and spec.succeeded is not None and not spec.succeeded.get(c.name, 0):
                 # it limits what starts: jobs already running (the cap just turned on) are not killed for it
-                self._cap_at(max(plan.init_cap, self.gang, spec.running.get(c.name, 0)), "init")
+                self._cap_at(max(init_cap, self.gang, spec.running.get(c.name, 0)), "init")
             elif c.name in spec.cap:
                 self._cap_at(max(spec.cap[c.name], self.gang), "doubling")
             self.cluster_caps[-1] = _whole_gangs(self.cluster_caps[-1], self.gang)
@@ -1063,7 +1069,8 @@ _SCHEMA = _record(
         ["name"], name={"type": "string", "minLength": 1}, priority={"type": "integer"},
         weight={"type": "number", "exclusiveMinimum": 0}, policy={"enum": [p.value for p in Policy]},
         users=_NAMES, clusters=_NAMES, default={"type": "boolean"}, pool={"type": ["string", "null"], "minLength": 1},
-        min_user_limit_percent={"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 100})},
+        min_user_limit_percent={"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 100},
+        init_cap={**_COUNT, "type": ["integer", "null"]})},
     users={"type": "array", "items": _record(
         ["name"], name={"type": "string", "minLength": 1}, affinity={"type": "object",
                                                                      "additionalProperties": {"type": "number"}},
@@ -1101,7 +1108,8 @@ def scenario_from_json(data: Any) -> Scenario:
             users=None if c.get("users") is None else frozenset(c["users"]),
             clusters=None if c.get("clusters") is None else tuple(c["clusters"]),
             default=c.get("default", False), pool=c.get("pool"),
-            min_user_limit_percent=_float(c.get("min_user_limit_percent"))) for c in data.get("classes", [])),
+            min_user_limit_percent=_float(c.get("min_user_limit_percent")), init_cap=c.get("init_cap"))
+            for c in data.get("classes", [])),
         users=tuple(_user(u) for u in data.get("users", [])),
         campaigns=tuple(_campaign(c) for c in data["campaigns"]),
         pools=tuple(PoolSpec(p["name"], tuple(p["clusters"]), p.get("parent")) for p in data.get("pools", [])),

@@ -107,9 +107,11 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float,
     one it may use.
 
 
-    With ``metascheduler.init_cap`` set, a campaign's ``succeeded`` are its jobs that ended
-    successfully on each cluster, and where some did its expand-by-doubling ``cap`` is twice the
-    jobs it holds there (DUCC: "twice the number of resources a job currently has").
+    Where a campaign's class has an initialization cap (its own ``init_cap``, else
+    ``metascheduler.init_cap``), its ``succeeded`` are its jobs that ended successfully on each
+    cluster, and where some did and the class expands by doubling its ``cap`` is twice the jobs
+    it holds there (DUCC: "twice the number of resources a job currently has"); without
+    doubling, no cap: its full fair share at once.
     """
     conn, config = grid.db.conn, grid.config
     room = cluster_caps.room(conn, now)
@@ -162,12 +164,12 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float,
     penalties = predictor.affinity_penalties(conn, [r[0] for r in rows], now)  # after flood kills
     throughputs = predictor.throughputs(conn, [r[0] for r in rows], now)
     gang = gangs.sizes(conn, [r[0] for r in rows])
-    init_cap = config.metascheduler.init_cap
+    init_cap = {r[0]: config.init_cap(r[4]) for r in rows}
     succeeded: dict[int, dict[int, int]] = defaultdict(dict)
-    if init_cap:
+    if any(init_cap.values()):
         for campaign_id, cluster_id, count in conn.execute(
                 "SELECT campaign_id, cluster_id, terminated FROM campaign_stats WHERE campaign_id IN "
-                "(SELECT value FROM json_each(?))", [json.dumps([r[0] for r in rows])]):
+                "(SELECT value FROM json_each(?))", [json.dumps([r[0] for r in rows if init_cap[r[0]]])]):
             succeeded[campaign_id][cluster_id] = count
     campaigns = []
     for campaign_id, _, user, state, class_name, priority in rows:
@@ -201,9 +203,10 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float,
                             if (campaign_id, k) in throughputs},
                 gang=gang[campaign_id],
                 succeeded={cluster_names[k]: n for k, n in succeeded[campaign_id].items() if k in cluster_names}
-                if init_cap else None,
-                cap={cluster_names[k]: max(init_cap, 2 * held_on.get(k, 0)) for k, n in succeeded[campaign_id].items()
-                     if n and k in cluster_names}))
+                if init_cap[campaign_id] else None,
+                cap={cluster_names[k]: max(init_cap[campaign_id], 2 * held_on.get(k, 0))
+                     for k, n in succeeded[campaign_id].items()
+                     if n and k in cluster_names and config.expands_by_doubling(class_name)}))
     known = {c.name for c in clusters}
     scenario = fairshare.Scenario(
         clusters=clusters, campaigns=tuple(campaigns),
@@ -212,7 +215,7 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float,
             users=None if c.users is None else frozenset(c.users),
             clusters=None if c.clusters is None else tuple(n for n in c.clusters if n in known),
             default=c.name == config.default_class(), pool=c.pool,
-            min_user_limit_percent=c.min_user_limit_percent) for c in config.classes),
+            min_user_limit_percent=c.min_user_limit_percent, init_cap=c.init_cap) for c in config.classes),
         users=tuple(_user(config, name, known) for name in sorted({c.user for c in campaigns})),
         pools=tuple(fairshare.PoolSpec(p.name, tuple(n for n in p.clusters if n in known), p.parent)
                     for p in config.pools))
