@@ -165,6 +165,43 @@ def man_page(page: str) -> Path:
                      "gridtoken, cigri, cigri-jdl, cigri.toml, cigri-scenario)")
 
 
+CAMPAIGN_REF = re.compile(r"(v3:)?(-?[0-9]+)")  # cigri's number, or CiGri's after cigri import-v3
+
+
+def campaign_ref(text: str) -> str:
+    """One campaign as the user named it, checked before anything is asked (a typer parser):
+    N, or v3:N."""
+    if CAMPAIGN_REF.fullmatch(text.strip()) is None:
+        raise typer.BadParameter(f"{text.strip()!r} is not a campaign number (N, or v3:N for CiGri's number)")
+    return text.strip()
+
+
+def campaign_argument(help_text: str) -> Any:
+    """The optional CAMPAIGN argument of gridstat and gridevents (the same as their -c)."""
+    return typer.Argument(None, metavar="CAMPAIGN", help=help_text, parser=campaign_ref,
+                          autocompletion=complete_campaign)
+
+
+def campaign_option(help_text: str) -> Any:
+    """Their -c N, N being cigri's number or CiGri's (v3:N)."""
+    return typer.Option(None, "-c", "--campaign", metavar="N", parser=campaign_ref, autocompletion=complete_campaign,
+                        help=f"{help_text}: N, or v3:N (CiGri's number, after cigri import-v3).")
+
+
+def one_campaign(argument: str | None, option: str | None) -> str | None:
+    """The campaign given as CAMPAIGN or as -c, not both."""
+    if argument is not None and option is not None:
+        raise InputError("give the campaign once: CAMPAIGN or -c CAMPAIGN")
+    return argument if option is None else option
+
+
+def campaign_id(grid: Client, ref: str) -> int:
+    """cigri's number of a :func:`campaign_ref`: ``v3:N`` is looked up in what the import recorded."""
+    match = CAMPAIGN_REF.fullmatch(ref)
+    assert match is not None, ref  # checked by campaign_ref
+    return grid.imported_campaign(int(match[2])) if match[1] else int(match[2])
+
+
 def complete_campaign(incomplete: str) -> list[tuple[str, str]]:
     """Shell completion of a campaign number: the user's own campaigns (through the client, as
     the command itself would ask), unfinished ones first, each with its name and state; none

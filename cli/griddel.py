@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from cigri.cli import common
+from cigri.client import Client
 from cigri.errors import CigriError, InputError
 
 app = typer.Typer(add_completion=True, context_settings={"help_option_names": ["-h", "--help"]},
@@ -18,8 +19,9 @@ app = typer.Typer(add_completion=True, context_settings={"help_option_names": ["
 @app.command()
 @common.errors_to_exit
 def griddel(
-    campaigns: list[int] = typer.Argument(None, metavar="CAMPAIGN", help="Campaigns to act on.",
-                                          autocompletion=common.complete_campaign),
+    campaigns: list[str] = typer.Argument(None, metavar="CAMPAIGN", help="Campaigns to act on (N, or v3:N: "
+                                                                         "CiGri's number, after cigri import-v3).",
+                                          parser=common.campaign_ref, autocompletion=common.complete_campaign),
     campaign_ids: list[str] = typer.Option([], "-c", "--campaign_ids", "--campaign-ids", metavar="N,N,...",
                                            help="Campaigns to act on, comma-separated (CiGri's form)."),
     pause: bool = typer.Option(False, "-p", "--pause",
@@ -32,38 +34,49 @@ def griddel(
     version: bool = common.VersionOption,
 ) -> None:
     """Cancel campaigns (their jobs are killed at the next cycle)."""
-    ids = [*(campaigns or []), *(_id(text) for value in campaign_ids for text in value.split(","))]
+    refs = [*(campaigns or []), *(_listed(text) for value in campaign_ids for text in value.split(","))]
     if pause + resume + purge > 1:
         raise InputError("-p, -r and --purge exclude each other")
     if job is not None and (pause or resume or purge):
         raise InputError("-p, -r and --purge act on campaigns; a job (-j) can only be killed")
-    if job is None and not ids:
+    if job is None and not refs:
         raise InputError("nothing to do: give campaign numbers or -j JOB")
     client = common.client()
     done = True
     if job is not None:
-        done &= _act(functools.partial(client.cancel_job, job), f"Job {job}: kill requested")
+        done &= _act(functools.partial(_kill, client, job))
     action, verb = ((client.pause, "paused") if pause else (client.resume, "resumed") if resume
                     else (client.purge, "purged") if purge else (client.cancel, "cancelled"))
-    for campaign_id in ids:
-        done &= _act(functools.partial(action, campaign_id), f"Campaign {campaign_id}: {verb}")
+    for ref in refs:
+        done &= _act(functools.partial(_on_campaign, client, action, ref, verb))
     if not done:
         raise typer.Exit(1)
 
 
-def _id(text: str) -> int:
-    """One id of ``-c 1,2,3``."""
+def _listed(text: str) -> str:
+    """One campaign of ``-c 1,2,v3:3``."""
     try:
-        return int(text.strip())
-    except ValueError:
-        raise InputError(f"-c: {text!r} is not a campaign number") from None
+        return common.campaign_ref(text)
+    except typer.BadParameter as error:
+        raise InputError(f"-c: {error.message}") from None
 
 
-def _act(action: Callable[[], None], success: str) -> bool:
-    """Do one id's action and say how it went: a refusal is reported, not raised, so that every
-    other id is still acted on and the user learns the fate of each."""
+def _kill(client: Client, job: int) -> str:
+    client.cancel_job(job)
+    return f"Job {job}: kill requested"
+
+
+def _on_campaign(client: Client, action: Callable[[int], None], ref: str, verb: str) -> str:
+    campaign_id = common.campaign_id(client, ref)
+    action(campaign_id)
+    return f"Campaign {campaign_id}{f' ({ref})' if ref.startswith('v3:') else ''}: {verb}"
+
+
+def _act(action: Callable[[], str]) -> bool:
+    """Do one id's action and print the line it returns: a refusal is reported, not raised, so
+    that every other id is still acted on and the user learns the fate of each."""
     try:
-        action()
+        success = action()
     except CigriError as error:
         common.print_error(error)
         return False

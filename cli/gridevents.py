@@ -18,10 +18,8 @@ DISABLED = "Cluster {} disabled by the administrator of the grid. Please, be pat
 @app.command()
 @common.errors_to_exit
 def gridevents(
-    campaign_arg: Optional[int] = typer.Argument(None, metavar="CAMPAIGN", help="Campaign (same as -c).",
-                                                 autocompletion=common.complete_campaign),
-    campaign: Optional[int] = typer.Option(None, "-c", "--campaign", help="Only this campaign's events.",
-                                           autocompletion=common.complete_campaign),
+    campaign_arg: Optional[str] = common.campaign_argument("Campaign (same as -c)."),
+    campaign_ref: Optional[str] = common.campaign_option("Only this campaign's events"),
     global_only: bool = typer.Option(False, "-g", "--global", help="Only the clusters' own events."),
     event_id: Optional[int] = typer.Option(None, "-e", "--event", help="This event only, in full."),
     all_events: bool = typer.Option(False, "-a", "--all", help="Closed events too."),
@@ -39,20 +37,19 @@ def gridevents(
     version: bool = common.VersionOption,
 ) -> None:
     """List events (open ones of your campaigns and of the clusters, oldest first), or fix them."""
-    if campaign is not None and campaign_arg is not None:
-        raise InputError("give the campaign once: CAMPAIGN or -c CAMPAIGN")
-    campaign = campaign if campaign is not None else campaign_arg
+    named = common.one_campaign(campaign_arg, campaign_ref)
     if resubmit and not fix:
         raise InputError("--resubmit needs --fix")
-    if event_id is not None and (campaign is not None or global_only):
+    if event_id is not None and (named is not None or global_only):
         raise InputError("-e excludes -c and -g")
-    if campaign is not None and global_only:
+    if named is not None and global_only:
         raise InputError("-c and -g exclude each other")
     admin_actions = (blacklist is not None) + (mark is not None)
-    if admin_actions and (admin_actions > 1 or fix or all_events or global_only or campaign is not None
+    if admin_actions and (admin_actions > 1 or fix or all_events or global_only or named is not None
                           or event_id is not None):
         raise InputError("--blacklist-cluster and --mark-job-event go alone")
     client = common.client()
+    campaign = None if named is None else common.campaign_id(client, named)
     if blacklist is not None:
         name = cigri3.cluster_name(client, blacklist)
         client.blacklist(name, DISABLED.format(blacklist))

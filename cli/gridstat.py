@@ -99,10 +99,8 @@ LETTERS = {"in_treatment": "R", "paused": "P", "terminated": "T", "failed": "F",
 @app.command()
 @common.errors_to_exit
 def gridstat(
-    campaign_arg: Optional[int] = typer.Argument(None, metavar="CAMPAIGN", help="Campaign to detail (same as -c).",
-                                                 autocompletion=common.complete_campaign),
-    campaign: Optional[int] = typer.Option(None, "-c", "--campaign", help="Campaign to detail.",
-                                           autocompletion=common.complete_campaign),
+    campaign_arg: Optional[str] = common.campaign_argument("Campaign to detail (same as -c)."),
+    campaign_ref: Optional[str] = common.campaign_option("Campaign to detail"),
     full: bool = typer.Option(False, "-f", "--full", help="With -c: every task and its jobs."),
     offset: Optional[int] = typer.Option(None, "--offset", metavar="N", help="With -f: from the N-th task on (0 is the "
                                                                              "first); CiGri's -o N is this one."),
@@ -157,24 +155,23 @@ def gridstat(
     otherwise" counts the jobs that ended there in any way but success (failed, killed at their
     walltime, preempted, lost, cancelled or resubmitted), with their duration, throughput and
     ETA. Its events (what failed, and why) are gridevents -c N."""
-    if campaign is not None and campaign_arg is not None:
-        raise InputError("give the campaign once: CAMPAIGN or -c CAMPAIGN")
-    campaign = campaign if campaign is not None else campaign_arg
+    named = common.one_campaign(campaign_arg, campaign_ref)
     if fields is not None and fields.strip().isdigit():  # CiGri's -o N: the offset of -f
         if offset is not None:
             raise InputError("give the offset once: -o N or --offset N")
         offset, fields = int(fields), None
-    if job is not None and campaign is not None:
+    if job is not None and named is not None:
         raise InputError("-j JOB excludes a campaign")
     selecting = user is not None or all_campaigns or name is not None or since is not None
-    if (job is not None or campaign is not None) and selecting:
+    if (job is not None or named is not None) and selecting:
         raise InputError("-u, -a, --name and --since select campaigns to list; with -c or -j they would be ignored")
-    _refuse_out_of_place(campaign, job, full=full, states=states, fields=fields, wait=wait, why=why,
+    _refuse_out_of_place(named, job, full=full, states=states, fields=fields, wait=wait, why=why,
                          noheader=noheader)
-    _refuse_cigri_out_of_place(campaign, job, full=full, offset=offset, events=events, jdl=jdl, plot=plot,
+    _refuse_cigri_out_of_place(named, job, full=full, offset=offset, events=events, jdl=jdl, plot=plot,
                                dump=dump, pretty=pretty, as_json=as_json)
     layout = _Layout(fields, noheader, as_json)
     client = common.client()
+    campaign = None if named is None else common.campaign_id(client, named)
     if job is not None:
         if cinfos and (stdout or stderr):
             raise InputError("-C excludes -O and -E")
@@ -206,7 +203,7 @@ def gridstat(
     return None
 
 
-def _refuse_out_of_place(campaign: int | None, job: int | None, *, full: bool, states: list[str],
+def _refuse_out_of_place(campaign: str | None, job: int | None, *, full: bool, states: list[str],
                          fields: str | None, wait: bool, why: bool, noheader: bool) -> None:
     """The options that only make sense in one view, refused elsewhere (exit 2) rather than ignored."""
     if campaign is None:
@@ -224,7 +221,7 @@ def _refuse_out_of_place(campaign: int | None, job: int | None, *, full: bool, s
             raise InputError(f"{'--wait' if wait else '--why'} excludes {', '.join(other)}")
 
 
-def _refuse_cigri_out_of_place(campaign: int | None, job: int | None, *, full: bool, offset: int | None,
+def _refuse_cigri_out_of_place(campaign: str | None, job: int | None, *, full: bool, offset: int | None,
                                events: bool, jdl: bool, plot: bool, dump: bool, pretty: bool, as_json: bool) -> None:
     """CiGri's options, refused where they would be ignored (exit 2)."""
     if pretty and not dump:

@@ -11,7 +11,7 @@ from cigri.api.accounting import core_hours
 from cigri.api.admin import cancel_cluster_campaigns, mark_job_event, purge, purge_ended
 from cigri.api.campaigns import (CAMPAIGN_STATES, TASK_COUNT_KEYS, campaign_clusters, campaign_detail, campaign_jdl,
                                  campaign_owners, campaign_summary, campaign_tasks, campaign_throughput, cancel,
-                                 list_campaigns, pause, resume)
+                                 imported_campaign, list_campaigns, pause, resume)
 from cigri.api.cluster_tokens import add_cluster_token, list_cluster_tokens, remove_cluster_token
 from cigri.api.clusters import (add_cluster, cluster_table, first_sample, grid_usage, list_clusters, remove_cluster,
                                 set_blacklist, test_cluster, usage)
@@ -36,7 +36,7 @@ __all__ = ["CAMPAIGN_STATES", "INSERT_CHUNK", "NOTIFY_KINDS", "STREAMS", "TASK_C
            "campaign_summary",
            "campaign_tasks", "campaign_throughput", "cancel", "cancel_cluster_campaigns", "cancel_job",
            "cluster_table", "confirm_subscription", "core_hours", "create_token", "current_shares", "current_user", "cycles", "event",
-           "explain", "extend", "first_sample", "fix_events", "grid_usage", "import_v3", "job_info", "job_on_cluster",
+           "explain", "extend", "first_sample", "fix_events", "grid_usage", "import_v3", "imported_campaign", "job_info", "job_on_cluster",
            "job_output", "list_campaigns", "list_classes", "list_cluster_tokens", "list_clusters", "list_events",
            "list_subscriptions", "list_tokens", "list_users", "local_jdl", "mark_job_event", "parameter_room", "pause",
            "purge",

@@ -62,6 +62,9 @@ class DirectClient:
     def campaign_jdl(self, campaign_id: int) -> dict[str, Any]:
         return api.campaign_jdl(self.grid, campaign_id, user=self.user)
 
+    def imported_campaign(self, v3_id: int) -> int:
+        return api.imported_campaign(self.grid, v3_id, user=self.user)
+
     def campaign_clusters(self, campaign_id: int) -> list[dict[str, Any]]:
         return api.campaign_clusters(self.grid, campaign_id, user=self.user)
 

@@ -120,6 +120,9 @@ class HTTPClient:
     def campaign_jdl(self, campaign_id: int) -> dict[str, Any]:
         return self._json("GET", f"/campaigns/{campaign_id}/jdl")  # type: ignore[no-any-return]
 
+    def imported_campaign(self, v3_id: int) -> int:
+        return int(self._json("GET", f"/imports/v3/campaigns/{v3_id}")["id"])
+
     def campaign_clusters(self, campaign_id: int) -> list[dict[str, Any]]:
         return self._json("GET", f"/campaigns/{campaign_id}/clusters")  # type: ignore[no-any-return]
 

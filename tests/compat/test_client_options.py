@@ -292,7 +292,8 @@ def test_griddel_c_takes_cigris_comma_list(cigri: Cigri) -> None:
     assert cigri.run("griddel", "-p", "--campaign_ids", "3").stdout == "Campaign 3: paused\n"
     assert cigri.run("griddel", "-r", "-c", "3").stdout == "Campaign 3: resumed\n"
     assert [c["state"] for c in cigri.json("gridstat", "-a")] == ["cancelled", "cancelled", "in_treatment"]
-    assert cigri.run("griddel", "-c", "1,x", expect=2).stderr == "griddel: -c: 'x' is not a campaign number\n"
+    assert cigri.run("griddel", "-c", "1,x", expect=2).stderr == \
+        "griddel: -c: 'x' is not a campaign number (N, or v3:N for CiGri's number)\n"
 
 
 def test_griddel_purge_deletes_ended_campaigns(cigri: Cigri) -> None:

@@ -21,8 +21,10 @@ import pytest
 from harness import REAL_CLUSTERS, Cigri, clusters_dir, marker_exec_dir, on_systems, runs_per_task, wait_for
 from postgres import server
 
-from cigri import config
+from cigri import api, config
 from cigri.backends import JobSpec, RemoteState, open_backend
+from cigri.errors import NotFound
+from cigri.grid import open_grid
 
 SCHEMA = Path(__file__).with_name("cigri3_schema.sql")
 OAR = "oar-ssh"  # the CiGri site's cluster that cigri also has (tests/clusters/up.sh)
@@ -249,6 +251,48 @@ def test_parameter_lines_cigri_cannot_read_are_converted_or_refused_one_line_eac
     assert cigri.drain(5, timeout=120)["state"] == "terminated"  # CiGri's id; each task gets its line's words
     words = {path.name.split(".", 1)[1]: path.read_text().splitlines() for path in cigri.work.glob("args.*")}
     assert words == {"p05": ["p05", "x"], "p06": ["p06", "it's"], "p07": ["p07", 'say"'], "p08": ["p08", "dir\\"]}
+
+
+@on_systems()
+def test_a_renumbered_campaign_answers_to_cigris_number_as_v3_n(cigri: Cigri, dsn: str) -> None:
+    """cigri had given 1 and 2: CiGri's campaign 1 (mine) becomes 2, its 2 (bob's) becomes 3,
+    the report says so, and gridstat, gridevents and griddel take v3:1; a v3:N never imported
+    is one line, exit 1, as is one of another user's (asked here as alice, not an admin)."""
+    import psycopg
+
+    taken = [cigri.submit(cigri.jdl(f"mine-{n}", exec_file="/bin/true", params=["x"])) for n in (1, 2)]
+    assert taken == [1, 2]
+    site = new_database(dsn, "cigri3renumbered")
+    settings = {**DEFAULTS, "exec_file": "/bin/true", "exec_directory": str(cigri.work)}
+    with psycopg.connect(site) as conn:
+        conn.execute("INSERT INTO clusters(id, name, api_url, batch) VALUES (1, 'local', 'http://x/oarapi/', 'oar2_5')")
+        for cid, user in ((1, getpass.getuser()), (2, "bob")):
+            conn.execute("INSERT INTO campaigns(id, grid_user, state, type, name, submission_time, nb_jobs, jdl) "
+                         "VALUES (%s, %s, 'in_treatment', 'normal', %s, now(), 1, %s)",
+                         [cid, user, f"cigri-{cid}",
+                          json.dumps({"name": f"cigri-{cid}", "clusters": {"local": settings}})])
+            conn.execute("INSERT INTO parameters(id, campaign_id, name, param) VALUES (%s, %s, 'p', 'p 1')", [cid, cid])
+            conn.execute("INSERT INTO bag_of_tasks(campaign_id, param_id, priority) VALUES (%s, %s, 10)", [cid, cid])
+
+    report = json.loads(cigri.run("cigri", "import-v3", "--dsn", site, "--json").stdout)
+    assert [n for n in report["notes"] if n.startswith("campaign ")] == [
+        f"campaign {n} of CiGri is campaign {n + 2} here: cigri had given {n}; gridstat, griddel and gridevents also "
+        f"take it as v3:{n}" for n in (1, 2)]
+    assert cigri.json("gridstat", "v3:1")["name"] == cigri.json("gridstat", "-c", "v3:1")["name"] == "cigri-1"
+    assert cigri.json("gridstat", "-c", "3")["name"] == "cigri-1" and cigri.json("gridstat", "1")["name"] == "mine-1"
+    assert cigri.json("gridevents", "-c", "v3:1") == []
+    missing = cigri.run("gridstat", "v3:7", expect=1)
+    assert missing.stderr == "gridstat: v3:7: no campaign of CiGri numbered 7 was imported (cigri import-v3)\n"
+    cancelled = cigri.run("griddel", "v3:1", "v3:7", "2", expect=1)
+    assert cancelled.stdout == "Campaign 3 (v3:1): cancelled\nCampaign 2: cancelled\n"
+    assert cigri.stat(3)["state"] == "cancelled" and cigri.stat(4)["state"] == "in_treatment"
+    grid = open_grid(config.load(environ=cigri.env, system_files=False))
+    try:
+        assert api.imported_campaign(grid, 2, user="bob") == 4
+        with pytest.raises(NotFound, match=r"^v3:2: no campaign of CiGri numbered 2 was imported"):
+            api.imported_campaign(grid, 2, user="alice")
+    finally:
+        grid.close()
 
 
 class Recorder(http.server.BaseHTTPRequestHandler):

@@ -188,6 +188,11 @@ def events(campaign_id: int, session: Session = Depends(session), include_closed
                            limit=limit, offset=offset)
 
 
+@router.get("/imports/v3/campaigns/{v3_id}", summary="The campaign a CiGri campaign became at cigri import-v3")
+def imported(v3_id: int, session: Session = Depends(session)) -> dict[str, int]:
+    return {"id": api.imported_campaign(session.grid, v3_id, user=session.user)}
+
+
 @router.get("/campaigns/{campaign_id}/jdl", summary="The JDL a campaign was submitted with")
 def jdl(campaign_id: int, session: Session = Depends(session)) -> dict[str, Any]:
     return api.campaign_jdl(session.grid, campaign_id, user=session.user)
