@@ -39,7 +39,8 @@ without it: squatters of a pool leaving its subpool when the subpool's residents
 a campaign whose tasks all fail, held at the initialization cap (the core-seconds its failing
 jobs burnt, against ``init_cap = 0``, today's default, and with the cap on its class alone);
 the ramp-up the cap costs a healthy campaign, with and without expand-by-doubling; gangs of 4 beside single tasks (no gang
-ever partly started; the makespan with ``placement`` spread and pack); users of weights 3 and 1
+ever partly started; the makespan with ``placement`` spread and pack); smallest fit, then a
+gang of 16 that needs the larger cluster pack kept free (the hour it starts); users of weights 3 and 1
 in one class; YARN's minimum user-limit percent of 50 among three users.
 
     python bench/sim_quality.py [--json] [--seeds N] [--policies]
@@ -130,6 +131,13 @@ GANGS = {  # gangs of 4 beside single tasks on two clusters
     "campaigns": [{"user": "ann", "tasks": 160, "duration": LOGNORMAL_300, "jdl": {"gang": 4}},
                   {"user": "bob", "tasks": 400, "duration": LOGNORMAL_300}],
 }
+PACK_THEN_GANG = {  # Armada's smallest fit, then a gang that needs the whole larger cluster
+    "seed": 1, "cycle_period": 30, "clusters": {"c8": {"cores": 8}, "c16": {"cores": 16}},
+    "config": {"metascheduler": {"placement": "pack"}},
+    "campaigns": [{"user": "ann", "tasks": 4, "duration": {"law": "constant", "seconds": 3600}},
+                  {"user": "bob", "tasks": 16, "submit_hours": 0.1, "jdl": {"gang": 16},
+                   "duration": {"law": "constant", "seconds": 600}}],
+}
 WEIGHTS = {  # users of weights 3 and 1 in one class, for an hour both have work
     "seed": 1, "cycle_period": 30, "max_hours": 1, "clusters": {"c1": {"cores": 64}},
     "config": {"users": {"ann": {"weight": 3}}},
@@ -175,6 +183,7 @@ def policies() -> dict[str, Any]:
                                          ("init_cap_2_no_doubling", 2, False))}
     gangs = {placement: simulate(parse_scenario(with_policy(GANGS, "metascheduler", placement=placement)))
              for placement in ("spread", "pack")}
+    packed = simulate(parse_scenario(PACK_THEN_GANG))
     weights = simulate(parse_scenario(WEIGHTS))
     limit = simulate(parse_scenario(USER_LIMIT))
     return {
@@ -184,6 +193,7 @@ def policies() -> dict[str, Any]:
         "ramp_90pct_s": {name: full_after(r, 0.9 * RAMP_CAPPED["clusters"]["c1"]["cores"]) for name, r in ramps.items()},
         "gangs": {name: {**r["gangs"], "makespan_h": r["makespan_hours"], "bound_ratio": r["bound_ratio"]}
                   for name, r in gangs.items()},
+        "pack_then_gang_starts_h": next(p["hour"] for p in packed["timeline"] if p["running"].get("bob")),
         "user_weights_3_1": {user: v["core_hours"] for user, v in weights["share"]["users"].items()}
         | {"jain_users": weights["share"]["jain_users"]},
         "min_user_limit_50pct": {user: v["core_hours"] for user, v in limit["share"]["users"].items()},
@@ -388,6 +398,8 @@ def _policies_text(result: dict[str, Any]) -> str:
         f"ramp-up of 2-minute tasks to 90 % of 256 idle cores, seconds (no cap; cap 2 then doubling; cap 2, "
         f"then the share at once): {json.dumps(result['ramp_90pct_s'])}",
         f"gangs of 4 beside single tasks (goal: none partly started): {json.dumps(result['gangs'])}",
+        f"pack, then a gang of 16 submitted at 0.1 h (goal: starts within two cycles): "
+        f"{result['pack_then_gang_starts_h']} h",
         f"user weights 3 (ann) and 1 (bob), core-hours: {json.dumps(result['user_weights_3_1'])}",
         f"min_user_limit_percent 50, three users, core-hours in 1 h: {json.dumps(result['min_user_limit_50pct'])}"))
 

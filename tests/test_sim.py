@@ -655,3 +655,20 @@ def test_without_doubling_a_capped_campaign_takes_its_share_at_its_first_success
     assert {doubling[s] for s in before} == {at_once[s] for s in before} == {2}  # the cap, until a success
     assert at_once[120] == 64  # then the share at once
     assert [doubling[s] for s in (120, 150, 180, 210)] == [2, 4, 8, 16] and doubling[300] == 64
+
+
+def test_smallest_fit_keeps_the_wide_cluster_free_through_the_taps_and_the_queue() -> None:
+    """#37 (Armada's smallest fit, then a gang of 16): ann's 4 hour-long tasks go to the 8-core
+    cluster; the tap starts 3 at the first cycle and the 4th was queued ahead on the idle
+    16-core cluster, where it started at once and kept bob's gang, submitted at 0.1 h, waiting
+    until 1 h. The 4th now waits a cycle for its own cluster, and the gang starts at the cycle
+    after it is submitted."""
+    report = simulate(parse_scenario({
+        "seed": 1, "cycle_period": 30, "clusters": {"c8": {"cores": 8}, "c16": {"cores": 16}},
+        "config": {"metascheduler": {"placement": "pack"}},
+        "campaigns": [{"user": "ann", "tasks": 4, "duration": {"law": "constant", "seconds": 3600}},
+                      {"user": "bob", "tasks": 16, "submit_hours": 0.1, "jdl": {"gang": 16},
+                       "duration": {"law": "constant", "seconds": 600}}]}))
+    assert all("c16" not in point["clusters"] for point in report["timeline"] if point["hour"] < 0.1)
+    gang = next(point["hour"] for point in report["timeline"] if point["running"].get("bob"))
+    assert gang <= 0.1 + 2 * 30 / 3600 and report["gangs"] == {"started": 1, "partly_started": 0}

@@ -384,7 +384,7 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
         cluster_id = gathered.cluster_ids[cluster.name]
         depth = _queue_depth(ctx, cluster_id)
         budget = depth - sum(n for (_, k), n in waiting.items() if k == cluster_id)
-        targets = {c: n for c, n in _queue_weights(allocation, cluster.name).items() if specs[c].gang == 1}
+        targets = {c: n for c, n in _queue_weights(allocation, cluster.name, specs).items() if specs[c].gang == 1}
         total = sum(targets.values())
         room: dict[int, int] = {}
         for c in targets:
@@ -435,13 +435,18 @@ def _weighted_split(budget: int, ahead: dict[int, int], targets: dict[int, int],
     return {c: n for c, n in plan.items() if n}
 
 
-def _queue_weights(allocation: fairshare.Allocation, cluster: str) -> dict[int, int]:
-    """Who queues ahead on a cluster, weighted by its target there; on a cluster that offers
-    cigri nothing now (no target at all), every campaign that may use it, equally. Only
-    fair-share campaigns: a job queued beyond the target of a fixed-share or reserve campaign
-    would exceed its user's allotment the moment it starts, and nothing would take it back."""
+def _queue_weights(allocation: fairshare.Allocation, cluster: str,
+                   specs: Mapping[int, fairshare.CampaignSpec]) -> dict[int, int]:
+    """Who queues ahead on a cluster, weighted by its target there; on a cluster where nobody
+    has a target, every campaign that may use it, equally, if its task would wait there: one
+    that would start at once on cores the allocation left free would undo its placement (with
+    ``placement = "pack"``, the whole cluster kept for a wide task or a gang). Only fair-share
+    campaigns: a job queued beyond the target of a fixed-share or reserve campaign would exceed
+    its user's allotment the moment it starts, and nothing would take it back."""
     eligible = {share.id: share.target.get(cluster, 0) for share in allocation.campaigns
                 if share.policy is fairshare.Policy.FAIR_SHARE and not share.test_mode and cluster in share.clusters}
     if not any(eligible.values()):
-        return dict.fromkeys(eligible, 1)
+        use = next(u for u in allocation.clusters if u.name == cluster)
+        free = use.cores - use.target_cores
+        return {c: 1 for c in eligible if specs[c].cores_per_task > free}
     return {c: target for c, target in eligible.items() if target}
