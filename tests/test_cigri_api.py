@@ -10,13 +10,18 @@ user's campaign is missing.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from starlette.requests import Request
 from service import HTTP_SCRIPT, Site, started
 from unix_users import SERVICE, run_as
+
+from cigri.server import app
 
 pytestmark = pytest.mark.slow
 
@@ -281,3 +286,20 @@ def test_unknown_routes_and_bad_input_in_cigris_words(site: Site) -> None:
                              "message": "GET http://cigri/cigri-api/nowhere not found on this server"}
     assert all(set(body) == {"status", "title", "message"} for _, body, _ in answers)
     assert "clusters" in answers[4][1]["message"]
+
+
+@pytest.mark.parametrize(("error", "status", "title", "words"), [
+    (sqlite3.OperationalError("disk I/O\nerror"), 503, "Service unavailable", "database: disk I/O error"),
+    (KeyError("boom"), 500, "Internal server error", "internal error (the server's log has the traceback)")])
+def test_the_servers_own_failures_keep_each_apis_shape(error: Exception, status: int, title: str,
+                                                       words: str) -> None:
+    """A failure no use case names (the database, a bug): CiGri's clients parse
+    ``{status, title, message}`` under /cigri-api, cigri's ``{error, field}`` elsewhere."""
+    def handled(path: str) -> tuple[int, Any]:
+        request = Request({"type": "http", "method": "GET", "path": path, "headers": [], "query_string": b""})
+        handler = app._database_error if isinstance(error, sqlite3.Error) else app._internal_error
+        response = asyncio.run(handler(request, error))
+        return response.status_code, json.loads(response.body)
+
+    assert handled("/cigri-api/campaigns/3") == (status, {"status": status, "title": title, "message": words})
+    assert handled("/api/v1/campaigns/3") == (status, {"error": words, "field": None})

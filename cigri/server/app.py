@@ -137,7 +137,8 @@ async def _cigri_error(request: Request, error: CigriError) -> JSONResponse:
 
 
 CIGRI3_STATUS = {401: 403, 409: 400}  # CiGri answered "not authenticated" 403, and a refusal 400
-CIGRI3_TITLES = {400: "Bad request", 403: "Forbidden", 404: "Not found"}
+CIGRI3_TITLES = {400: "Bad request", 403: "Forbidden", 404: "Not found", 500: "Internal server error",
+                 503: "Service unavailable"}
 
 
 def _cigri3(request: Request) -> bool:
@@ -173,10 +174,16 @@ async def _http_error(request: Request, error: HTTPException) -> JSONResponse:
 
 async def _database_error(request: Request, error: sqlite3.Error) -> JSONResponse:
     log.warning("%s %s: database: %s", request.method, request.url.path, error)
-    return JSONResponse({"error": f"database: {' '.join(str(error).split())}", "field": None}, status_code=503)
+    return _failure(request, 503, f"database: {' '.join(str(error).split())}")
 
 
 async def _internal_error(request: Request, error: Exception) -> JSONResponse:
     log.error("%s %s failed", request.method, request.url.path, exc_info=error)
-    return JSONResponse({"error": "internal error (the server's log has the traceback)", "field": None},
-                        status_code=500)
+    return _failure(request, 500, "internal error (the server's log has the traceback)")
+
+
+def _failure(request: Request, status: int, message: str) -> JSONResponse:
+    """The server's own failure, in the shape the route's clients read: CiGri's under ``/cigri-api``."""
+    if _cigri3(request):
+        return _cigri3_error(status, message)
+    return JSONResponse({"error": message, "field": None}, status_code=status)
