@@ -269,7 +269,7 @@ def _campaign(conn: sqlite3.Connection, grid: Grid, v3: dict[str, list[dict[str,
          json.dumps(document), submitted, finished]).fetchone()[0]
     if not kept:
         report.notes.append(f"campaign {v3_id} of CiGri is campaign {campaign_id} here: cigri had given {v3_id}; "
-                            f"gridstat, griddel and gridevents also take it as v3:{v3_id}")
+                            f"the commands also take it as v3:{v3_id}")
     names = grid.cluster_ids()
     cluster_names = {cluster_id: name for name, cluster_id in names.items()}
     conn.executemany("INSERT INTO campaign_properties(campaign_id, cluster_id, name, value) VALUES (?, ?, ?, ?)",

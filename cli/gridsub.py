@@ -23,7 +23,7 @@ app = typer.Typer(add_completion=True, context_settings={"help_option_names": ["
 def gridsub(
     jdl: list[Path] = typer.Option([], "-f", "--file", metavar="FILE", help="JDL file (JSON); repeat for several campaigns, submitted all or none; - reads stdin."),
     inline: list[str] = typer.Option([], "-j", "--jdl", metavar="JDL", help="A JDL given inline (CiGri's -j; its long form --json is cigri's --json); repeatable, with -f too."),
-    campaign: Optional[int] = typer.Option(None, "-c", "--campaign", metavar="N", help="Campaign to add parameters to (with -F or -J), or to follow (with --wait).", autocompletion=common.complete_campaign),
+    campaign: Optional[str] = typer.Option(None, "-c", "--campaign", metavar="N", help="Campaign to add parameters to (with -F or -J), or to follow (with --wait): N, or v3:N (CiGri's number, after cigri import-v3).", parser=common.campaign_ref, autocompletion=common.complete_campaign),
     param_file: list[Path] = typer.Option([], "-F", "--param-file", "--jobfile", metavar="FILE", help="Parameter file to add to campaign -c: lines, or CiGri's JSON array; repeatable."),
     param_json: list[str] = typer.Option([], "-J", "--jsonjob", metavar="ARRAY", help="Parameters to add to campaign -c, given inline as CiGri's JSON array of strings; repeatable."),
     details: bool = typer.Option(False, "-d", "--details", help="Also print the campaign as CiGri's API answered (one JSON line)."),
@@ -39,7 +39,8 @@ def gridsub(
     if details and as_json:
         raise InputError("-d prints CiGri's document among the lines; --json prints one JSON value: give one")
     if campaign is not None and not (param_file or param_json) and not (jdl or inline) and wait:
-        raise typer.Exit(live.reattach(common.client(), campaign, period, as_json))
+        client = common.client()
+        raise typer.Exit(live.reattach(client, common.campaign_id(client, campaign), period, as_json))
     if campaign is not None or param_file or param_json:
         if campaign is None or not (param_file or param_json) or jdl or inline:
             raise InputError("-c goes with -F or -J, without -f or -j (or -c N --wait follows campaign N)")
@@ -47,17 +48,18 @@ def gridsub(
             raise InputError("-F -: stdin can be given only once")
         added = [api.Lines(_open(path), str(path)) for path in param_file] + [_json_array(t) for t in param_json]
         client = common.client()
+        campaign_id = common.campaign_id(client, campaign)
         tasks = 0
         for lines in added:  # each its own addition, as CiGri's: one refused leaves the ones before added
-            result = client.extend(campaign, lines, strict=strict)
+            result = client.extend(campaign_id, lines, strict=strict)
             _warn(result.warnings)
             tasks += result.tasks
             if not as_json:
-                print(f"Jobs successfully added to campaign {campaign} ({result.tasks} tasks)")
-                _details(client, campaign, details)
+                print(f"Jobs successfully added to campaign {campaign_id} ({result.tasks} tasks)")
+                _details(client, campaign_id, details)
         if as_json:
-            common.print_json({"campaign_id": campaign, "tasks": tasks})
-        ids = [campaign]
+            common.print_json({"campaign_id": campaign_id, "tasks": tasks})
+        ids = [campaign_id]
     else:
         if not jdl and not inline:
             raise InputError("nothing to submit: give a JDL with -f FILE or -j JDL (see gridsub --help)")

@@ -255,8 +255,8 @@ def test_parameter_lines_cigri_cannot_read_are_converted_or_refused_one_line_eac
 
 @on_systems()
 def test_a_renumbered_campaign_answers_to_cigris_number_as_v3_n(cigri: Cigri, dsn: str) -> None:
-    """cigri had given 1 and 2: CiGri's campaign 1 (mine) becomes 2, its 2 (bob's) becomes 3,
-    the report says so, and gridstat, gridevents and griddel take v3:1; a v3:N never imported
+    """cigri had given 1 and 2: CiGri's campaign 1 (mine) becomes 3, its 2 (bob's) becomes 4,
+    the report says so, and gridstat, gridevents, gridsub and griddel take v3:1; a v3:N never imported
     is one line, exit 1, as is one of another user's (asked here as alice, not an admin)."""
     import psycopg
 
@@ -276,11 +276,12 @@ def test_a_renumbered_campaign_answers_to_cigris_number_as_v3_n(cigri: Cigri, ds
 
     report = json.loads(cigri.run("cigri", "import-v3", "--dsn", site, "--json").stdout)
     assert [n for n in report["notes"] if n.startswith("campaign ")] == [
-        f"campaign {n} of CiGri is campaign {n + 2} here: cigri had given {n}; gridstat, griddel and gridevents also "
-        f"take it as v3:{n}" for n in (1, 2)]
+        f"campaign {n} of CiGri is campaign {n + 2} here: cigri had given {n}; the commands also take it as v3:{n}"
+        for n in (1, 2)]
     assert cigri.json("gridstat", "v3:1")["name"] == cigri.json("gridstat", "-c", "v3:1")["name"] == "cigri-1"
     assert cigri.json("gridstat", "-c", "3")["name"] == "cigri-1" and cigri.json("gridstat", "1")["name"] == "mine-1"
     assert cigri.json("gridevents", "-c", "v3:1") == []
+    assert cigri.json("gridsub", "-c", "v3:1", "-J", '["q 2"]') == {"campaign_id": 3, "tasks": 1}
     missing = cigri.run("gridstat", "v3:7", expect=1)
     assert missing.stderr == "gridstat: v3:7: no campaign of CiGri numbered 7 was imported (cigri import-v3)\n"
     cancelled = cigri.run("griddel", "v3:1", "v3:7", "2", expect=1)
