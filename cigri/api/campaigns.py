@@ -6,12 +6,12 @@ import json
 import sqlite3
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 from cigri import bag, predictor
 from cigri import db as database
 from cigri.db import events as stored
-from cigri.api.access import campaign_row, check_page, owned_campaign, storable
+from cigri.api.access import campaign_row, check_page, may_see, owned_campaign, storable
 from cigri.errors import InputError, NotFound, Refused, shown
 from cigri.events import record
 from cigri.grid import Grid
@@ -248,16 +248,12 @@ def imported_campaign(grid: Grid, v3_id: int, *, user: str) -> int:
     """The campaign that CiGri's campaign ``v3_id`` became at ``cigri import-v3``, if ``user``
     may see it: the import keeps CiGri's number unless cigri had given it, and then CiGri's users
     still name it ``v3:N``. Another user's is answered as one never imported."""
-    row = grid.db.conn.execute("SELECT cigri_id FROM v3_imports WHERE kind = 'campaign' AND v3_id = ?",
-                               [v3_id]).fetchone() if storable(v3_id) else None
-    try:
-        return int(owned_campaign(grid, grid.db.conn, row[0], user)["id"]) if row else _never_imported(v3_id)
-    except NotFound:
-        return _never_imported(v3_id)
-
-
-def _never_imported(v3_id: int) -> NoReturn:
-    raise NotFound(f"v3:{v3_id}: no campaign of CiGri numbered {v3_id} was imported (cigri import-v3)")
+    row = grid.db.conn.execute("SELECT c.id, c.user FROM v3_imports v JOIN campaigns c ON c.id = v.cigri_id "
+                               "WHERE v.kind = 'campaign' AND v.v3_id = ?", [v3_id]).fetchone() \
+        if storable(v3_id) else None
+    if row is None or not may_see(grid, row[1], user):
+        raise NotFound(f"v3:{v3_id}: no campaign of CiGri numbered {v3_id} was imported (cigri import-v3)")
+    return int(row[0])
 
 
 def campaign_jdl(grid: Grid, campaign_id: int, *, user: str) -> dict[str, Any]:

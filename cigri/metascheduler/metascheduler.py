@@ -205,8 +205,8 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float,
                 succeeded={cluster_names[k]: n for k, n in succeeded[campaign_id].items() if k in cluster_names}
                 if init_cap[campaign_id] else None,
                 cap={cluster_names[k]: max(init_cap[campaign_id], 2 * held_on.get(k, 0))
-                     for k, n in succeeded[campaign_id].items()
-                     if n and k in cluster_names and config.expands_by_doubling(class_name)}))
+                     for k, n in succeeded[campaign_id].items() if n and k in cluster_names}
+                if config.expands_by_doubling(class_name) else {}))
     known = {c.name for c in clusters}
     scenario = fairshare.Scenario(
         clusters=clusters, campaigns=tuple(campaigns),
