@@ -181,6 +181,9 @@ def record(**fields: Any) -> Record:
     ({"failed": 37, "exit_status": 137}, "", (RemoteState.TIMEOUT, None)),  # h_rt
     ({"failed": 0, "exit_status": 143}, "0 start 100 60\nkill 105 USR2", (RemoteState.CANCELLED, None)),  # qdel
     ({"exit_status": 143}, "0 start 100 60\nkill 161 USR2", (RemoteState.TIMEOUT, None)),  # at h_rt, warned
+    # at h_rt counted from before the record's start (a loaded execd), warned
+    ({"exit_status": 143}, "0 start 101 60\nkill 157.5 USR2", (RemoteState.TIMEOUT, None)),
+    ({"exit_status": 143}, "0 start 100 60\nkill 149 USR2", (RemoteState.CANCELLED, None)),  # qdel near the end
     ({"failed": 100, "exit_status": 137, "queue": "besteffort.q"}, "0 start 100 60", (RemoteState.PREEMPTED, None)),
     ({"failed": 100, "exit_status": 137}, "0 start 100 60", (RemoteState.CANCELLED, None)),  # a kill elsewhere
     ({"failed": 26, "exit_status": 0}, "", (RemoteState.COMPLETED, 1)),  # could not open its output: never a success

@@ -22,6 +22,10 @@ from cigri.errors import ClusterBadAnswer
 
 LIMIT = 37  # failed: "qmaster enforced h_rt, h_cpu, or h_vmem limit"
 KILLED = 100  # failed: "assumedly after job" (a signal ended the job script)
+# Grid Engine counts h_rt from when the execution daemon took the task, which on a loaded host is
+# seconds before the record's start time (the shepherd's): a warned kill this close to the
+# walltime is the walltime's.
+START_SLACK = 10
 _LETTERS = set("dEhrRsStTwqz")
 
 
@@ -58,7 +62,8 @@ def ended(job_id: str, record: Record, trace: str, best_effort_queue: str) -> Re
     if record.failed == LIMIT:
         state, code = RemoteState.TIMEOUT, None
     elif killed is not None:
-        at_walltime = bool(record.walltime and record.started_at and killed - record.started_at >= record.walltime)
+        at_walltime = bool(record.walltime and record.started_at
+                           and killed - record.started_at >= record.walltime - START_SLACK)
         state, code = (RemoteState.TIMEOUT if at_walltime else RemoteState.CANCELLED), None
     elif record.failed == KILLED:
         preempted = bool(best_effort_queue) and record.queue == best_effort_queue
