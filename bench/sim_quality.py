@@ -43,7 +43,14 @@ ever partly started; the makespan with ``placement`` spread and pack); smallest 
 gang of 16 that needs the larger cluster pack kept free (the hour it starts); users of weights 3 and 1
 in one class; YARN's minimum user-limit percent of 50 among three users.
 
-    python bench/sim_quality.py [--json] [--seeds N] [--policies]
+And the 2009 design's three job-ratio algorithms beside CiGri's tap (``algorithms``), on the
+seed's own situation: a 64-core cluster its local users take 80 % of from 1 h to 2 h, one
+campaign of short (median 300 s) or long (1,800 s) tasks; per phase (before, during, after the
+step), cigri's mean waiting jobs and idle cores while tasks are pending, then flood kills and
+utilization, the means of ``--seeds`` runs. The seed's ordering: slow start queues the fewest,
+exponential-up the most and idles the least.
+
+    python bench/sim_quality.py [--json] [--seeds N] [--policies | --algorithms]
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from cigri.config import JOB_RATIOS
 from cigri.simulate import parse_scenario, simulate
 
 SHARES = {
@@ -98,6 +106,13 @@ STEP = {
     "campaigns": [{"user": "dave", "tasks": 40000, "duration": {"law": "lognormal", "median": 300, "sigma": 0.5}}],
 }
 STEP_BLOCK = "3600 8 36000\n" * 16  # 128 cores taken at 1 h for the rest of the run
+STEP_AND_RELEASE = {  # the 2009 design's situation: a shared cluster's own users come, then go
+    "cycle_period": 30, "max_hours": 3,
+    "clusters": {"c1": {"cores": 64, "local_load_steps": "0:0.1,1:0.8,2:0.1", "local_max_cores": 8}},
+    "campaigns": [{"user": "dave", "tasks": 20000}],
+}
+TASK_MEDIANS = (300, 1800)  # short tasks (the floor of the drain decides), long ones (the tap does)
+PHASES = (("before", 0.5, 1.0), ("during", 1.0, 2.0), ("after", 2.0, 3.0))
 FLOOD = {
     "seed": 5, "cycle_period": 30, "max_hours": 3,
     "clusters": {"c1": {"cores": 64, "local_load": 0.1, "local_load_steps": "1:0.8", "local_max_cores": 8}},
@@ -170,6 +185,31 @@ def pools_report() -> dict[str, Any]:
             "squatters_down_to_10pct_after_s": None if gone is None else round((gone - arrival) * 3600),
             "ann_on_p1_after": min(p["clusters"].get("p1", {}).get("A", 0) for p in after[:20]),
             "kills": report["kills"]}
+
+
+def algorithms(seeds: int) -> dict[str, dict[str, dict[str, float]]]:
+    """Per task length and job-ratio algorithm, the step and release's means over ``seeds`` runs."""
+    result: dict[str, dict[str, dict[str, float]]] = {}
+    for median in TASK_MEDIANS:
+        campaign = {**STEP_AND_RELEASE["campaigns"][0], "duration": {"law": "lognormal", "median": median, "sigma": 0.5}}
+        for algorithm in JOB_RATIOS:
+            data = with_config({**STEP_AND_RELEASE, "campaigns": [campaign]}, job_ratio=algorithm)
+            runs = [phases(simulate(parse_scenario({**data, "seed": seed}))) for seed in range(1, seeds + 1)]
+            result.setdefault(f"tasks_{median}s", {})[algorithm] = {
+                key: round(sum(run[key] for run in runs) / seeds, 3) for key in runs[0]}
+    return result
+
+
+def phases(report: dict[str, Any]) -> dict[str, float]:
+    """Mean waiting jobs and idle cores while tasks are pending, per phase of the step, then
+    flood kills and utilization."""
+    means = {}
+    for name, start, end in PHASES:
+        points = [p for p in report["timeline"] if start <= p["hour"] < end]
+        means[f"waiting_{name}"] = sum(p["waiting"] for p in points) / len(points)
+        means[f"idle_{name}"] = sum(min(max(0, p["harvestable"] - sum(p["running"].values())), p["pending"])
+                                    for p in points) / len(points)
+    return {**means, "flood_kills": report["kills"].get("flood", 0), "utilization": report["utilization"]}
 
 
 def policies() -> dict[str, Any]:
@@ -322,9 +362,14 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="one JSON value")
     parser.add_argument("--seeds", type=int, default=8, help="runs of the step scenario averaged (default 8)")
     parser.add_argument("--policies", action="store_true", help="only the seeds' remaining policies")
+    parser.add_argument("--algorithms", action="store_true", help="only the 2009 design's job-ratio algorithms")
     args = parser.parse_args()
     if args.seeds < 1:
         parser.error("--seeds: must be at least 1")
+    if args.algorithms:
+        compared = algorithms(args.seeds)
+        print(json.dumps({"algorithms": compared}) if args.json else _algorithms_text(compared))
+        return
     extra = policies()
     if args.policies:
         print(json.dumps({"policies": extra}) if args.json else _policies_text(extra))
@@ -388,6 +433,15 @@ def main() -> None:
     for name, row in flood.items():
         print(f"flood ramp (mean load 0.1 -> 0.8 at 1 h), {name}: {json.dumps(row)}")
     print(_policies_text(extra))
+
+
+def _algorithms_text(result: dict[str, dict[str, dict[str, float]]]) -> str:
+    keys = list(next(iter(next(iter(result.values())).values())))
+    lines = [f"job-ratio algorithms, 64 cores, local users 0.1 -> 0.8 at 1 h -> 0.1 at 2 h, {STEP_AND_RELEASE['cycle_period']} s cycles",
+             f"{'tasks':<11} {'algorithm':<29} " + " ".join(f"{k:>15}" for k in keys)]
+    for tasks, rows in result.items():
+        lines += [f"{tasks:<11} {name:<29} " + " ".join(f"{row[k]:>15}" for k in keys) for name, row in rows.items()]
+    return "\n".join(lines)
 
 
 def _policies_text(result: dict[str, Any]) -> str:

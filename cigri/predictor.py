@@ -92,20 +92,22 @@ def two_way_adaptive(o: Observation, limits: TapLimits) -> int:
 
 
 def adaptive_down_exponential_up(o: Observation, limits: TapLimits) -> int:
-    """Double while nothing waits beyond the free slots; shed exactly the excess otherwise.
-    The aggressive one: fills a cluster fastest, overshoots, and relies on flood kills."""
+    """Double while nothing waits beyond the free slots, and at least fill them (never less than
+    two-way adaptive); shed exactly the excess otherwise. The aggressive one: fills a cluster
+    fastest, overshoots, and relies on flood kills."""
     excess = o.waiting - o.free
     if excess > 0:
         return o.rate - excess
-    return 2 * o.rate if o.pending else o.rate
+    return max(2 * o.rate, o.rate - excess) if o.pending else o.rate
 
 
 def slow_start(o: Observation, limits: TapLimits) -> int:
-    """TCP's slow start: double while nothing waits beyond the free slots, back to one job as
-    soon as some do. The cautious one, for clusters shared with demanding local users."""
+    """TCP's slow start: double while nothing waits beyond the free slots, but never past them
+    (never more than two-way adaptive), back to one job as soon as some wait. The cautious one,
+    for clusters shared with demanding local users: the fewest jobs queued ahead of theirs."""
     if o.waiting > o.free:
         return 1
-    return 2 * o.rate if o.pending else o.rate
+    return min(2 * o.rate, o.rate + o.free - o.waiting) if o.pending else o.rate
 
 
 def cigri_tap(o: Observation, limits: TapLimits) -> int:

@@ -39,9 +39,28 @@ def test_cigri_tap_reproduces_cigri_v3s_documented_sequence() -> None:
     assert rates == [100, 66, 44, 29, 19, 12, 8, 5, 3, 3]  # shrinks while any job waits, free slots or not
 
 
-def test_exponential_up_doubles_to_the_maximum() -> None:
-    assert grow("slow_start", 3, 6) == [3, 6, 12, 24, 48, 96, 100]
+def test_exponential_up_doubles_to_the_maximum_and_fills_the_free_slots_at_least() -> None:
+    assert grow("adaptive_down_exponential_up", 3, 6) == [3, 6, 12, 24, 48, 96, 100]
     assert grow("adaptive_down_exponential_up", 1, 3) == [1, 2, 4, 8]
+    assert grow("adaptive_down_exponential_up", 3, 2, free=10) == [3, 13, 26]
+
+
+def test_slow_start_doubles_but_never_past_the_free_slots() -> None:
+    assert grow("slow_start", 3, 6, free=1000) == [3, 6, 12, 24, 48, 96, 192]
+    assert grow("slow_start", 3, 4, free=10) == [3, 6, 12, 22, 32]
+    assert grow("slow_start", 3, 2) == [3, 3, 3]  # a full cluster: nothing more queued ahead of its users
+
+
+@pytest.mark.parametrize("rate, waiting, free, drain", [
+    (1, 0, 0, 0), (3, 0, 8, 0), (20, 4, 10, 0), (40, 30, 5, 0), (10, 30, 0, 36), (600, 0, 50, 20), (3, 3, 997, 0)])
+def test_the_seeds_order_slow_start_cautious_exponential_up_aggressive(rate: int, waiting: int, free: int,
+                                                                      drain: int) -> None:
+    """The 2009 design's ordering, cycle by cycle: slow start never queues more than two-way
+    adaptive, exponential-up never less."""
+    seen = Observation(rate, waiting, free, pending=True, drain=drain)
+    cautious, adaptive, aggressive = (next_rate(a, seen, LIMITS) for a in
+                                      ("slow_start", "two_way_adaptive", "adaptive_down_exponential_up"))
+    assert cautious <= adaptive <= aggressive
 
 
 def test_two_way_adaptive_grows_by_the_free_slots_nothing_waits_for() -> None:
