@@ -285,6 +285,19 @@ def test_only_a_starved_campaign_has_jobs_killed_for_it(starvation: float, kille
     assert b.reason == ("at fair share" if killed else "at fair share; below share: waiting for space")
 
 
+def test_a_failing_campaign_has_no_jobs_killed_for_it_but_keeps_its_share_of_free_cores() -> None:
+    """B's latest jobs all failed: A's healthy jobs are not traded for more failures; B still
+    takes its share of the cores that are free or that A's jobs free as they end."""
+    scenario = Scenario((ClusterSpec("n", 64),), (CampaignSpec(1, "A", pending=30, running={"n": 56}),
+                                                 CampaignSpec(2, "B", pending=30, running={"n": 4}, failing=True)))
+    a, b = allocate(scenario, 1.0).campaigns
+    assert (a.target, b.target) == ({"n": 32}, {"n": 32})
+    assert total(a.preempt) == 0 and a.reason == "at fair share; above share by 24: those below share are failing"
+    assert b.start == {"n": 4}
+    healthy = replace(scenario, campaigns=(scenario.campaigns[0], replace(scenario.campaigns[1], failing=False)))
+    assert total(allocate(healthy, 1.0).campaigns[0].preempt) == 24
+
+
 def test_the_brakes_need_finite_numbers() -> None:
     scenario = Scenario((ClusterSpec("n", 1),), (CampaignSpec(1, "a", 1),))
     for starvation in (1.5, -0.1, math.nan):

@@ -49,7 +49,8 @@ Scenario (JSON, read by :func:`scenario_from_json`; unknown keys are errors)::
   one cluster; default 1), ``succeeded`` = ``{cluster: jobs ended successfully}`` (absent:
   past its start, no initialization cap), ``cap`` = ``{cluster: n}`` (its expand-by-doubling
   cap this cycle; absent on a cluster: its fair share there at once, as DUCC without
-  expand-by-doubling).
+  expand-by-doubling), ``failing`` (its latest jobs all failed: it keeps its fair share of the
+  free cores, but no one's jobs are killed for it; default false).
 
 Output (:func:`allocation_to_json`, one JSON value): ``campaigns`` by id, each with ``id``,
 ``user``, ``class``, ``policy``, ``test_mode``, ``demand`` (pending + running), ``running``
@@ -64,6 +65,7 @@ after the kills), ``fair_share`` = ``{"jobs": n, "dominant": share of the grid}`
 "above share by E: preemption cap reached", "above share by E: N expected to end by themselves",
 "above share by E: within the preemption deadzone", "above share by E: its user's own campaigns
 wait for these to end", "above share by E: no one below share is starved (preempt_threshold)",
+"above share by E: those below share are failing",
 "below share: preempting N", "initialization cap on C: N job(s) until one ends successfully
 there", "expanding by doubling on C: N job(s) this cycle", "squatting in pool P: residents
 first", "at its user limit (min_user_limit_percent)", "waiting for older users
@@ -241,6 +243,7 @@ class CampaignSpec:
     gang: int = 1  # its tasks start this many at a time on one cluster, all or none
     succeeded: Mapping[str, int] | None = None  # jobs ended successfully per cluster; None: past its start
     cap: Mapping[str, int] = field(default_factory=dict)  # expand-by-doubling: most jobs per cluster now
+    failing: bool = False  # its latest jobs all failed: it takes free cores, never another's
 
     @property
     def demand(self) -> int:
@@ -470,8 +473,9 @@ def allocate(scenario: Scenario, preempt_fraction: float = 0.10, *, attrition_se
                      if k.preemptable else 0 for r, t, c in zip(running[k.id], target[k.id], scenario.clusters)]
               for k in plan.campaigns}
     tolerated = {k.id: [t + math.floor(deadzone * t + _EPSILON) for t in target[k.id]] for k in plan.campaigns}
-    starved = {k.id for k in plan.campaigns if sum(running[k.id]) < starvation * sum(target[k.id]) - _EPSILON}
-    preempt, spared, capped = (_preemptions(plan, running, queued, target, cap, ending, tolerated, starved)
+    below = {k.id for k in plan.campaigns if sum(running[k.id]) < starvation * sum(target[k.id]) - _EPSILON}
+    starved = {k.id for k in plan.campaigns if k.id in below and not k.spec.failing}
+    preempt, spared, capped = (_preemptions(plan, running, queued, target, cap, ending, tolerated, starved, below)
                                if preempt_fraction > 0 else (none, {}, False))  # 0 disables preemption
     kept = {k.id: [r - p for r, p in zip(running[k.id], preempt[k.id])] for k in plan.campaigns}
     now = _Fill(plan, pinned=kept, evicted=none, cluster_caps=target,
@@ -870,15 +874,16 @@ def _user_limits(plan: _Plan, fill: _Fill) -> dict[tuple[str, str], float]:
 
 def _preemptions(plan: _Plan, running: dict[int, list[int]], queued: dict[int, list[int]],
                  target: dict[int, list[int]], cap: int, ending: dict[int, list[int]],
-                 tolerated: dict[int, list[int]], starved: set[int]
+                 tolerated: dict[int, list[int]], starved: set[int], below: set[int]
                  ) -> tuple[dict[int, list[int]], dict[int, str], bool]:
     """Kill fair-share jobs above ``tolerated`` (the target and its deadzone) only where others
     entitled to them need the space that the ``ending`` jobs (above target, expected to end by
     themselves this cycle) do not free, at most ``cap`` running ones: a campaign's queued jobs
     go first (nikita kills the youngest) and cost nothing.
 
-    Entitled: a ``starved`` campaign of another class, another user, or of the same user with
-    a higher priority (YARN-4945: within a user only priority preempts). A user's equal
+    Entitled: a ``starved`` campaign (``below`` its preemption threshold and not failing) of
+    another class, another user, or of the same user with a higher priority (YARN-4945: within
+    a user only priority preempts). A user's equal
     campaigns never kill each other's jobs: that would trade one of the user's tasks for another
     and lose the work; the one below its share takes over as the other's jobs end. Returns the
     kills, for the campaigns spared only by these rules why, and whether the cap stopped a kill.
@@ -901,20 +906,22 @@ def _preemptions(plan: _Plan, running: dict[int, list[int]], queued: dict[int, l
         needy.append(wants)
 
     @functools.cache
-    def need(c: int, klass: str, user: str, priority: int, starving: bool, others: bool) -> Vector:
+    def need(c: int, klass: str, user: str, priority: int, among: frozenset[int] | None, others: bool) -> Vector:
         """What those below target on c ask for there, as seen by a victim of that class, user and
         priority; fixed for the whole pass, so worked out once per victim's kind and cluster."""
         total = _ZERO
         for j, wants in needy[c]:
-            if (j.id in starved or not starving) and (not others or j.klass.name != klass or j.user != user
-                                                      or j.priority > priority):
+            if (among is None or j.id in among) and (not others or j.klass.name != klass or j.user != user
+                                                     or j.priority > priority):
                 total = _add(total, wants)
         return total
 
-    def short_for(victim: _Campaign, c: int, starving: bool = True, others: bool = True) -> bool:
-        """Whether someone below target on c lacks space there: only the ``starving`` ones and
-        only ``others`` than the victim's user's equal campaigns, unless told otherwise."""
-        wanted = need(c, victim.klass.name, victim.user, victim.priority, starving, others)
+    entitled, threshold = frozenset(starved), frozenset(below)
+
+    def short_for(victim: _Campaign, c: int, among: frozenset[int] | None = entitled, others: bool = True) -> bool:
+        """Whether someone below target on c lacks space there: only the campaigns ``among`` (None:
+        all) and only ``others`` than the victim's user's equal campaigns, unless told otherwise."""
+        wanted = need(c, victim.klass.name, victim.user, victim.priority, among, others)
         return any(n > 0 and n - f > _EPSILON and cost > 0 for n, f, cost in zip(wanted, free[c], victim.cost))
 
     now: defaultdict[Any, Vector] = defaultdict(lambda: _ZERO)
@@ -946,9 +953,11 @@ def _preemptions(plan: _Plan, running: dict[int, list[int]], queued: dict[int, l
         over_on = [c for c in range(plan.size) if above(k, c)]
         useful = [c for c in over_on if short_for(k, c)]
         if not useful:
-            if any(short_for(k, c, starving=False) for c in over_on):
+            if any(short_for(k, c, among=threshold) for c in over_on):
+                spared[k.id] = "those below share are failing"
+            elif any(short_for(k, c, among=None) for c in over_on):
                 spared[k.id] = "no one below share is starved (preempt_threshold)"
-            elif any(short_for(k, c, starving=False, others=False) for c in over_on):
+            elif any(short_for(k, c, among=None, others=False) for c in over_on):
                 spared[k.id] = "its user's own campaigns wait for these to end"
             queue.drop(k.id)
             continue
@@ -1087,7 +1096,8 @@ _SCHEMA = _record(
         affinity={"type": "object", "additionalProperties": {"type": "number"}},
         throughput=_PER_CLUSTER, gang={"type": "integer", "minimum": 1},
         succeeded={"type": "object", "additionalProperties": _COUNT},
-        cap={"type": "object", "additionalProperties": _COUNT}, **{"class": {"type": ["string", "null"]}})},
+        cap={"type": "object", "additionalProperties": _COUNT}, failing={"type": "boolean"},
+        **{"class": {"type": ["string", "null"]}})},
 )
 _VALIDATOR = Draft202012Validator(_SCHEMA)
 
@@ -1141,7 +1151,7 @@ def _campaign(data: dict[str, Any]) -> CampaignSpec:
         paused=data.get("paused", False), best_effort=data.get("best_effort", True),
         clusters=None if data.get("clusters") is None else tuple(data["clusters"]),
         affinity=data.get("affinity", {}), throughput=data.get("throughput", {}), gang=data.get("gang", 1),
-        succeeded=data.get("succeeded"), cap=data.get("cap", {}))
+        succeeded=data.get("succeeded"), cap=data.get("cap", {}), failing=data.get("failing", False))
 
 
 def allocation_to_json(allocation: Allocation) -> dict[str, Any]:
