@@ -1,0 +1,170 @@
+"""The SQL of jobs: one attempt of a task, or a campaign's prologue or epilogue, on one cluster.
+
+The schedulers create them, the runner sends them, the updator follows them to their end,
+nikita kills them and the API, the predictor and the simulator count them; this module only
+stores and finds. Every function takes the connection the caller holds: inside a
+:func:`~cigri.db.store.write` transaction for a change, so a job and its task change together.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from typing import Any
+
+from cigri.db.store import dicts
+from cigri.states import JOB_ACTIVE, JobState, KillReason, sql_in
+
+
+def to_submit(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """The ``submitting`` jobs nikita is not to kill, with their task's name and parameters and
+    their campaign's user, by cluster and batch: what the runner sends."""
+    return dicts(conn.execute(
+        "SELECT j.id, j.campaign_id, j.cluster_id, j.kind, j.batch, j.run_group, j.task_id, t.name AS task, t.param, "
+        "c.user "
+        "FROM jobs j JOIN campaigns c ON c.id = j.campaign_id LEFT JOIN tasks t ON t.id = j.task_id "
+        "WHERE j.state = ? AND j.kill_reason IS NULL ORDER BY j.cluster_id, CAST(j.batch AS INTEGER), j.id",
+        [JobState.SUBMITTING]))
+
+
+def submitted(conn: sqlite3.Connection, remote_ids: Iterable[tuple[int, str]], now: float) -> None:
+    """The cluster took these ``(job, remote id)`` still ``submitting``: they wait there from ``now``."""
+    conn.executemany(
+        "UPDATE jobs SET state = ?, remote_id = ?, submitted_at = ? WHERE id = ? AND state = ?",
+        [(JobState.WAITING, remote_id, now, job_id, JobState.SUBMITTING) for job_id, remote_id in remote_ids])
+
+
+def rebatch(conn: sqlite3.Connection, job_ids: Iterable[int], batch: str) -> None:
+    """Put these jobs, still ``submitting``, in their own ``batch`` (the half of one split in two)."""
+    conn.executemany("UPDATE jobs SET batch = ? WHERE id = ? AND state = ?",
+                     [(batch, job_id, JobState.SUBMITTING) for job_id in job_ids])
+
+
+def holds(conn: sqlite3.Connection, campaign_id: int, cluster_id: int) -> bool:
+    """Whether the cluster took some of the campaign's jobs (waiting or running there)."""
+    return conn.execute("SELECT 1 FROM jobs WHERE campaign_id = ? AND cluster_id = ? AND state IN (?, ?) "
+                        "LIMIT 1", [campaign_id, cluster_id, JobState.WAITING, JobState.RUNNING]).fetchone() \
+        is not None
+
+
+def forget_unsent(conn: sqlite3.Connection, job_ids: list[int]) -> list[int]:
+    """Delete these jobs if still ``submitting`` (no cluster has them); return the tasks of those deleted."""
+    return [r[0] for r in conn.execute(
+        f"DELETE FROM jobs WHERE id IN ({','.join('?' * len(job_ids))}) AND state = ? RETURNING task_id",
+        [*job_ids, JobState.SUBMITTING]) if r[0] is not None]
+
+
+def unbatched(conn: sqlite3.Connection) -> list[tuple[int, int, int, str]]:
+    """``(id, cluster, campaign, kind)`` of the new ``submitting`` jobs no batch holds yet, by
+    cluster, campaign, kind and id."""
+    return conn.execute(
+        "SELECT id, cluster_id, campaign_id, kind FROM jobs WHERE state = ? AND batch IS NULL "
+        "ORDER BY cluster_id, campaign_id, kind, id", [JobState.SUBMITTING]).fetchall()
+
+
+def batch(conn: sqlite3.Connection, updates: Iterable[tuple[str, int | None, int]]) -> None:
+    """Give each job of ``(batch, run group, job id)`` with no batch yet its batch and temporal group."""
+    conn.executemany("UPDATE jobs SET batch = ?, run_group = ? WHERE id = ? AND batch IS NULL", updates)
+
+
+def to_poll(conn: sqlite3.Connection) -> list[tuple[int, int, str, str, int | None]]:
+    """``(id, cluster, remote id, state, task)`` of the jobs a cluster holds, waiting or running:
+    what the updator asks the clusters about."""
+    return conn.execute(
+        "SELECT id, cluster_id, remote_id, state, task_id FROM jobs WHERE state IN (?, ?) AND remote_id IS NOT NULL",
+        [JobState.WAITING, JobState.RUNNING]).fetchall()
+
+
+def move(conn: sqlite3.Connection, job_id: int, old_state: str, new_state: JobState, *, exit_code: int | None,
+         node: str | None, started_at: float | None, finished_at: float | None) -> int:
+    """Move the job from ``old_state`` (if it is still there) to ``new_state`` as its cluster
+    tells it; its node and start are kept once known, and its end only counts once it ended.
+    Return how many jobs moved (0 or 1)."""
+    return conn.execute(
+        "UPDATE jobs SET state = ?, exit_code = ?, node = coalesce(?, node), "
+        "started_at = coalesce(started_at, ?), finished_at = ? WHERE id = ? AND state = ?",
+        [new_state, exit_code, node, started_at,
+         finished_at if new_state not in (JobState.WAITING, JobState.RUNNING) else None,
+         job_id, old_state]).rowcount
+
+
+def run_on(conn: sqlite3.Connection) -> None:
+    """Spare the jobs a pause was to withdraw that started meanwhile, with their temporal group
+    or gang (one remote job, started with the first): they run on, as the campaign's running jobs do."""
+    conn.execute(f"""
+UPDATE jobs SET kill_reason = NULL WHERE kill_reason = '{KillReason.PAUSE.value}' AND state IN {sql_in(JOB_ACTIVE)}
+AND (state = '{JobState.RUNNING.value}'
+     OR (SELECT f.state FROM jobs f WHERE f.id = jobs.run_group) NOT IN {sql_in((JobState.SUBMITTING, JobState.WAITING))})
+""")
+
+
+def active_by_cluster(conn: sqlite3.Connection) -> dict[int, tuple[int, int]]:
+    """``{cluster: (waiting, running)}`` of the active jobs, submitting ones counted as waiting:
+    the per-cluster counts of the time series."""
+    return {cluster_id: (waiting, running) for cluster_id, waiting, running in conn.execute(
+        "SELECT cluster_id, count(*) FILTER (WHERE state != 'running'), count(*) FILTER (WHERE state = 'running') "
+        f"FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} GROUP BY cluster_id")}
+
+
+def any_active(conn: sqlite3.Connection, campaign_id: int) -> bool:
+    """Whether some job of the campaign is still active (submitting, waiting or running)."""
+    return conn.execute(f"SELECT 1 FROM jobs WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)} LIMIT 1",
+                        [campaign_id]).fetchone() is not None
+
+
+def active_per_cluster(conn: sqlite3.Connection) -> dict[int, int]:
+    """cigri's jobs on each cluster, sent or about to be: what a submit limit counts."""
+    return dict(conn.execute(
+        f"SELECT cluster_id, count(*) FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} GROUP BY cluster_id").fetchall())
+
+
+def to_kill(conn: sqlite3.Connection) -> list[tuple[int, int, str, str | None, int | None, str]]:
+    """``(id, cluster, user, remote id, task, kill reason)`` of the active jobs with a pending
+    kill request: what nikita cancels."""
+    return conn.execute(
+        "SELECT j.id, j.cluster_id, c.user, j.remote_id, j.task_id, j.kill_reason FROM jobs j "
+        f"JOIN campaigns c ON c.id = j.campaign_id WHERE j.kill_reason IS NOT NULL AND j.state IN {sql_in(JOB_ACTIVE)}"
+    ).fetchall()
+
+
+def end_active(conn: sqlite3.Connection, job_id: int, end: JobState, now: float) -> int:
+    """End the job at ``now`` in ``end`` if it is still active; return how many ended (0 or 1)."""
+    return conn.execute(f"UPDATE jobs SET state = ?, finished_at = ? WHERE id = ? AND state IN {sql_in(JOB_ACTIVE)}",
+                        [end, now, job_id]).rowcount
+
+
+def fail_unsent(conn: sqlite3.Connection, job_id: int, now: float) -> None:
+    """Fail the job at ``now`` if it is still ``submitting`` (no cluster has it)."""
+    conn.execute("UPDATE jobs SET state = ?, finished_at = ? WHERE id = ? AND state = ?",
+                 [JobState.FAILED, now, job_id, JobState.SUBMITTING])
+
+
+def gangs_marked(conn: sqlite3.Connection) -> list[tuple[int, int, str]]:
+    """``(campaign, run group, kill reason)`` of the active task jobs in a group one of whose
+    members is marked for a kill."""
+    return conn.execute(
+        f"SELECT DISTINCT campaign_id, run_group, kill_reason FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} "
+        "AND kill_reason IS NOT NULL AND run_group IS NOT NULL AND kind = 'task'").fetchall()
+
+
+def mark_group(conn: sqlite3.Connection, campaign_id: int, run_group: int, reason: KillReason | str) -> int:
+    """Mark the campaign's active jobs of ``run_group`` not marked yet for a kill for ``reason``;
+    return how many."""
+    return conn.execute(
+        f"UPDATE jobs SET kill_reason = ? WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)} "
+        "AND run_group = ? AND kill_reason IS NULL", [reason, campaign_id, run_group]).rowcount
+
+
+def add_task_jobs(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, task_ids: Iterable[int],
+                  now: float) -> None:
+    """Create one new ``submitting`` job on the cluster for each of the campaign's tasks."""
+    conn.executemany(
+        "INSERT INTO jobs(campaign_id, task_id, cluster_id, kind, state, created_at) VALUES (?, ?, ?, 'task', ?, ?)",
+        [(campaign_id, t, cluster_id, JobState.SUBMITTING, now) for t in task_ids])
+
+
+def add_script_job(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, kind: str, now: float) -> None:
+    """Create a new ``submitting`` prologue or epilogue job (``kind``) of the campaign on the cluster."""
+    conn.execute(
+        "INSERT INTO jobs(campaign_id, task_id, cluster_id, kind, state, created_at) VALUES (?, NULL, ?, ?, ?, ?)",
+        [campaign_id, cluster_id, kind, JobState.SUBMITTING, now])
