@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from cigri.db.store import dicts
-from cigri.states import JOB_ACTIVE, JobState, KillReason, sql_in
+from cigri.states import JOB_ACTIVE, JobState, KillReason, TaskState, sql_in
 
 
 def to_submit(conn: sqlite3.Connection) -> list[dict[str, Any]]:
@@ -168,3 +168,142 @@ def add_script_job(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, 
     conn.execute(
         "INSERT INTO jobs(campaign_id, task_id, cluster_id, kind, state, created_at) VALUES (?, NULL, ?, ?, ?, ?)",
         [campaign_id, cluster_id, kind, JobState.SUBMITTING, now])
+
+
+def stuck_launching(conn: sqlite3.Connection, before: float) -> list[tuple[int, int, int, int | None]]:
+    """``(id, campaign, cluster, task)`` of the jobs created before ``before`` and still
+    ``submitting``: no cluster accepted them yet."""
+    return conn.execute("SELECT id, campaign_id, cluster_id, task_id FROM jobs WHERE state = ? AND created_at < ?",
+                        [JobState.SUBMITTING, before]).fetchall()
+
+
+def insert_imported(conn: sqlite3.Connection, *, campaign_id: int, task_id: int | None, cluster_id: int, kind: str,
+                    state: JobState, remote_id: str | None, batch: str, created_at: float,
+                    submitted_at: float | None, started_at: float | None, finished_at: float | None,
+                    exit_code: int | None, node: str | None, kill_reason: KillReason | None) -> int:
+    """Store a job of CiGri v3's (``cigri import-v3``) as it was there; return its id."""
+    job_id = conn.execute(
+        "INSERT INTO jobs(campaign_id, task_id, cluster_id, kind, state, remote_id, batch, created_at, submitted_at, "
+        "started_at, finished_at, exit_code, node, kill_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "RETURNING id",
+        [campaign_id, task_id, cluster_id, kind, state, remote_id, batch, created_at, submitted_at, started_at,
+         finished_at, exit_code, node, kill_reason]).fetchone()[0]
+    assert isinstance(job_id, int)
+    return job_id
+
+
+def imported_tasks(conn: sqlite3.Connection) -> dict[int, int | None]:
+    """``{job: task}`` of the jobs imported from CiGri v3."""
+    return dict(conn.execute("SELECT j.id, j.task_id FROM jobs j JOIN v3_imports v ON v.kind = 'job' "
+                             "AND v.cigri_id = j.id").fetchall())
+
+
+def mark_losers(conn: sqlite3.Connection) -> int:
+    """Mark for a kill every still active copy of a task already terminated (a replica won);
+    return how many."""
+    return conn.execute(
+        f"UPDATE jobs SET kill_reason = ? WHERE state IN {sql_in(JOB_ACTIVE)} AND kind = 'task' "
+        "AND kill_reason IS NULL AND EXISTS (SELECT 1 FROM tasks t WHERE t.id = jobs.task_id AND t.state = ?)",
+        [KillReason.REPLICA, TaskState.TERMINATED]).rowcount
+
+
+def queued_per_cluster(conn: sqlite3.Connection) -> dict[int, int]:
+    """cigri's jobs queued on each cluster or being sent there."""
+    return dict(conn.execute("SELECT cluster_id, count(*) FROM jobs WHERE state IN (?, ?) GROUP BY cluster_id",
+                             [JobState.SUBMITTING, JobState.WAITING]).fetchall())
+
+
+def stragglers(conn: sqlite3.Connection, campaign_id: int, started_before: float) -> list[tuple[int, int]]:
+    """``(task, cluster)`` of the campaign's tasks running with a single active copy, not marked
+    for a kill, started before ``started_before``, none of whose copies failed or hit its
+    walltime; longest running first."""
+    return conn.execute(
+        f"SELECT task_id, min(cluster_id) FROM jobs WHERE campaign_id = ? AND kind = 'task' "
+        f"AND state IN {sql_in(JOB_ACTIVE)} AND kill_reason IS NULL GROUP BY task_id "
+        "HAVING count(*) = 1 AND max(state) = ? AND min(started_at) < ? "
+        "AND NOT EXISTS (SELECT 1 FROM jobs b WHERE b.task_id = jobs.task_id AND b.state IN (?, ?)) "
+        "ORDER BY min(started_at), task_id",
+        [campaign_id, JobState.RUNNING, started_before, JobState.FAILED, JobState.TIMEOUT]).fetchall()
+
+
+def active_tasks_per_cluster(conn: sqlite3.Connection, campaign_id: int) -> dict[int, int]:
+    """The campaign's active task jobs on each cluster."""
+    return dict(conn.execute(
+        "SELECT cluster_id, count(*) FROM jobs INDEXED BY jobs_by_campaign WHERE campaign_id = ? "
+        f"AND state IN {sql_in(JOB_ACTIVE)} AND kind = 'task' GROUP BY cluster_id", [campaign_id]).fetchall())
+
+
+def running_tasks(conn: sqlite3.Connection, campaign_ids: list[int], now: float,
+                  since: float) -> list[tuple[int, int, int, float | None, int]]:
+    """``(campaign, cluster, running task jobs, sum of their ages at now, how many of them
+    started after since)`` of these campaigns."""
+    marks = ",".join("?" * len(campaign_ids))
+    return conn.execute(
+        f"SELECT campaign_id, cluster_id, count(*), sum(max(0, ? - started_at)), "
+        f"count(*) FILTER (WHERE started_at > ?) FROM jobs "
+        f"WHERE state = ? AND kind = 'task' AND campaign_id IN ({marks}) GROUP BY campaign_id, cluster_id",
+        [now, since, JobState.RUNNING, *campaign_ids]).fetchall()
+
+
+def terminated_tasks_since(conn: sqlite3.Connection, campaign_ids: list[int],
+                           since: float) -> list[tuple[int, int, int]]:
+    """``(campaign, cluster, count)`` of these campaigns' task jobs that started and terminated
+    after ``since``, through the index of terminated jobs."""
+    marks = ",".join("?" * len(campaign_ids))
+    return conn.execute(
+        f"SELECT campaign_id, cluster_id, count(*) FROM jobs INDEXED BY jobs_terminated "
+        f"WHERE state = 'terminated' AND kind = 'task' AND campaign_id IN ({marks}) AND finished_at > ? "
+        f"AND started_at > ? GROUP BY campaign_id, cluster_id", [*campaign_ids, since, since]).fetchall()
+
+
+def queued_tasks(conn: sqlite3.Connection) -> dict[tuple[int, int], int]:
+    """``{(campaign, cluster): task jobs}`` queued there or being sent."""
+    return {(campaign_id, cluster_id): n for campaign_id, cluster_id, n in conn.execute(
+        "SELECT campaign_id, cluster_id, count(*) FROM jobs WHERE state IN (?, ?) AND kind = 'task' "
+        "GROUP BY campaign_id, cluster_id", [JobState.SUBMITTING, JobState.WAITING])}
+
+
+def waiting_alone(conn: sqlite3.Connection, cluster_id: int) -> list[tuple[int, int, float | None]]:
+    """``(id, campaign, submitted at)`` of the task jobs waiting on the cluster, not asked to die
+    and in no temporal group: those a flood may kill."""
+    return conn.execute(
+        "SELECT id, campaign_id, submitted_at FROM jobs WHERE state = ? AND cluster_id = ? AND kind = 'task' "
+        "AND kill_reason IS NULL AND run_group IS NULL", [JobState.WAITING, cluster_id]).fetchall()
+
+
+def waiting_per_cluster(conn: sqlite3.Connection) -> dict[int, int]:
+    """cigri's jobs waiting in each cluster's queue."""
+    return dict(conn.execute("SELECT cluster_id, count(*) FROM jobs WHERE state = ? GROUP BY cluster_id",
+                             [JobState.WAITING]).fetchall())
+
+
+def mark_flooding(conn: sqlite3.Connection, job_ids: Iterable[int]) -> None:
+    """Mark these jobs, if still waiting and not marked yet, for a kill: they flood their cluster."""
+    conn.executemany("UPDATE jobs SET kill_reason = ? WHERE id = ? AND state = ? AND kill_reason IS NULL",
+                     [(KillReason.FLOOD, job_id, JobState.WAITING) for job_id in job_ids])
+
+
+def held_tasks(conn: sqlite3.Connection) -> list[tuple[int, int, int, int]]:
+    """``(campaign, cluster, running, count)`` of the active task jobs not asked to die, counted
+    apart by whether they run (``running`` 1) or not yet (0)."""
+    return conn.execute(
+        f"SELECT campaign_id, cluster_id, state = ?, count(*) FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} "
+        "AND kind = 'task' AND kill_reason IS NULL GROUP BY campaign_id, cluster_id, state = ?",
+        [JobState.RUNNING, JobState.RUNNING]).fetchall()
+
+
+def youngest(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, count: int) -> list[int]:
+    """The ids of the campaign's ``count`` youngest active task jobs on the cluster not asked to
+    die, queued ones first: those a preemption takes."""
+    return [r[0] for r in conn.execute(
+        f"SELECT id FROM jobs WHERE campaign_id = ? AND cluster_id = ? AND kind = 'task' "
+        f"AND state IN {sql_in(JOB_ACTIVE)} AND kill_reason IS NULL "
+        f"ORDER BY state = ?, coalesce(started_at, created_at) DESC, id DESC LIMIT ?",
+        [campaign_id, cluster_id, JobState.RUNNING, count])]
+
+
+def mark_preempted(conn: sqlite3.Connection, job_ids: Iterable[int]) -> None:
+    """Mark these jobs, if still active and not marked yet, for a kill that puts their tasks back
+    at the head of the bag."""
+    conn.executemany(f"UPDATE jobs SET kill_reason = ? WHERE id = ? AND kill_reason IS NULL "
+                     f"AND state IN {sql_in(JOB_ACTIVE)}", [(KillReason.PREEMPT, j) for j in job_ids])
