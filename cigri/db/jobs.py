@@ -8,12 +8,17 @@ stores and finds. Every function takes the connection the caller holds: inside a
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
 from cigri.db.store import dicts
 from cigri.states import JOB_ACTIVE, JobState, KillReason, TaskState, sql_in
+
+_SHOWN = ("SELECT j.*, c.name AS cluster, t.name AS task, t.param, p.user AS user FROM jobs j "
+          "JOIN clusters c ON c.id = j.cluster_id JOIN campaigns p ON p.id = j.campaign_id "
+          "LEFT JOIN tasks t ON t.id = j.task_id")  # a job as the API shows it
 
 
 def to_submit(conn: sqlite3.Connection) -> list[dict[str, Any]]:
@@ -283,7 +288,7 @@ def mark_flooding(conn: sqlite3.Connection, job_ids: Iterable[int]) -> None:
                      [(KillReason.FLOOD, job_id, JobState.WAITING) for job_id in job_ids])
 
 
-def held_tasks(conn: sqlite3.Connection) -> list[tuple[int, int, int, int]]:
+def held_tasks(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
     """``(campaign, cluster, running, count)`` of the active task jobs not asked to die, counted
     apart by whether they run (``running`` 1) or not yet (0)."""
     return conn.execute(
@@ -307,3 +312,249 @@ def mark_preempted(conn: sqlite3.Connection, job_ids: Iterable[int]) -> None:
     at the head of the bag."""
     conn.executemany(f"UPDATE jobs SET kill_reason = ? WHERE id = ? AND kill_reason IS NULL "
                      f"AND state IN {sql_in(JOB_ACTIVE)}", [(KillReason.PREEMPT, j) for j in job_ids])
+
+
+def by_id(conn: sqlite3.Connection, job_id: int) -> dict[str, Any] | None:
+    """The job's row with its ``cluster``'s and ``task``'s names, the task's ``param`` and its
+    campaign's ``user``; None if there is no such job."""
+    rows = dicts(conn.execute(f"{_SHOWN} WHERE j.id = ?", [job_id]))
+    return rows[0] if rows else None
+
+
+def of_campaign(conn: sqlite3.Connection, campaign_id: int, *, active_only: bool, limit: int | None,
+                offset: int) -> list[dict[str, Any]]:
+    """The campaign's jobs as :func:`by_id` gives them, in id order (``active_only``: those not
+    ended), ``limit`` of them after ``offset``."""
+    active = f" AND j.state IN ({','.join('?' * len(JOB_ACTIVE))})" if active_only else ""
+    return dicts(conn.execute(f"{_SHOWN} WHERE j.campaign_id = ?{active} ORDER BY j.id LIMIT ? OFFSET ?",
+                              [campaign_id, *(JOB_ACTIVE if active_only else ()),
+                               -1 if limit is None else limit, offset]))
+
+
+def owner_and_state(conn: sqlite3.Connection, job_id: int) -> tuple[int, str, str] | None:
+    """``(campaign, state, campaign's user)`` of the job; None if there is no such job."""
+    row = conn.execute("SELECT j.campaign_id, j.state, p.user FROM jobs j JOIN campaigns p ON p.id = j.campaign_id "
+                       "WHERE j.id = ?", [job_id]).fetchone()
+    return None if row is None else (row[0], row[1], row[2])
+
+
+def mark_cancelled(conn: sqlite3.Connection, job_id: int) -> None:
+    """Ask nikita to kill the job for its user: its task is cancelled, not resubmitted."""
+    conn.execute("UPDATE jobs SET kill_reason = ? WHERE id = ?", [KillReason.USER, job_id])
+
+
+def mark_campaign_cancelled(conn: sqlite3.Connection, campaign_id: int) -> None:
+    """Ask nikita to kill every active job of the cancelled campaign."""
+    conn.execute(f"UPDATE jobs SET kill_reason = ? WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)}",
+                 [KillReason.USER, campaign_id])
+
+
+def withdraw_unstarted(conn: sqlite3.Connection, campaign_id: int) -> None:
+    """Ask nikita to withdraw the paused campaign's task jobs that have not started, not asked to
+    die yet: alone, or in a temporal group or gang whose remote job has not started either."""
+    not_started = (JobState.SUBMITTING, JobState.WAITING)
+    conn.execute("UPDATE jobs SET kill_reason = ? WHERE campaign_id = ? AND state IN (?, ?) AND kind = 'task' "
+                 "AND kill_reason IS NULL AND (run_group IS NULL "  # a group starts with its first job
+                 "OR (SELECT f.state FROM jobs f WHERE f.id = jobs.run_group) IN (?, ?))",
+                 [KillReason.PAUSE, campaign_id, *not_started, *not_started])
+
+
+def call_off_withdrawals(conn: sqlite3.Connection, campaign_id: int) -> None:
+    """The resumed campaign's jobs that a pause asked nikita to withdraw and are still active stay."""
+    conn.execute(f"UPDATE jobs SET kill_reason = NULL WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)} "
+                 "AND kill_reason = ?", [campaign_id, KillReason.PAUSE])
+
+
+def replicas(conn: sqlite3.Connection, campaign_id: int) -> int:
+    """How many extra copies of the campaign's tasks are active (the finalize scheduler's)."""
+    count = conn.execute(f"SELECT count(*) - count(DISTINCT task_id) FROM jobs WHERE campaign_id = ? "
+                         f"AND kind = 'task' AND state IN {sql_in(JOB_ACTIVE)}", [campaign_id]).fetchone()[0]
+    assert isinstance(count, int)
+    return count
+
+
+def active_tasks_by_state(conn: sqlite3.Connection, campaign_id: int) -> list[tuple[int, str, int]]:
+    """``(cluster, state, count)`` of the campaign's active task jobs."""
+    return conn.execute(
+        f"SELECT cluster_id, state, count(*) FROM jobs WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)} "
+        f"AND kind = 'task' GROUP BY cluster_id, state", [campaign_id]).fetchall()
+
+
+def of_tasks(conn: sqlite3.Connection, task_ids: list[int]) -> list[dict[str, Any]]:
+    """The jobs of these tasks in id order: ``id``, ``task_id``, ``cluster`` (its name),
+    ``state``, ``remote_id``, ``exit_code``, ``node``, ``started_at``, ``finished_at``."""
+    return dicts(conn.execute(
+        "SELECT j.id, j.task_id, c.name AS cluster, j.state, j.remote_id, j.exit_code, j.node, "
+        "j.started_at, j.finished_at FROM jobs j JOIN clusters c ON c.id = j.cluster_id "
+        "WHERE j.task_id IN (SELECT value FROM json_each(?)) ORDER BY j.id", [json.dumps(task_ids)]))
+
+
+def scripts_done(conn: sqlite3.Connection, campaign_id: int) -> set[tuple[int, str]]:
+    """``(cluster, kind)`` of the campaign's prologues and epilogues that terminated."""
+    return {(cluster_id, kind) for cluster_id, kind in conn.execute(
+        "SELECT DISTINCT cluster_id, kind FROM jobs WHERE campaign_id = ? AND kind != 'task' AND state = 'terminated'",
+        [campaign_id])}
+
+
+def terminated_buckets(conn: sqlite3.Connection, campaign_id: int, start: float, end: float, step: float,
+                       points: int) -> list[tuple[int, int]]:
+    """``(bucket, count)`` of the campaign's task jobs terminated from ``start`` to ``end``, in
+    ``points`` buckets of ``step`` seconds, through the index of terminated jobs."""
+    return conn.execute(
+        "SELECT min(CAST((finished_at - ?) / ? AS INTEGER), ?), count(*) FROM jobs INDEXED BY jobs_terminated "
+        "WHERE campaign_id = ? AND state = 'terminated' AND kind = 'task' AND finished_at >= ? "
+        "AND finished_at <= ? GROUP BY 1", [start, step, points - 1, campaign_id, start, end]).fetchall()
+
+
+def terminated_per_bucket(conn: sqlite3.Connection, campaign_id: int, since: float, until: float,
+                          step: float) -> list[tuple[int, int, int]]:
+    """``(cluster, bucket, count)`` of the campaign's task jobs terminated from ``since`` to
+    before ``until``, in buckets of ``step`` seconds, through the index of terminated jobs."""
+    return conn.execute("""
+SELECT cluster_id, CAST((finished_at - :since) / :step AS INTEGER) AS bucket, count(*) AS terminated
+FROM jobs INDEXED BY jobs_terminated
+WHERE campaign_id = :campaign AND state = 'terminated' AND kind = 'task' AND finished_at >= :since
+      AND finished_at < :until
+GROUP BY cluster_id, bucket
+""", {"campaign": campaign_id, "since": since, "until": until, "step": step}).fetchall()
+
+
+def terminated_before(conn: sqlite3.Connection, campaign_id: int, before: float) -> int:
+    """How many of the campaign's task jobs terminated before ``before``."""
+    count = conn.execute("SELECT count(*) FROM jobs INDEXED BY jobs_terminated WHERE campaign_id = ? "
+                         "AND state = 'terminated' AND kind = 'task' AND finished_at < ?",
+                         [campaign_id, before]).fetchone()[0]
+    assert isinstance(count, int)
+    return count
+
+
+def ran_between(conn: sqlite3.Connection, since: float, until: float, *, everyone: bool,
+                user: str) -> list[tuple[int, int, str, str, float, float]]:
+    """``(campaign, cluster, cluster's name, campaign's user, started at, finished at or until)``
+    of the jobs that ran some time between ``since`` and ``until``: ``user``'s, or everyone's."""
+    return conn.execute(
+        "SELECT j.campaign_id, j.cluster_id, k.name, c.user, j.started_at, coalesce(j.finished_at, ?) "
+        "FROM jobs j JOIN campaigns c ON c.id = j.campaign_id JOIN clusters k ON k.id = j.cluster_id "
+        "WHERE j.started_at IS NOT NULL AND j.started_at < ? AND coalesce(j.finished_at, ?) > ? "
+        "AND (? OR c.user = ?)", [until, until, until, since, everyone, user]).fetchall()
+
+
+def held_tasks_per_campaign(conn: sqlite3.Connection) -> list[tuple[int, int, int]]:
+    """``(campaign, running, count)`` of the active task jobs not asked to die, counted apart by
+    whether they run (``running`` 1) or not yet (0)."""
+    return conn.execute(
+        f"SELECT campaign_id, state = ?, count(*) FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} "
+        "AND kind = 'task' AND kill_reason IS NULL GROUP BY campaign_id, state = ?",
+        [JobState.RUNNING, JobState.RUNNING]).fetchall()
+
+
+def use_per_cluster(conn: sqlite3.Connection) -> dict[int, tuple[int, int, int]]:
+    """``{cluster: (running, not running, waiting)}`` of cigri's active jobs there (not running:
+    waiting or being sent)."""
+    return {cluster_id: (running, queued, waiting) for cluster_id, running, queued, waiting in conn.execute(
+        "SELECT cluster_id, count(*) FILTER (WHERE state = ?), count(*) FILTER (WHERE state != ?), "
+        f"count(*) FILTER (WHERE state = ?) FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} GROUP BY cluster_id",
+        [JobState.RUNNING, JobState.RUNNING, JobState.WAITING])}
+
+
+def count_active_of(conn: sqlite3.Connection, cluster: str, user: str) -> int:
+    """How many of ``user``'s jobs are active on the cluster named ``cluster``."""
+    count = conn.execute(
+        f"SELECT count(*) FROM jobs j JOIN campaigns c ON c.id = j.campaign_id JOIN clusters k ON k.id = j.cluster_id "
+        f"WHERE k.name = ? AND c.user = ? AND j.state IN {sql_in(JOB_ACTIVE)}", [cluster, user]).fetchone()[0]
+    assert isinstance(count, int)
+    return count
+
+
+def delete_campaign_jobs(conn: sqlite3.Connection, campaign_id: int) -> None:
+    """Delete every job of the campaign (purging it; the events that name them are gone first)."""
+    conn.execute("DELETE FROM jobs WHERE campaign_id = ?", [campaign_id])
+
+
+def where(conn: sqlite3.Connection, job_id: int) -> tuple[int, int, int | None] | None:
+    """``(campaign, cluster, task)`` of the job; None if there is no such job."""
+    row = conn.execute("SELECT campaign_id, cluster_id, task_id FROM jobs WHERE id = ?", [job_id]).fetchone()
+    return None if row is None else (row[0], row[1], row[2])
+
+
+def any_queued(conn: sqlite3.Connection) -> bool:
+    """Whether some job waits in a cluster's queue or is being sent there."""
+    return conn.execute(f"SELECT 1 FROM jobs WHERE state IN {sql_in((JobState.SUBMITTING, JobState.WAITING))} "
+                        "LIMIT 1").fetchone() is not None
+
+
+def running_task_jobs(conn: sqlite3.Connection) -> list[tuple[int, int, int]]:
+    """``(campaign, cluster, count)`` of the task jobs running."""
+    return conn.execute("SELECT campaign_id, cluster_id, count(*) FROM jobs "
+                        "WHERE state = 'running' AND kind = 'task' GROUP BY 1, 2").fetchall()
+
+
+def terminated_seconds(conn: sqlite3.Connection) -> list[tuple[int, float]]:
+    """``(campaign, seconds)`` run by the campaign's terminated task jobs."""
+    return conn.execute(
+        "SELECT campaign_id, sum(finished_at - started_at) FROM jobs WHERE state = 'terminated' AND kind = 'task' "
+        "GROUP BY campaign_id").fetchall()
+
+
+def failed_seconds(conn: sqlite3.Connection) -> list[tuple[int, float]]:
+    """``(campaign, seconds)`` run by the campaign's failed task jobs that started."""
+    return conn.execute(
+        "SELECT campaign_id, sum(finished_at - started_at) FROM jobs WHERE state = 'failed' AND kind = 'task' "
+        "AND started_at IS NOT NULL GROUP BY campaign_id").fetchall()
+
+
+def task_jobs_by_state(conn: sqlite3.Connection) -> dict[str, int]:
+    """How many task jobs are in each state."""
+    return dict(conn.execute("SELECT state, count(*) FROM jobs WHERE kind = 'task' GROUP BY state").fetchall())
+
+
+def kills_by_reason(conn: sqlite3.Connection) -> dict[str, int]:
+    """How many jobs were asked to die for each reason."""
+    return dict(conn.execute("SELECT kill_reason, count(*) FROM jobs WHERE kill_reason IS NOT NULL "
+                             "GROUP BY kill_reason").fetchall())
+
+
+def tasks_with_jobs(conn: sqlite3.Connection) -> int:
+    """How many tasks had a job."""
+    count = conn.execute("SELECT count(DISTINCT task_id) FROM jobs WHERE kind = 'task'").fetchone()[0]
+    assert isinstance(count, int)
+    return count
+
+
+def longest_wait(conn: sqlite3.Connection) -> float | None:
+    """The longest a sent task job waited in its queue, until it started or ended; None before any was sent."""
+    wait: float | None = conn.execute("SELECT max(coalesce(started_at, finished_at) - submitted_at) FROM jobs "
+                                      "WHERE kind = 'task' AND submitted_at IS NOT NULL").fetchone()[0]
+    return wait
+
+
+def task_runs(conn: sqlite3.Connection, now: float) -> list[tuple[int, float, float]]:
+    """``(campaign, started at, finished at or now)`` of every task job that started."""
+    return conn.execute("SELECT campaign_id, started_at, coalesce(finished_at, ?) FROM jobs WHERE kind = 'task' "
+                        "AND started_at IS NOT NULL", [now]).fetchall()
+
+
+def killed_seconds(conn: sqlite3.Connection) -> list[tuple[str, int, float]]:
+    """``(killer, campaign, seconds)`` run by task jobs killed before their end: by the reason
+    cigri asked them to die for, else ``walltime`` or ``cluster_preemptions``."""
+    return conn.execute(
+        "SELECT coalesce(kill_reason, CASE state WHEN 'timeout' THEN 'walltime' ELSE 'cluster_preemptions' END), "
+        "campaign_id, sum(finished_at - started_at) FROM jobs WHERE kind = 'task' AND started_at IS NOT NULL "
+        "AND finished_at IS NOT NULL AND (kill_reason IS NOT NULL OR state IN ('preempted', 'timeout')) "
+        "GROUP BY 1, 2").fetchall()
+
+
+def gang_starts(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+    """``(members that started, members, first start, last start)`` of every gang."""
+    return conn.execute(
+        "SELECT count(j.started_at), count(*), min(j.started_at), max(j.started_at) FROM jobs j "
+        "JOIN campaigns c ON c.id = j.campaign_id WHERE j.kind = 'task' AND j.run_group IS NOT NULL "
+        "AND coalesce(json_extract(c.jdl, '$.gang'), 1) > 1 GROUP BY j.run_group").fetchall()
+
+
+def last_first_start(conn: sqlite3.Connection) -> float | None:
+    """When the last task to start first started; None before any did."""
+    last: float | None = conn.execute(
+        "SELECT max(first_start) FROM (SELECT min(started_at) AS first_start FROM jobs "
+        "WHERE kind = 'task' AND started_at IS NOT NULL GROUP BY task_id)").fetchone()[0]
+    return last
