@@ -402,7 +402,7 @@ def drains(db: Reader, campaign_ids: Iterable[int], now: float, period: float) -
     running: dict[tuple[int, int], int] = defaultdict(int)
     ages: dict[tuple[int, int], float] = defaultdict(float)
     started: dict[tuple[int, int], int] = defaultdict(int)
-    for c, k, n, age, recent in stored_jobs.running_tasks(_connection(db), ids, now, since):
+    for c, k, n, age, recent in stored_jobs.running_tasks_with_ages(_connection(db), ids, now, since):
         running[(c, k)], ages[(c, k)], started[(c, k)] = n, age or 0.0, recent
     for c, k, n in stored_jobs.terminated_tasks_since(_connection(db), ids, since):
         started[(c, k)] += n

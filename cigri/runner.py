@@ -237,7 +237,7 @@ def _form_batches(ctx: CycleContext) -> None:
             chunk = size * int(ctx.cluster_options(cluster_id).get("api_chunk_size", DEFAULT_CHUNK))
             updates += _batches(ids, size, chunk, alike_gangs=gang[campaign_id] > 1 and kind == "task")
     with database.write(ctx.grid.db) as conn:
-        stored_jobs.batch(conn, updates)
+        stored_jobs.set_batches(conn, updates)
 
 
 def _batches(ids: list[int], size: int, chunk: int, alike_gangs: bool) -> list[tuple[str, int | None, int]]:

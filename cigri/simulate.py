@@ -391,7 +391,7 @@ def _sample(grid: Grid, run: Run, worlds: dict[int, SimBackend], now: float) -> 
     held: dict[int, int] = defaultdict(int)
     names = {cid: name for name, cid in grid.cluster_ids().items()}
     where: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # cluster -> class -> cores
-    for cid, cluster_id, n in stored_jobs.running_task_jobs(grid.db.conn):
+    for cid, cluster_id, n in stored_jobs.running_tasks_per_pair(grid.db.conn):
         if cid in campaigns:
             held[cid] += n * cores[cid]
             where[names[cluster_id]][campaigns[cid][1]] += n * cores[cid]

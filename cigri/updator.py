@@ -120,7 +120,7 @@ def record_counts(ctx: CycleContext) -> None:
         if retention:
             conn.execute("DELETE FROM counts WHERE at < ?", [now - retention])
         conn.execute("DELETE FROM throughput_minutes WHERE minute < ?", [predictor.minutes_kept(now)])
-        jobs = stored_jobs.active_by_cluster(conn)
+        jobs = stored_jobs.waiting_and_running_per_cluster(conn)
         conn.executemany("INSERT INTO counts(at, cluster_id, waiting, running, total_slots, free_slots) "
                          "VALUES (?, ?, ?, ?, ?, ?)",
                          [(now, cluster_id, *jobs.get(cluster_id, (0, 0)), capacity.total_slots, capacity.free_slots)

@@ -68,7 +68,7 @@ def mark_job_event(grid: Grid, job_id: int, message: str, *, user: str) -> int:
     job_info(grid, job_id, user=user)  # another's job is answered as one that does not exist, as everywhere
     require_admin(grid.config, user, "marking a job with an event")
     with database.write(grid.db) as conn:
-        row = stored_jobs.where(conn, job_id)
+        row = stored_jobs.placement(conn, job_id)
         if row is None:
             raise NotFound(f"job {job_id}: no such job")
         return record(conn, "MANUAL_EVENT", message or f"marked by {user}", campaign_id=row[0], cluster_id=row[1],

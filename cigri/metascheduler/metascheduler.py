@@ -134,7 +134,7 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float,
     queued_cores: dict[int, int] = defaultdict(int)
     running_memory: dict[int, float] = defaultdict(float)  # GB, per cluster
     queued_memory: dict[int, float] = defaultdict(float)
-    for campaign_id, cluster_id, running, count in stored_jobs.held_tasks(conn):
+    for campaign_id, cluster_id, running, count in stored_jobs.held_tasks_per_pair(conn):
         if campaign_id not in costs:
             continue
         cores, memory = costs[campaign_id]
