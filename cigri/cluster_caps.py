@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from cigri.states import JOB_ACTIVE, sql_in
+from cigri.db import jobs as stored_jobs
 
 LEARNED_SECONDS = 3600.0
 
@@ -42,18 +42,12 @@ def room(conn: sqlite3.Connection, now: float) -> dict[int, int]:
     bounds = caps(conn, now)
     if not bounds:
         return {}
-    held = active_jobs(conn)
+    held = stored_jobs.active_per_cluster(conn)
     return {cid: max(0, cap - held.get(cid, 0)) for cid, cap in bounds.items()}
-
-
-def active_jobs(conn: sqlite3.Connection) -> dict[int, int]:
-    """cigri's jobs on each cluster, sent or about to be: what a submit limit counts."""
-    return dict(conn.execute(
-        f"SELECT cluster_id, count(*) FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} GROUP BY cluster_id").fetchall())
 
 
 def learn(conn: sqlite3.Connection, cluster_id: int, now: float) -> int:
     """The cluster refused one more job: what cigri holds there is its limit; return it."""
-    limit = active_jobs(conn).get(cluster_id, 0)
+    limit = stored_jobs.active_per_cluster(conn).get(cluster_id, 0)
     conn.execute("UPDATE clusters SET submit_limit = ?, submit_limit_at = ? WHERE id = ?", [limit, now, cluster_id])
     return limit

@@ -28,6 +28,7 @@ from cigri import bag
 from cigri import db as database
 from cigri.cycle_context import CycleContext
 from cigri.db import events as stored
+from cigri.db import jobs as stored_jobs
 from cigri.events import blacklist_pair, close, record, signature
 from cigri.states import EXIT_RESUBMIT_HEAD, JOB_ACTIVE, CampaignState, JobState, KillReason, TaskState, sql_in
 
@@ -189,9 +190,7 @@ def _autofix_pairs(ctx: CycleContext) -> None:
 
 def _stuck_launching(ctx: CycleContext) -> None:
     """Report jobs still ``submitting`` after ``stuck_delay``; close the reports once they are sent."""
-    stuck = ctx.grid.db.execute(
-        "SELECT id, campaign_id, cluster_id, task_id FROM jobs WHERE state = ? AND created_at < ?",
-        [JobState.SUBMITTING, database.now() - ctx.grid.config.settings.stuck_delay]).fetchall()
+    stuck = stored_jobs.stuck_launching(ctx.grid.db.conn, database.now() - ctx.grid.config.settings.stuck_delay)
     if not stuck and not stored.any_open(ctx.grid.db.conn, "STUCK_LAUNCHING"):
         return
     with database.write(ctx.grid.db) as conn:

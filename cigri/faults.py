@@ -28,9 +28,10 @@ from typing import Any
 
 from cigri import db as database
 from cigri.db import events as stored
+from cigri.db import jobs as stored_jobs
 from cigri.errors import CigriError, ConfigError, InputError
 from cigri.events import record
-from cigri.states import JobState, TaskState
+from cigri.states import TaskState
 
 CODE = "SET_ASIDE"
 # The system's and the database's errors (a full disk, a lock held too long, memory, a cluster's
@@ -79,8 +80,7 @@ def set_aside_cluster(conn: sqlite3.Connection, cluster_id: int, step: str, erro
 def set_aside_task(conn: sqlite3.Connection, job: Mapping[str, Any], why: str) -> None:
     """Fail a job not yet sent and its task; the campaign's one ``SET_ASIDE`` event for tasks
     failing so covers the job (``gridevents --fix --resubmit`` puts their tasks back)."""
-    conn.execute("UPDATE jobs SET state = ?, finished_at = ? WHERE id = ? AND state = ?",
-                 [JobState.FAILED, database.now(), job["id"], JobState.SUBMITTING])
+    stored_jobs.fail_unsent(conn, job["id"], database.now())
     conn.execute("UPDATE tasks SET state = ? WHERE id = ? AND state IN (?, ?)",
                  [TaskState.FAILED, job["task_id"], TaskState.WAITING, TaskState.RUNNING])
     record(conn, CODE, f"task {job['task']} set aside and failed: {why}; the rest of the campaign goes on "

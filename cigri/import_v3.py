@@ -38,6 +38,7 @@ from typing import Any
 from cigri import bag
 from cigri import db as database
 from cigri.db import events as stored_events
+from cigri.db import jobs as stored_jobs
 from cigri.db import notifications as stored_notifications
 from cigri.errors import CigriError, InputError
 from cigri.events import CATALOGUE, IMPORTED, UNCONFIRMED, Severity, record
@@ -440,16 +441,14 @@ def _job(conn: sqlite3.Connection, job: dict[str, Any], campaign: dict[str, Any]
     unconfirmed = _unconfirmed(job)
     active = job["state"] in ACTIVE and not unconfirmed
     task_id = task_ids.get(job["param_id"]) if kind == "task" else None
-    job_id = conn.execute(
-        "INSERT INTO jobs(campaign_id, task_id, cluster_id, kind, state, remote_id, batch, created_at, submitted_at, "
-        "started_at, finished_at, exit_code, node, kill_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-        "RETURNING id",
-        [campaign_id, task_id, clusters[job["cluster_id"]], kind,
-         JobState.LOST if unconfirmed else JOB_STATES[job["state"]],
-         None if job["remote_id"] is None else str(job["remote_id"]), f"v3-{job['id']}",
-         _epoch(job["submission_time"]) or database.now(), _epoch(job["submission_time"]), _epoch(job["start_time"]),
-         None if active else _epoch(job["stop_time"]), exit_code, job["node_name"],
-         KillReason.USER if active and v3_state == CampaignState.CANCELLED else None]).fetchone()[0]
+    job_id = stored_jobs.insert_imported(
+        conn, campaign_id=campaign_id, task_id=task_id, cluster_id=clusters[job["cluster_id"]], kind=kind,
+        state=JobState.LOST if unconfirmed else JOB_STATES[job["state"]],
+        remote_id=None if job["remote_id"] is None else str(job["remote_id"]), batch=f"v3-{job['id']}",
+        created_at=_epoch(job["submission_time"]) or database.now(), submitted_at=_epoch(job["submission_time"]),
+        started_at=_epoch(job["start_time"]), finished_at=None if active else _epoch(job["stop_time"]),
+        exit_code=exit_code, node=job["node_name"],
+        kill_reason=KillReason.USER if active and v3_state == CampaignState.CANCELLED else None)
     conn.execute("INSERT INTO v3_imports(kind, v3_id, cigri_id) VALUES ('job', ?, ?)", [job["id"], job_id])
     report.jobs += 1
     report.adopted += active
@@ -470,8 +469,7 @@ def _events(conn: sqlite3.Connection, v3: dict[str, list[dict[str, Any]]], clust
     --resubmit`` puts its task back; an event CiGri filed under another says so in its message."""
     campaigns = dict(conn.execute("SELECT v3_id, cigri_id FROM v3_imports WHERE kind = 'campaign'").fetchall())
     jobs = dict(conn.execute("SELECT v3_id, cigri_id FROM v3_imports WHERE kind = 'job'").fetchall())
-    tasks = dict(conn.execute("SELECT j.id, j.task_id FROM jobs j JOIN v3_imports v ON v.kind = 'job' "
-                              "AND v.cigri_id = j.id").fetchall())
+    tasks = stored_jobs.imported_tasks(conn)
     events = dict(conn.execute("SELECT v3_id, cigri_id FROM v3_imports WHERE kind = 'event'").fetchall())
     for event in v3["events"]:
         if ("event", event["id"]) in done or event["campaign_id"] is not None and event["campaign_id"] not in campaigns:

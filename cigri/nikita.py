@@ -21,7 +21,8 @@ from typing import NamedTuple
 from cigri import bag
 from cigri import db as database
 from cigri.cycle_context import CycleContext
-from cigri.states import JOB_ACTIVE, KILL_REQUEUES, JobState, KillReason, TaskState, sql_in
+from cigri.db import jobs as stored_jobs
+from cigri.states import KILL_REQUEUES, JobState, KillReason, TaskState
 
 log = logging.getLogger("cigri.nikita")
 
@@ -36,9 +37,7 @@ class _Kill(NamedTuple):
 def kill(ctx: CycleContext) -> int:
     """Cancel every job with a pending kill request; return how many were killed."""
     by_cluster: dict[tuple[int, str], list[_Kill]] = defaultdict(list)
-    for job_id, cluster_id, user, remote_id, task_id, reason in ctx.grid.db.execute(
-            "SELECT j.id, j.cluster_id, c.user, j.remote_id, j.task_id, j.kill_reason FROM jobs j "
-            f"JOIN campaigns c ON c.id = j.campaign_id WHERE j.kill_reason IS NOT NULL AND j.state IN {sql_in(JOB_ACTIVE)}"):
+    for job_id, cluster_id, user, remote_id, task_id, reason in stored_jobs.to_kill(ctx.grid.db.conn):
         by_cluster[(cluster_id, user)].append(_Kill(job_id, remote_id, task_id, KillReason(reason)))
     killed = 0
     for (cluster_id, user), jobs in by_cluster.items():
@@ -54,9 +53,7 @@ def kill(ctx: CycleContext) -> int:
         with database.write(ctx.grid.db) as conn:
             for k in jobs:
                 end = JobState.PREEMPTED if k.reason in KILL_REQUEUES else JobState.CANCELLED
-                killed += conn.execute(
-                    f"UPDATE jobs SET state = ?, finished_at = ? WHERE id = ? AND state IN {sql_in(JOB_ACTIVE)}",
-                    [end, database.now(), k.job_id]).rowcount
+                killed += stored_jobs.end_active(conn, k.job_id, end, database.now())
                 if k.task_id is not None and k.reason == KillReason.USER:
                     conn.execute("UPDATE tasks SET state = ? WHERE id = ? AND state IN (?, ?, ?)",
                                  [TaskState.CANCELLED, k.task_id, TaskState.PENDING, TaskState.WAITING,

@@ -44,17 +44,14 @@ from cigri import bag
 from cigri import db as database
 from cigri.config import JOB_RATIOS, RunnerSettings
 from cigri.cycle_context import CycleContext
+from cigri.db import jobs as stored_jobs
 from cigri.db.events import stress_of, stressed_clusters
 from cigri.events import close, open_event
 from cigri.states import (
     CAMPAIGN_ACTIVE,
-    JOB_ACTIVE,
     TASK_OPEN,
     CampaignState,
-    JobState,
-    KillReason,
     TaskState,
-    sql_in,
 )
 
 log = logging.getLogger("cigri.predictor")
@@ -215,6 +212,11 @@ class Phase:
     end: float | None  # None while the campaign is active
 
 
+def _connection(db: Reader) -> sqlite3.Connection:
+    """The connection ``db`` reads through: the data layer's functions take it."""
+    return db if isinstance(db, sqlite3.Connection) else db.conn
+
+
 def phase(db: Reader, campaign_id: int) -> Phase:
     state, finished_at = db.execute("SELECT state, finished_at FROM campaigns WHERE id = ?", [campaign_id]).fetchone()
     return Phase(state == CampaignState.PAUSED, None if state in CAMPAIGN_ACTIVE else finished_at)
@@ -344,9 +346,7 @@ def cluster_remaining(db: Reader, campaign_id: int, now: float, clusters: dict[i
     clusters = cluster_figures(db, campaign_id, now, window) if clusters is None else clusters
     in_bag = bag.count(db, campaign_id, (TaskState.PENDING,)) if pending is None else pending
     if held is None:
-        held = dict(db.execute(
-            "SELECT cluster_id, count(*) FROM jobs INDEXED BY jobs_by_campaign WHERE campaign_id = ? "
-            f"AND state IN {sql_in(JOB_ACTIVE)} AND kind = 'task' GROUP BY cluster_id", [campaign_id]).fetchall())
+        held = stored_jobs.active_tasks_per_cluster(_connection(db), campaign_id)
     rates = {k: c.throughput_per_hour for k, c in clusters.items() if c.throughput_per_hour}
     total = sum(rates.values())
     result = {}
@@ -404,16 +404,9 @@ def drains(db: Reader, campaign_ids: Iterable[int], now: float, period: float) -
     running: dict[tuple[int, int], int] = defaultdict(int)
     ages: dict[tuple[int, int], float] = defaultdict(float)
     started: dict[tuple[int, int], int] = defaultdict(int)
-    for c, k, n, age, recent in db.execute(
-            f"SELECT campaign_id, cluster_id, count(*), sum(max(0, ? - started_at)), "
-            f"count(*) FILTER (WHERE started_at > ?) FROM jobs "
-            f"WHERE state = ? AND kind = 'task' AND campaign_id IN ({marks}) GROUP BY campaign_id, cluster_id",
-            [now, since, JobState.RUNNING, *ids]):
+    for c, k, n, age, recent in stored_jobs.running_tasks_with_ages(_connection(db), ids, now, since):
         running[(c, k)], ages[(c, k)], started[(c, k)] = n, age or 0.0, recent
-    for c, k, n in db.execute(
-            f"SELECT campaign_id, cluster_id, count(*) FROM jobs INDEXED BY jobs_terminated "
-            f"WHERE state = 'terminated' AND kind = 'task' AND campaign_id IN ({marks}) AND finished_at > ? "
-            f"AND started_at > ? GROUP BY campaign_id, cluster_id", [*ids, since, since]):
+    for c, k, n in stored_jobs.terminated_tasks_since(_connection(db), ids, since):
         started[(c, k)] += n
     result = {}
     for key in running.keys() | started.keys():
@@ -466,11 +459,7 @@ def predict(ctx: CycleContext) -> int:
                                              [CampaignState.IN_TREATMENT]) if r[0] not in ctx.set_aside]
     pairs = [_Pair(c, k) for c, clusters in ctx.grid.campaign_properties(campaign_ids).items() for k in clusters
              if k in ctx.capacities]
-    queued: dict[tuple[int, int], int] = defaultdict(int)
-    for campaign_id, cluster_id, n in db.execute(
-            "SELECT campaign_id, cluster_id, count(*) FROM jobs WHERE state IN (?, ?) AND kind = 'task' "
-            "GROUP BY campaign_id, cluster_id", [JobState.SUBMITTING, JobState.WAITING]):
-        queued[(campaign_id, cluster_id)] = n
+    queued = stored_jobs.queued_tasks(db.conn)
     waiting = _waiting_jobs(db, list(ctx.capacities))
     pending = {c for c in campaign_ids if bag.count(db, c, (TaskState.PENDING,), limit=1)}
     period = ctx.grid.config.settings.cycle_period
@@ -524,9 +513,7 @@ def _waiting_jobs(db: Database, cluster_ids: list[int]) -> dict[tuple[int, int],
     of a temporal group are left out: they are one remote job, running its members in turn."""
     result: dict[tuple[int, int], list[tuple[int, float | None]]] = defaultdict(list)
     for cluster_id in cluster_ids:
-        for job_id, campaign_id, since in db.execute(
-                "SELECT id, campaign_id, submitted_at FROM jobs WHERE state = ? AND cluster_id = ? AND kind = 'task' "
-                "AND kill_reason IS NULL AND run_group IS NULL", [JobState.WAITING, cluster_id]):
+        for job_id, campaign_id, since in stored_jobs.waiting_alone(db.conn, cluster_id):
             result[(campaign_id, cluster_id)].append((job_id, since))
     return result
 
@@ -535,8 +522,7 @@ def _judge_stress(ctx: CycleContext, conn: sqlite3.Connection) -> set[int]:
     """The stressed clusters; open or close their CLUSTER_STRESSED events. The cluster's
     queue minus cigri's own waiting jobs is what its users wait with."""
     runner = ctx.grid.config.runner
-    ours = dict(conn.execute("SELECT cluster_id, count(*) FROM jobs WHERE state = ? GROUP BY cluster_id",
-                             [JobState.WAITING]).fetchall())
+    ours = stored_jobs.waiting_per_cluster(conn)
     was = stressed_clusters(conn)
     hot = set()
     for cluster_id, capacity in ctx.capacities.items():
@@ -572,8 +558,7 @@ def _shunned(pair: _Pair, lowest: dict[int, float], penalties: dict[tuple[int, i
 def _flag(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, job_ids: list[int], now: float,
           half_life: float) -> None:
     """Ask nikita to kill the jobs and add them to the (decayed) penalty, in the caller's transaction."""
-    conn.executemany("UPDATE jobs SET kill_reason = ? WHERE id = ? AND state = ? AND kill_reason IS NULL",
-                     [(KillReason.FLOOD, job_id, JobState.WAITING) for job_id in job_ids])
+    stored_jobs.mark_flooding(conn, job_ids)
     row = conn.execute("SELECT penalty, updated_at, half_life FROM affinity_penalties WHERE campaign_id = ? "
                        "AND cluster_id = ?", [campaign_id, cluster_id]).fetchone()
     penalty = (decayed(row[0], row[1], now, row[2]) if row else 0.0) + len(job_ids)

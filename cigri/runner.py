@@ -45,6 +45,7 @@ from cigri import bag, cluster_caps, faults, grouping
 from cigri import db as database
 from cigri.backends import JobSpec
 from cigri.cycle_context import CycleContext
+from cigri.db import jobs as stored_jobs
 from cigri.db.events import refused_clusters
 from cigri.errors import SubmissionRefused, SubmitLimitReached
 from cigri.events import open_event, record
@@ -53,7 +54,6 @@ from cigri.jdl.parser import oar_job_types
 from cigri.jdl.walltime import format_walltime
 from cigri.joblog import log_submission
 from cigri.metascheduler import gangs, windows
-from cigri.states import JOB_ACTIVE, JobState, TaskState, sql_in
 
 log = logging.getLogger("cigri.runner")
 DEFAULT_CHUNK = 100  # CiGri's array size; api_chunk_size per cluster
@@ -64,12 +64,7 @@ def run(ctx: CycleContext) -> int:
     """Submit every batch to its cluster, none to a cluster left out of this cycle (a failed call
     leaves it out at once); return how many jobs were sent."""
     _form_batches(ctx)
-    rows = list(ctx.grid.db.query(
-        "SELECT j.id, j.campaign_id, j.cluster_id, j.kind, j.batch, j.run_group, j.task_id, t.name AS task, t.param, "
-        "c.user "
-        "FROM jobs j JOIN campaigns c ON c.id = j.campaign_id LEFT JOIN tasks t ON t.id = j.task_id "
-        "WHERE j.state = ? AND j.kill_reason IS NULL ORDER BY j.cluster_id, CAST(j.batch AS INTEGER), j.id",
-        [JobState.SUBMITTING]))
+    rows = stored_jobs.to_submit(ctx.grid.db.conn)
     settings = ctx.grid.campaign_properties(sorted({r["campaign_id"] for r in rows}))
     gang = gangs.sizes(ctx.grid.db.conn, settings)
     night = windows.is_night(ctx.grid.config.metascheduler, database.now())  # semi-best-effort runs normal by night
@@ -124,10 +119,7 @@ def run(ctx: CycleContext) -> int:
         log_submission(ctx.grid.config, ctx.grid.backend(cluster_id).name, jobs[0]["user"], specs, remote_ids)
         now = database.now()
         with database.write(ctx.grid.db) as conn:
-            conn.executemany(
-                "UPDATE jobs SET state = ?, remote_id = ?, submitted_at = ? WHERE id = ? AND state = ?",
-                [(JobState.WAITING, remote_ids[spec.key], now, int(spec.key), JobState.SUBMITTING)
-                 for spec in specs])
+            stored_jobs.submitted(conn, [(int(spec.key), remote_ids[spec.key]) for spec in specs], now)
         sent += len(specs)
     for cluster_id, words in at_limit.items():
         _learn_limit(ctx, cluster_id, words)
@@ -165,8 +157,7 @@ def _halve(ctx: CycleContext, jobs: list[dict[str, Any]]) -> list[list[dict[str,
     first, second = jobs[:cut], jobs[cut:]
     key = str(second[0]["id"])
     with database.write(ctx.grid.db) as conn:
-        conn.executemany("UPDATE jobs SET batch = ? WHERE id = ? AND state = ?",
-                         [(key, job["id"], JobState.SUBMITTING) for job in second])
+        stored_jobs.rebatch(conn, [job["id"] for job in second], key)
     for job in second:
         job["batch"] = key
     return [first, second]
@@ -175,9 +166,7 @@ def _halve(ctx: CycleContext, jobs: list[dict[str, Any]]) -> list[list[dict[str,
 def _holds(ctx: CycleContext, campaign_id: int, cluster_id: int) -> bool:
     """Whether the cluster took some of the campaign's jobs: words that cover both a submit limit
     and a job the cluster can never run then mean the limit, as the same job was accepted."""
-    return ctx.grid.db.execute("SELECT 1 FROM jobs WHERE campaign_id = ? AND cluster_id = ? AND state IN (?, ?) "
-                               "LIMIT 1", [campaign_id, cluster_id, JobState.WAITING, JobState.RUNNING]).fetchone() \
-        is not None
+    return stored_jobs.holds(ctx.grid.db.conn, campaign_id, cluster_id)
 
 
 def _withdraw(ctx: CycleContext, jobs: list[dict[str, Any]]) -> None:
@@ -189,10 +178,7 @@ def _withdraw(ctx: CycleContext, jobs: list[dict[str, Any]]) -> None:
 
 
 def _forget(conn: sqlite3.Connection, job_ids: list[int]) -> None:
-    task_ids = [r[0] for r in conn.execute(
-        f"DELETE FROM jobs WHERE id IN ({','.join('?' * len(job_ids))}) AND state = ? RETURNING task_id",
-        [*job_ids, JobState.SUBMITTING]) if r[0] is not None]
-    bag.withdrawn(conn, task_ids)
+    bag.withdrawn(conn, stored_jobs.forget_unsent(conn, job_ids))
 
 
 def _learn_limit(ctx: CycleContext, cluster_id: int, error: SubmitLimitReached) -> None:
@@ -235,9 +221,7 @@ def _form_batches(ctx: CycleContext) -> None:
     """Give new ``submitting`` jobs their batch and temporal group before any remote call, so a
     re-sent batch is the same batch. One batch per campaign, cluster and kind holds at most
     ``api_chunk_size`` remote jobs (lone jobs or groups)."""
-    rows = ctx.grid.db.execute(
-        "SELECT id, cluster_id, campaign_id, kind FROM jobs WHERE state = ? AND batch IS NULL "
-        "ORDER BY cluster_id, campaign_id, kind, id", [JobState.SUBMITTING]).fetchall()
+    rows = stored_jobs.unbatched(ctx.grid.db.conn)
     if not rows:
         return
     settings = ctx.grid.campaign_properties(sorted({r[2] for r in rows}))
@@ -253,7 +237,7 @@ def _form_batches(ctx: CycleContext) -> None:
             chunk = size * int(ctx.cluster_options(cluster_id).get("api_chunk_size", DEFAULT_CHUNK))
             updates += _batches(ids, size, chunk, alike_gangs=gang[campaign_id] > 1 and kind == "task")
     with database.write(ctx.grid.db) as conn:
-        conn.executemany("UPDATE jobs SET batch = ?, run_group = ? WHERE id = ? AND batch IS NULL", updates)
+        stored_jobs.set_batches(conn, updates)
 
 
 def _batches(ids: list[int], size: int, chunk: int, alike_gangs: bool) -> list[tuple[str, int | None, int]]:

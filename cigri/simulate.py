@@ -36,10 +36,11 @@ from cigri import config as configuration
 from cigri.backends.sim import SimBackend
 from cigri.backends.sim.world import GRICAD_MEDIAN_SECONDS, GRICAD_SIGMA, lognormal
 from cigri.cycle import run_cycle
+from cigri.db import jobs as stored_jobs
 from cigri.errors import InputError, shown
 from cigri.grid import Grid, open_grid
 from cigri.metascheduler import windows
-from cigri.states import CAMPAIGN_ACTIVE, TASK_OPEN, JobState, TaskState, sql_in
+from cigri.states import CAMPAIGN_ACTIVE, TASK_OPEN, TaskState, sql_in
 
 MOST_TASKS = 20_000_000  # of one campaign entry, all its copies: every run time is drawn up front (160 MB)
 MOST_GRICAD_CAMPAIGNS = 10_000  # a few years of a Gricad-sized site's campaigns
@@ -357,8 +358,7 @@ def _loop(grid: Grid, run: Run, time: clock.VirtualClock, home: Path) -> None:
 
 def _queued_jobs(grid: Grid) -> bool:
     """Some of cigri's jobs wait in a queue: flood control may kill them at any next cycle."""
-    return grid.db.execute(f"SELECT 1 FROM jobs WHERE state IN {sql_in((JobState.SUBMITTING, JobState.WAITING))} "
-                           "LIMIT 1").fetchone() is not None
+    return stored_jobs.any_queued(grid.db.conn)
 
 
 def _submit(grid: Grid, plan: CampaignPlan, home: Path) -> None:
@@ -391,8 +391,7 @@ def _sample(grid: Grid, run: Run, worlds: dict[int, SimBackend], now: float) -> 
     held: dict[int, int] = defaultdict(int)
     names = {cid: name for name, cid in grid.cluster_ids().items()}
     where: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # cluster -> class -> cores
-    for cid, cluster_id, n in grid.db.execute("SELECT campaign_id, cluster_id, count(*) FROM jobs "
-                                              "WHERE state = 'running' AND kind = 'task' GROUP BY 1, 2"):
+    for cid, cluster_id, n in stored_jobs.running_tasks_per_pair(grid.db.conn):
         if cid in campaigns:
             held[cid] += n * cores[cid]
             where[names[cluster_id]][campaigns[cid][1]] += n * cores[cid]
@@ -535,24 +534,19 @@ def _report(grid: Grid, run: Run) -> dict[str, Any]:
     makespan = last - first
     work = sum(sum(p.durations) * p.cores_per_task for p in run.scenario.campaigns)
     cores = {i: plan.cores_per_task for i, plan in enumerate(run.scenario.campaigns, 1)}  # ids follow submission
-    useful = sum(seconds * cores.get(cid, 1) for cid, seconds in db.execute(
-        "SELECT campaign_id, sum(finished_at - started_at) FROM jobs WHERE state = 'terminated' AND kind = 'task' "
-        "GROUP BY campaign_id"))
+    useful = sum(seconds * cores.get(cid, 1) for cid, seconds in stored_jobs.terminated_seconds(db.conn))
     wasted = _wasted(db, cores)
-    failed = sum(seconds * cores.get(cid, 1) for cid, seconds in db.execute(
-        "SELECT campaign_id, sum(finished_at - started_at) FROM jobs WHERE state = 'failed' AND kind = 'task' "
-        "AND started_at IS NOT NULL GROUP BY campaign_id"))
+    failed = sum(seconds * cores.get(cid, 1) for cid, seconds in stored_jobs.failed_seconds(db.conn))
     bound = _makespan_bound(run, work, first - START)
     listed_end = list_schedule(run.scenario.campaigns, [(t0, (h1 - h0) / (t1 - t0)) for (t0, h0), (t1, h1)
                                                         in pairwise(run.harvest) if t1 > t0])
     listed = None if listed_end is None else listed_end - (first - START)
     harvestable = sum(b.world.usage.harvestable for b in worlds.values())
     cigri = sum(b.world.usage.cigri for b in worlds.values())
-    jobs = dict(db.execute("SELECT state, count(*) FROM jobs WHERE kind = 'task' GROUP BY state").fetchall())
-    kills = dict(db.execute("SELECT kill_reason, count(*) FROM jobs WHERE kill_reason IS NOT NULL "
-                            "GROUP BY kill_reason").fetchall())
+    jobs = stored_jobs.task_jobs_by_state(db.conn)
+    kills = stored_jobs.kills_by_reason(db.conn)
     tasks = dict(db.execute("SELECT state, count(*) FROM tasks GROUP BY state").fetchall())
-    started_tasks = db.execute("SELECT count(DISTINCT task_id) FROM jobs WHERE kind = 'task'").fetchone()[0]
+    started_tasks = stored_jobs.tasks_with_jobs(db.conn)
     user_actual, user_ideal, class_actual, class_ideal = _shares(grid, run, cores)
     # over: terminated, failed (some task failed) or cancelled; nothing is left to run
     over = db.execute(f"SELECT count(*) FROM campaigns WHERE state NOT IN {sql_in(CAMPAIGN_ACTIVE)}").fetchone()[0]
@@ -591,8 +585,7 @@ def _report(grid: Grid, run: Run) -> dict[str, Any]:
         "resubmissions": sum(jobs.values()) - started_tasks,
         "eta_mape": _round(mape),
         "eta_predictions": len(run.etas),
-        "max_wait_seconds": db.execute("SELECT max(coalesce(started_at, finished_at) - submitted_at) FROM jobs "
-                                       "WHERE kind = 'task' AND submitted_at IS NOT NULL").fetchone()[0],
+        "max_wait_seconds": stored_jobs.longest_wait(db.conn),
         "share": {
             "users": {u: {"core_hours": round(user_actual[u], 3), "ideal_core_hours": round(user_ideal[u], 3)}
                       for u in sorted(user_ideal)},
@@ -621,9 +614,7 @@ def _shares(grid: Grid, run: Run, cores: Mapping[int, int]
     taken = [START + s.at * 3600 for s in run.samples]
     bounds = sorted({START, end, *taken})
     held: dict[int, list[float]] = {}
-    for cid, started, finished in grid.db.execute(
-            "SELECT campaign_id, started_at, coalesce(finished_at, ?) FROM jobs WHERE kind = 'task' "
-            "AND started_at IS NOT NULL", [end]):
+    for cid, started, finished in stored_jobs.task_runs(grid.db.conn, end):
         spread(held.setdefault(cid, [0.0] * (len(bounds) - 1)), bounds, cores.get(cid, 1), started, finished)
     user_actual: dict[str, float] = defaultdict(float)
     class_actual: dict[str, float] = defaultdict(float)
@@ -663,11 +654,7 @@ def _wasted(db: Database, cores: Mapping[int, int]) -> dict[str, float]:
     """Core-seconds run by task jobs that ended before their task did, by killer (the keys of
     the report's ``kills``): the cluster's preemptions and walltime kills, and cigri's own."""
     result: dict[str, float] = defaultdict(float)
-    for killer, campaign_id, seconds in db.execute(
-            "SELECT coalesce(kill_reason, CASE state WHEN 'timeout' THEN 'walltime' ELSE 'cluster_preemptions' END), "
-            "campaign_id, sum(finished_at - started_at) FROM jobs WHERE kind = 'task' AND started_at IS NOT NULL "
-            "AND finished_at IS NOT NULL AND (kill_reason IS NOT NULL OR state IN ('preempted', 'timeout')) "
-            "GROUP BY 1, 2"):
+    for killer, campaign_id, seconds in stored_jobs.killed_seconds(db.conn):
         result[killer] += seconds * cores.get(campaign_id, 1)
     return {killer: seconds for killer, seconds in result.items() if seconds > 0}
 
@@ -676,10 +663,7 @@ def _gangs(db: Database) -> dict[str, int]:
     """The gangs that started (a member ran), and of those the ones partly started: some member
     never ran, or members started at different times (Armada's all-or-nothing broken)."""
     started = partly = 0
-    for ran, members, first, last in db.execute(
-            "SELECT count(j.started_at), count(*), min(j.started_at), max(j.started_at) FROM jobs j "
-            "JOIN campaigns c ON c.id = j.campaign_id WHERE j.kind = 'task' AND j.run_group IS NOT NULL "
-            "AND coalesce(json_extract(c.jdl, '$.gang'), 1) > 1 GROUP BY j.run_group"):
+    for ran, members, first, last in stored_jobs.gang_starts(db.conn):
         if ran:
             started += 1
             partly += ran < members or last > first
@@ -690,8 +674,7 @@ def _bag_drained(db: Database, first: float) -> float | None:
     """Hours from the first submission until the last task first started: what dispatch can
     shorten. The rest of the makespan is the tail of tasks still running then, which no
     scheduler that does not know run times in advance can shorten (replicas run as long)."""
-    last = db.execute("SELECT max(first_start) FROM (SELECT min(started_at) AS first_start FROM jobs "
-                      "WHERE kind = 'task' AND started_at IS NOT NULL GROUP BY task_id)").fetchone()[0]
+    last = stored_jobs.last_first_start(db.conn)
     return None if last is None else (last - first) / 3600
 
 

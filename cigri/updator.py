@@ -17,10 +17,11 @@ from cigri import db as database
 from cigri import predictor
 from cigri.backends import RemoteJob, RemoteState
 from cigri.cycle_context import CycleContext
+from cigri.db import jobs as stored_jobs
 from cigri.db.events import refused_clusters
 from cigri.events import record
-from cigri.states import (EXIT_RESUBMIT_HEAD, EXIT_RESUBMIT_TAIL, JOB_ACTIVE, JOB_ENDED, TASK_OPEN, CampaignState, JobState,
-                          KillReason, TaskState, sql_in)
+from cigri.states import (EXIT_RESUBMIT_HEAD, EXIT_RESUBMIT_TAIL, JOB_ENDED, TASK_OPEN, CampaignState, JobState,
+                          TaskState, sql_in)
 
 log = logging.getLogger("cigri.updator")
 
@@ -45,9 +46,7 @@ def job_state(remote: RemoteJob) -> JobState:
 
 def update(ctx: CycleContext) -> int:
     """Poll every usable or draining cluster; return how many jobs changed state."""
-    rows = ctx.grid.db.execute(
-        "SELECT id, cluster_id, remote_id, state, task_id FROM jobs WHERE state IN (?, ?) AND remote_id IS NOT NULL",
-        [JobState.WAITING, JobState.RUNNING]).fetchall()
+    rows = stored_jobs.to_poll(ctx.grid.db.conn)
     by_cluster: dict[int, list[tuple[int, str, str, int | None]]] = defaultdict(list)
     for job_id, cluster_id, remote_id, state, task_id in rows:
         by_cluster[cluster_id].append((job_id, remote_id, state, task_id))
@@ -74,12 +73,9 @@ def _apply(ctx: CycleContext, jobs: list[tuple[int, str, str, int | None]], answ
             new_state = job_state(remote)
             if new_state == old_state:
                 continue
-            changed += conn.execute(
-                "UPDATE jobs SET state = ?, exit_code = ?, node = coalesce(?, node), "
-                "started_at = coalesce(started_at, ?), finished_at = ? WHERE id = ? AND state = ?",
-                [new_state, remote.exit_code, remote.node, remote.started_at,
-                 remote.finished_at if new_state not in (JobState.WAITING, JobState.RUNNING) else None,
-                 job_id, old_state]).rowcount
+            changed += stored_jobs.move(conn, job_id, old_state, new_state, exit_code=remote.exit_code,
+                                        node=remote.node, started_at=remote.started_at,
+                                        finished_at=remote.finished_at)
             started |= new_state == JobState.RUNNING
             if task_id is None:
                 continue
@@ -93,17 +89,8 @@ def _apply(ctx: CycleContext, jobs: list[tuple[int, str, str, int | None]], answ
                 conn.execute("UPDATE tasks SET state = ? WHERE id = ? AND state IN (?, ?)",
                              [new_state, task_id, TaskState.WAITING, TaskState.RUNNING])
         if started:
-            conn.execute(_RUN_ON)
+            stored_jobs.run_on(conn)
     return changed
-
-
-# A job a pause was to withdraw that started meanwhile runs on, as its campaign's running jobs
-# do, and so do the jobs of its temporal group or gang (one remote job, started with the first).
-_RUN_ON = f"""
-UPDATE jobs SET kill_reason = NULL WHERE kill_reason = '{KillReason.PAUSE.value}' AND state IN {sql_in(JOB_ACTIVE)}
-AND (state = '{JobState.RUNNING.value}'
-     OR (SELECT f.state FROM jobs f WHERE f.id = jobs.run_group) NOT IN {sql_in((JobState.SUBMITTING, JobState.WAITING))})
-"""
 
 
 _RECORD_ENDING = """
@@ -133,9 +120,7 @@ def record_counts(ctx: CycleContext) -> None:
         if retention:
             conn.execute("DELETE FROM counts WHERE at < ?", [now - retention])
         conn.execute("DELETE FROM throughput_minutes WHERE minute < ?", [predictor.minutes_kept(now)])
-        jobs = {cluster_id: (waiting, running) for cluster_id, waiting, running in conn.execute(
-            "SELECT cluster_id, count(*) FILTER (WHERE state != 'running'), count(*) FILTER (WHERE state = 'running') "
-            f"FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} GROUP BY cluster_id")}
+        jobs = stored_jobs.waiting_and_running_per_cluster(conn)
         conn.executemany("INSERT INTO counts(at, cluster_id, waiting, running, total_slots, free_slots) "
                          "VALUES (?, ?, ?, ?, ?, ?)",
                          [(now, cluster_id, *jobs.get(cluster_id, (0, 0)), capacity.total_slots, capacity.free_slots)
@@ -170,8 +155,7 @@ def _finish(ctx: CycleContext, conn: sqlite3.Connection, campaign_id: int, owner
     campaign's."""
     if bag.count(conn, campaign_id, TASK_OPEN, limit=1):
         return False
-    if conn.execute(f"SELECT 1 FROM jobs WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)} LIMIT 1",
-                    [campaign_id]).fetchone():
+    if stored_jobs.any_active(conn, campaign_id):
         return False
     if owner not in refused:
         refused[owner] = ctx.grid.refused_cluster_ids(owner)

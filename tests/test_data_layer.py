@@ -17,7 +17,7 @@ OTHER_DATABASE = Path("cigri/import_v3.py")
 
 
 def test_the_layer_imports_no_use_case_and_no_server() -> None:
-    probe = ("import sys, cigri.db, cigri.db.events, cigri.db.notifications, cigri.db.tokens; "
+    probe = ("import sys, cigri.db, cigri.db.events, cigri.db.jobs, cigri.db.notifications, cigri.db.tokens; "
              "print(sorted(m for m in sys.modules if m.startswith(('cigri.api', 'cigri.server', 'cigri.cli'))))")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert result.stdout.strip() == "[]"

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from cigri import db as database
+from cigri.db import jobs as stored_jobs
 from cigri.errors import InputError
 from cigri.grid import Grid
 from cigri.users import is_admin
@@ -28,11 +29,7 @@ def core_hours(grid: Grid, hours: float, *, user: str) -> list[dict[str, Any]]:
     until = database.now()
     since = until - hours * 3600
     everyone = is_admin(grid.config, user)
-    rows = grid.db.execute(
-        "SELECT j.campaign_id, j.cluster_id, k.name, c.user, j.started_at, coalesce(j.finished_at, ?) "
-        "FROM jobs j JOIN campaigns c ON c.id = j.campaign_id JOIN clusters k ON k.id = j.cluster_id "
-        "WHERE j.started_at IS NOT NULL AND j.started_at < ? AND coalesce(j.finished_at, ?) > ? "
-        "AND (? OR c.user = ?)", [until, until, until, since, everyone, user]).fetchall()
+    rows = stored_jobs.ran_between(grid.db.conn, since, until, everyone=everyone, user=user)
     settings = grid.campaign_properties(sorted({r[0] for r in rows}))
     used: dict[tuple[float, str, str], list[float]] = defaultdict(lambda: [0.0, 0])
     for campaign_id, cluster_id, cluster, owner, started, finished in rows:

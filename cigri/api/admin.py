@@ -13,6 +13,7 @@ from cigri.api.access import owned_campaign
 from cigri.api.campaigns import cancel
 from cigri.api.jobs import job_info
 from cigri.db import events as stored
+from cigri.db import jobs as stored_jobs
 from cigri.errors import InputError, NotFound, Refused
 from cigri.events import record
 from cigri.grid import Grid
@@ -56,7 +57,7 @@ def _delete(conn: sqlite3.Connection, campaign_id: int) -> None:
     for table in _CAMPAIGN_TABLES:
         conn.execute(f"DELETE FROM {table} WHERE campaign_id = ?", [campaign_id])
     stored.delete_campaign_events(conn, campaign_id)
-    conn.execute("DELETE FROM jobs WHERE campaign_id = ?", [campaign_id])
+    stored_jobs.delete_campaign_jobs(conn, campaign_id)
     conn.execute("DELETE FROM tasks WHERE campaign_id = ?", [campaign_id])
     conn.execute("DELETE FROM campaigns WHERE id = ?", [campaign_id])
 
@@ -67,7 +68,7 @@ def mark_job_event(grid: Grid, job_id: int, message: str, *, user: str) -> int:
     job_info(grid, job_id, user=user)  # another's job is answered as one that does not exist, as everywhere
     require_admin(grid.config, user, "marking a job with an event")
     with database.write(grid.db) as conn:
-        row = conn.execute("SELECT campaign_id, cluster_id, task_id FROM jobs WHERE id = ?", [job_id]).fetchone()
+        row = stored_jobs.placement(conn, job_id)
         if row is None:
             raise NotFound(f"job {job_id}: no such job")
         return record(conn, "MANUAL_EVENT", message or f"marked by {user}", campaign_id=row[0], cluster_id=row[1],

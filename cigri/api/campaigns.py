@@ -11,11 +11,12 @@ from typing import Any
 from cigri import bag, predictor
 from cigri import db as database
 from cigri.db import events as stored
+from cigri.db import jobs as stored_jobs
 from cigri.api.access import campaign_row, check_page, may_see, owned_campaign, storable
 from cigri.errors import InputError, NotFound, Refused, shown
 from cigri.events import record
 from cigri.grid import Grid
-from cigri.states import CAMPAIGN_ACTIVE, JOB_ACTIVE, TASK_OPEN, CampaignState, JobState, KillReason, TaskState, sql_in
+from cigri.states import CAMPAIGN_ACTIVE, TASK_OPEN, CampaignState, JobState, TaskState, sql_in
 
 
 def cancel(grid: Grid, campaign_id: int, *, user: str) -> None:
@@ -27,12 +28,8 @@ def cancel(grid: Grid, campaign_id: int, *, user: str) -> None:
         conn.execute("UPDATE campaigns SET state = ?, finished_at = ? WHERE id = ?",
                      [CampaignState.CANCELLED, database.now(), campaign_id])
         bag.end_all(conn, campaign_id, TASK_OPEN, TaskState.CANCELLED)
-        conn.execute(f"UPDATE jobs SET kill_reason = ? WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)}",
-                     [KillReason.USER, campaign_id])
+        stored_jobs.mark_campaign_cancelled(conn, campaign_id)
         record(conn, "USER_CANCEL", f"campaign cancelled by {user}", campaign_id=campaign_id)
-
-
-NOT_STARTED = (JobState.SUBMITTING, JobState.WAITING)  # a job a pause withdraws
 
 
 def pause(grid: Grid, campaign_id: int, *, user: str) -> None:
@@ -43,10 +40,7 @@ def pause(grid: Grid, campaign_id: int, *, user: str) -> None:
     all), and its prologues and epilogues."""
     with database.write(grid.db) as conn:
         _move_campaign(grid, conn, campaign_id, user, CampaignState.IN_TREATMENT, CampaignState.PAUSED)
-        conn.execute("UPDATE jobs SET kill_reason = ? WHERE campaign_id = ? AND state IN (?, ?) AND kind = 'task' "
-                     "AND kill_reason IS NULL AND (run_group IS NULL "  # a group starts with its first job
-                     "OR (SELECT f.state FROM jobs f WHERE f.id = jobs.run_group) IN (?, ?))",
-                     [KillReason.PAUSE, campaign_id, *NOT_STARTED, *NOT_STARTED])
+        stored_jobs.withdraw_unstarted(conn, campaign_id)
 
 
 def resume(grid: Grid, campaign_id: int, *, user: str) -> None:
@@ -54,8 +48,7 @@ def resume(grid: Grid, campaign_id: int, *, user: str) -> None:
     asked for that nikita has not done yet are called off."""
     with database.write(grid.db) as conn:
         _move_campaign(grid, conn, campaign_id, user, CampaignState.PAUSED, CampaignState.IN_TREATMENT)
-        conn.execute(f"UPDATE jobs SET kill_reason = NULL WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)} "
-                     "AND kill_reason = ?", [campaign_id, KillReason.PAUSE])
+        stored_jobs.call_off_withdrawals(conn, campaign_id)
 
 
 def _move_campaign(grid: Grid, conn: sqlite3.Connection, campaign_id: int, user: str, before: CampaignState,
@@ -97,9 +90,7 @@ def _summary(grid: Grid, row: dict[str, Any], now: float) -> tuple[dict[str, Any
         "progress": round(100 * (counts["terminated"] + counts["failed"]) / counts["total"], 1)
         if counts["total"] else 100.0,  # the tasks that ran to an end: a cancelled one did not
         "open_events": stored.count_open(grid.db.conn, campaign_id),
-        "replicas": grid.db.execute(  # extra copies of running tasks (finalize scheduler)
-            f"SELECT count(*) - count(DISTINCT task_id) FROM jobs WHERE campaign_id = ? AND kind = 'task' "
-            f"AND state IN {sql_in(JOB_ACTIVE)}", [campaign_id]).fetchone()[0],
+        "replicas": stored_jobs.replicas(grid.db.conn, campaign_id),
         "throughput_per_hour": figures.throughput_per_hour,
         "remaining_seconds": figures.remaining_seconds,
         "eta": figures.eta,
@@ -126,9 +117,7 @@ def campaign_detail(grid: Grid, campaign_id: int, *, user: str, now: float | Non
             "affinity_penalty": 0.0})
 
     held: dict[int, int] = defaultdict(int)  # active task jobs per cluster
-    for cluster_id, state, n in grid.db.execute(
-            f"SELECT cluster_id, state, count(*) FROM jobs WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)} "
-            f"AND kind = 'task' GROUP BY cluster_id, state", [campaign_id]):
+    for cluster_id, state, n in stored_jobs.active_tasks_by_state(grid.db.conn, campaign_id):
         entry(cluster_id)["jobs"][state] = n
         held[cluster_id] += n
     for cluster_id, cluster in figures.clusters.items():
@@ -231,11 +220,7 @@ def campaign_tasks(grid: Grid, campaign_id: int, *, user: str, states: Sequence[
         if not page:
             return
         jobs: dict[int, list[dict[str, Any]]] = defaultdict(list)
-        for job in grid.db.query(
-                "SELECT j.id, j.task_id, c.name AS cluster, j.state, j.remote_id, j.exit_code, j.node, "
-                "j.started_at, j.finished_at FROM jobs j JOIN clusters c ON c.id = j.cluster_id "
-                "WHERE j.task_id IN (SELECT value FROM json_each(?)) ORDER BY j.id",  # the page's own tasks
-                [json.dumps([task["id"] for task in page])]):
+        for job in stored_jobs.of_tasks(grid.db.conn, [task["id"] for task in page]):  # the page's own tasks
             jobs[job.pop("task_id")].append(job)
         for task in page:
             task["jobs"] = jobs.get(task["id"], [])
@@ -270,13 +255,9 @@ def campaign_clusters(grid: Grid, campaign_id: int, *, user: str) -> list[dict[s
     campaign_row(grid, campaign_id, user)
     names = {cluster_id: name for name, cluster_id in grid.cluster_ids().items()}
     jobs: dict[tuple[int, str], int] = defaultdict(int)
-    for cluster_id, state, n in grid.db.execute(
-            f"SELECT cluster_id, state, count(*) FROM jobs WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)} "
-            "AND kind = 'task' GROUP BY cluster_id, state", [campaign_id]):
+    for cluster_id, state, n in stored_jobs.active_tasks_by_state(grid.db.conn, campaign_id):
         jobs[(cluster_id, state)] = n
-    scripts_done = {(cluster_id, kind) for cluster_id, kind in grid.db.execute(
-        "SELECT DISTINCT cluster_id, kind FROM jobs WHERE campaign_id = ? AND kind != 'task' AND state = 'terminated'",
-        [campaign_id])}
+    scripts_done = stored_jobs.scripts_done(grid.db.conn, campaign_id)
     return [{"cluster_id": cluster_id, "cluster": names[cluster_id],
              "active_jobs": jobs[(cluster_id, JobState.WAITING)] + jobs[(cluster_id, JobState.RUNNING)],
              "queued_jobs": jobs[(cluster_id, JobState.SUBMITTING)],
@@ -297,9 +278,6 @@ def campaign_throughput(grid: Grid, campaign_id: int, *, user: str, points: int 
     end = max(row["finished_at"] or (database.now() if now is None else now), start + 1)
     step = (end - start) / points
     counts = [0] * points
-    for bucket, n in grid.db.execute(
-            "SELECT min(CAST((finished_at - ?) / ? AS INTEGER), ?), count(*) FROM jobs INDEXED BY jobs_terminated "
-            "WHERE campaign_id = ? AND state = 'terminated' AND kind = 'task' AND finished_at >= ? "
-            "AND finished_at <= ? GROUP BY 1", [start, step, points - 1, campaign_id, start, end]):
+    for bucket, n in stored_jobs.terminated_buckets(grid.db.conn, campaign_id, start, end, step, points):
         counts[bucket] = n
     return {"id": campaign_id, "from": start, "to": end, "step": step, "terminated": counts}

@@ -9,9 +9,9 @@ from typing import Any
 
 from cigri.backends import identity
 from cigri.cluster_tokens import check_token
+from cigri.db import jobs as stored_jobs
 from cigri.errors import NotFound, Refused
 from cigri.grid import Grid
-from cigri.states import JOB_ACTIVE, sql_in
 
 
 def _token_cluster(grid: Grid, cluster: str, user: str) -> str:
@@ -46,9 +46,7 @@ def remove_cluster_token(grid: Grid, cluster: str, *, user: str) -> None:
     their jobs there (to cancel them, to read their outputs)."""
     if grid.tokens.get(cluster, user) is None:
         raise NotFound(f"cluster {cluster}: {user} has no token there")
-    active = grid.db.execute(
-        f"SELECT count(*) FROM jobs j JOIN campaigns c ON c.id = j.campaign_id JOIN clusters k ON k.id = j.cluster_id "
-        f"WHERE k.name = ? AND c.user = ? AND j.state IN {sql_in(JOB_ACTIVE)}", [cluster, user]).fetchone()[0]
+    active = stored_jobs.count_active_of(grid.db.conn, cluster, user)
     if active:
         raise Refused(f"cluster {cluster}: {active} of {user}'s jobs are active there and need the token; "
                       "cancel them or wait for them to end")

@@ -10,11 +10,11 @@ from typing import Any
 from cigri import cluster_caps
 from cigri import db as database
 from cigri.db import events as stored_events
+from cigri.db import jobs as stored_jobs
 from cigri.errors import InputError, NotFound, Refused
 from cigri.events import MANUALLY_DISABLED, close, record
 from cigri.grid import Grid
 from cigri.predictor import stress
-from cigri.states import JOB_ACTIVE, JobState, sql_in
 from cigri.users import require_admin
 
 
@@ -25,10 +25,7 @@ def list_clusters(grid: Grid, *, cluster_id: int | None = None) -> list[dict[str
     submit limit learned; None: no cap) and its stress (its users' waiting jobs per free slot,
     as the predictor measures it), its ``stress_factor`` and whether it is ``under_stress``."""
     result = []
-    jobs = {cluster_id: (running, queued, waiting) for cluster_id, running, queued, waiting in grid.db.execute(
-        "SELECT cluster_id, count(*) FILTER (WHERE state = ?), count(*) FILTER (WHERE state != ?), "
-        f"count(*) FILTER (WHERE state = ?) FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} GROUP BY cluster_id",
-        [JobState.RUNNING, JobState.RUNNING, JobState.WAITING])}
+    jobs = stored_jobs.use_per_cluster(grid.db.conn)
     stressed = stored_events.stressed_clusters(grid.db.conn)
     caps = cluster_caps.caps(grid.db.conn, database.now())
     for row in grid.db.query("SELECT * FROM clusters WHERE ? IS NULL OR id = ? ORDER BY name",

@@ -15,20 +15,12 @@ from typing import Any
 from cigri import bag
 from cigri import db as database
 from cigri.api.access import campaign_row
+from cigri.db import jobs as stored_jobs
 from cigri.errors import InputError
 from cigri.grid import Grid
 
 MIN_STEP = 60.0  # seconds: no bucket is shorter (a young campaign's plot is in minutes)
 
-_PER_BUCKET = """
-SELECT cluster_id, CAST((finished_at - :since) / :step AS INTEGER) AS bucket, count(*) AS terminated
-FROM jobs INDEXED BY jobs_terminated
-WHERE campaign_id = :campaign AND state = 'terminated' AND kind = 'task' AND finished_at >= :since
-      AND finished_at < :until
-GROUP BY cluster_id, bucket
-"""
-_BEFORE = ("SELECT count(*) FROM jobs INDEXED BY jobs_terminated WHERE campaign_id = ? AND state = 'terminated' "
-           "AND kind = 'task' AND finished_at < ?")
 # The campaign's failed tasks (through the bag's index), each at its last job's end, or at the
 # campaign's end (now, while it runs) for a task that failed without an ended job (a prologue
 # failed on every cluster); bucket -1 holds those before the window.
@@ -78,14 +70,14 @@ def campaign_history(grid: Grid, campaign_id: int, *, user: str, since: float | 
     def per_hour(bucket: int, terminated: int) -> float:  # over the bucket's part before ``until``
         return round(3600 * terminated / min(step, until - since - bucket * step), 3)
 
-    for cluster_id, bucket, terminated in grid.db.execute(
-            _PER_BUCKET, {"campaign": campaign_id, "since": since, "until": until, "step": step}).fetchall():
+    for cluster_id, bucket, terminated in stored_jobs.terminated_per_bucket(grid.db.conn, campaign_id, since, until,
+                                                                           step):
         clusters.setdefault(names[cluster_id], []).append(
             {"at": round(since + bucket * step, 3), "terminated": terminated, "per_hour": per_hour(bucket, terminated)})
         per_bucket[bucket] += terminated
     failed = dict(grid.db.execute(_FAILED, {"campaign": campaign_id, "since": since, "until": until, "step": step,
                                             "end": row["finished_at"] or now}).fetchall())
-    cumulative = grid.db.execute(_BEFORE, [campaign_id, since]).fetchone()[0]
+    cumulative = stored_jobs.terminated_before(grid.db.conn, campaign_id, since)
     ended = cumulative + failed.get(-1, 0)
     progress = []
     for bucket, terminated in enumerate(per_bucket):

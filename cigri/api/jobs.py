@@ -7,23 +7,21 @@ from typing import Any
 
 from cigri import db as database
 from cigri.api.access import campaign_row, check_page, may_see, storable
+from cigri.db import jobs as stored_jobs
 from cigri.errors import InputError, NotFound, Refused
 from cigri.events import record
 from cigri.grid import Grid
-from cigri.states import JOB_ACTIVE, KillReason
+from cigri.states import JOB_ACTIVE
 
 STREAMS = ("stdout", "stderr")
-_JOB = ("SELECT j.*, c.name AS cluster, t.name AS task, t.param, p.user AS user FROM jobs j "
-        "JOIN clusters c ON c.id = j.cluster_id JOIN campaigns p ON p.id = j.campaign_id "
-        "LEFT JOIN tasks t ON t.id = j.task_id")
 
 
 def job_info(grid: Grid, job_id: int, *, user: str) -> dict[str, Any]:
     """One of ``user``'s jobs, with its cluster's and task's names and the task's parameters."""
-    rows = list(grid.db.query(f"{_JOB} WHERE j.id = ?", [job_id])) if storable(job_id) else []
-    if not rows or not may_see(grid, rows[0]["user"], user):
+    job = stored_jobs.by_id(grid.db.conn, job_id) if storable(job_id) else None
+    if job is None or not may_see(grid, job["user"], user):
         raise NotFound(f"job {job_id}: no such job")
-    return rows[0]
+    return job
 
 
 def campaign_jobs(grid: Grid, campaign_id: int, *, user: str, active_only: bool = False,
@@ -32,10 +30,7 @@ def campaign_jobs(grid: Grid, campaign_id: int, *, user: str, active_only: bool 
     ``limit`` of them after ``offset``."""
     campaign_row(grid, campaign_id, user)
     check_page(limit, offset)
-    active = f" AND j.state IN ({','.join('?' * len(JOB_ACTIVE))})" if active_only else ""
-    return list(grid.db.query(f"{_JOB} WHERE j.campaign_id = ?{active} ORDER BY j.id LIMIT ? OFFSET ?",
-                              [campaign_id, *(JOB_ACTIVE if active_only else ()),
-                               -1 if limit is None else limit, offset]))
+    return stored_jobs.of_campaign(grid.db.conn, campaign_id, active_only=active_only, limit=limit, offset=offset)
 
 
 def job_output(grid: Grid, job_id: int, stream: str, *, user: str, lines: int = 1000) -> str:
@@ -52,13 +47,12 @@ def job_output(grid: Grid, job_id: int, stream: str, *, user: str, lines: int = 
 def cancel_job(grid: Grid, job_id: int, *, user: str) -> None:
     """Ask nikita to kill one of ``user``'s jobs; its task is then cancelled, not resubmitted."""
     with database.write(grid.db) as conn:
-        row = conn.execute("SELECT j.campaign_id, j.state, p.user FROM jobs j JOIN campaigns p ON p.id = j.campaign_id "
-                           "WHERE j.id = ?", [job_id]).fetchone() if storable(job_id) else None
+        row = stored_jobs.owner_and_state(conn, job_id) if storable(job_id) else None
         if row is None or not may_see(grid, row[2], user):
             raise NotFound(f"job {job_id}: no such job")
         if row[1] not in JOB_ACTIVE:
             raise Refused(f"job {job_id} is already {row[1]}")
-        conn.execute("UPDATE jobs SET kill_reason = ? WHERE id = ?", [KillReason.USER, job_id])
+        stored_jobs.mark_cancelled(conn, job_id)
         record(conn, "USER_CANCEL", f"job cancelled by {user}", campaign_id=row[0], job_id=job_id, kind="job")
 
 

@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Any
 from cigri import bag, faults
 from cigri import db as database
 from cigri.db import events as stored
+from cigri.db import jobs as stored_jobs
 from cigri.config import ClassConfig, Config, UserConfig
 from cigri.api.access import campaign_row
 from cigri.errors import InputError
 from cigri.grid import Grid
 from cigri.users import require_admin
-from cigri.states import CAMPAIGN_ACTIVE, JOB_ACTIVE, CampaignState, JobState, TaskState, sql_in
+from cigri.states import CAMPAIGN_ACTIVE, CampaignState, TaskState, sql_in
 
 if TYPE_CHECKING:
     from cigri.metascheduler.fairshare import Allocation, Scenario
@@ -166,10 +167,7 @@ def _loads(grid: Grid) -> list[_Load]:
     """Every active campaign's load, from the database only (no cluster is asked), in the class
     it is scheduled in (:meth:`Config.class_of`)."""
     jobs: dict[tuple[int, bool], int] = defaultdict(int)
-    for campaign_id, running, count in grid.db.execute(
-            f"SELECT campaign_id, state = ?, count(*) FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} "
-            "AND kind = 'task' AND kill_reason IS NULL GROUP BY campaign_id, state = ?",
-            [JobState.RUNNING, JobState.RUNNING]):
+    for campaign_id, running, count in stored_jobs.held_tasks_per_campaign(grid.db.conn):
         jobs[(campaign_id, bool(running))] = count
     campaigns = grid.db.execute(f"SELECT id, user, class FROM campaigns WHERE state IN {sql_in(CAMPAIGN_ACTIVE)} "
                                 "ORDER BY id").fetchall()

@@ -7,6 +7,7 @@ behind it so far.
   API tokens, of events (and the blacklists they hold), of subscriptions, mail codes and the
   outbox. The use cases call these functions inside the transactions they open; for these
   groups no SQL is written anywhere else.
+- :mod:`cigri.db.jobs`: the SQL whose subject is jobs, called the same way.
 
 Callers import the package (``from cigri import db as database``) and use the names below.
 """

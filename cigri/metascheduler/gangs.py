@@ -17,7 +17,8 @@ import os
 import sqlite3
 from collections.abc import Iterable
 
-from cigri.states import JOB_ACTIVE, KillReason, sql_in
+from cigri.db import jobs as stored_jobs
+from cigri.states import KillReason
 
 
 def sizes(conn: sqlite3.Connection, campaign_ids: Iterable[int]) -> dict[int, int]:
@@ -51,12 +52,8 @@ def kill_whole(conn: sqlite3.Connection) -> int:
     nikita's cancel of one member ends the remote job running the gang. A user's kill of one
     task sends the others back to the head of the bag (a preemption); any other reason is
     theirs too. Return how many were marked."""
-    marked = conn.execute(
-        f"SELECT DISTINCT campaign_id, run_group, kill_reason FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} "
-        "AND kill_reason IS NOT NULL AND run_group IS NOT NULL AND kind = 'task'").fetchall()
+    marked = stored_jobs.gangs_marked(conn)
     gang = sizes(conn, {campaign_id for campaign_id, _, _ in marked})
-    return sum(conn.execute(
-        f"UPDATE jobs SET kill_reason = ? WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)} "
-        "AND run_group = ? AND kill_reason IS NULL",
-        [KillReason.PREEMPT if reason == KillReason.USER else reason, campaign_id, group]).rowcount
-        for campaign_id, group, reason in marked if gang[campaign_id] > 1)
+    return sum(stored_jobs.mark_group(conn, campaign_id, group,
+                                      KillReason.PREEMPT if reason == KillReason.USER else reason)
+               for campaign_id, group, reason in marked if gang[campaign_id] > 1)

@@ -28,11 +28,12 @@ from cigri import faults, predictor
 from cigri.backends import Capacity
 from cigri.config import Config
 from cigri.cycle_context import CycleContext
+from cigri.db import jobs as stored_jobs
 from cigri.db.events import refused_clusters
 from cigri.grid import Grid
 from cigri.metascheduler import fairshare, gangs, windows
 from cigri.metascheduler.schedulers import finalize, test, workqueue
-from cigri.states import JOB_ACTIVE, TASK_OPEN, CampaignState, JobState, KillReason, TaskState, sql_in
+from cigri.states import TASK_OPEN, CampaignState, JobState, TaskState
 
 log = logging.getLogger("cigri.metascheduler")
 _NODE_LEVELS = {"nodes", "host", "network_address"}
@@ -133,10 +134,7 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float,
     queued_cores: dict[int, int] = defaultdict(int)
     running_memory: dict[int, float] = defaultdict(float)  # GB, per cluster
     queued_memory: dict[int, float] = defaultdict(float)
-    for campaign_id, cluster_id, running, count in conn.execute(
-            f"SELECT campaign_id, cluster_id, state = ?, count(*) FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} "
-            "AND kind = 'task' AND kill_reason IS NULL GROUP BY campaign_id, cluster_id, state = ?",
-            [JobState.RUNNING, JobState.RUNNING]):
+    for campaign_id, cluster_id, running, count in stored_jobs.held_tasks_per_pair(conn):
         if campaign_id not in costs:
             continue
         cores, memory = costs[campaign_id]
@@ -322,13 +320,8 @@ def _queue_scripts(conn: sqlite3.Connection, ctx: CycleContext, isolated: Isolat
 
 def _preempt(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, count: int) -> int:
     """Mark the campaign's ``count`` youngest jobs on the cluster (queued ones first)."""
-    job_ids = [r[0] for r in conn.execute(
-        f"SELECT id FROM jobs WHERE campaign_id = ? AND cluster_id = ? AND kind = 'task' "
-        f"AND state IN {sql_in(JOB_ACTIVE)} AND kill_reason IS NULL "
-        f"ORDER BY state = ?, coalesce(started_at, created_at) DESC, id DESC LIMIT ?",
-        [campaign_id, cluster_id, JobState.RUNNING, count])]
-    conn.executemany(f"UPDATE jobs SET kill_reason = ? WHERE id = ? AND kill_reason IS NULL "
-                     f"AND state IN {sql_in(JOB_ACTIVE)}", [(KillReason.PREEMPT, j) for j in job_ids])
+    job_ids = stored_jobs.youngest(conn, campaign_id, cluster_id, count)
+    stored_jobs.mark_preempted(conn, job_ids)
     return len(job_ids)
 
 
@@ -351,9 +344,7 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
     taps = {(c, k): rate for c, k, rate in conn.execute(
         "SELECT t.campaign_id, t.cluster_id, t.rate FROM campaigns c JOIN taps t ON t.campaign_id = c.id "
         "WHERE c.state = ?", [CampaignState.IN_TREATMENT])}  # the campaigns that may start jobs
-    waiting = {(c, k): n for c, k, n in conn.execute(
-        "SELECT campaign_id, cluster_id, count(*) FROM jobs WHERE state IN (?, ?) AND kind = 'task' "
-        "GROUP BY campaign_id, cluster_id", [JobState.SUBMITTING, JobState.WAITING])}
+    waiting = stored_jobs.queued_tasks(conn)
     specs = {c.id: c for c in gathered.scenario.campaigns}
     share_of = {s.id: s for s in allocation.campaigns}
     tap_initial = ctx.grid.config.runner.tap_initial

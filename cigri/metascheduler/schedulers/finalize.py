@@ -30,14 +30,8 @@ from typing import Any
 from cigri import bag
 from cigri import db as database
 from cigri.backends import Capacity
-from cigri.states import (
-    JOB_ACTIVE,
-    CampaignState,
-    JobState,
-    KillReason,
-    TaskState,
-    sql_in,
-)
+from cigri.db import jobs as stored_jobs
+from cigri.states import CampaignState, TaskState
 
 log = logging.getLogger("cigri.finalize")
 BEST_EFFORT = ("best-effort", "besteffort")
@@ -56,16 +50,12 @@ def enabled(settings: Mapping[str, Any], by_class: bool | None = None) -> bool:
 
 def kill_losers(conn: sqlite3.Connection) -> int:
     """Mark every still-active copy of an already terminated task for nikita."""
-    return conn.execute(
-        f"UPDATE jobs SET kill_reason = ? WHERE state IN {sql_in(JOB_ACTIVE)} AND kind = 'task' "
-        "AND kill_reason IS NULL AND EXISTS (SELECT 1 FROM tasks t WHERE t.id = jobs.task_id AND t.state = ?)",
-        [KillReason.REPLICA, TaskState.TERMINATED]).rowcount
+    return stored_jobs.mark_losers(conn)
 
 
 def free_slots(conn: sqlite3.Connection, capacities: Mapping[int, Capacity]) -> dict[int, int]:
     """Slots nobody will take: free now, less cigri's jobs already queued or being sent there."""
-    queued = dict(conn.execute("SELECT cluster_id, count(*) FROM jobs WHERE state IN (?, ?) GROUP BY cluster_id",
-                               [JobState.SUBMITTING, JobState.WAITING]).fetchall())
+    queued = stored_jobs.queued_per_cluster(conn)
     return {cid: max(0, cap.free_slots - queued.get(cid, 0)) for cid, cap in capacities.items()}
 
 
@@ -93,9 +83,7 @@ def replicate(conn: sqlite3.Connection, capacities: Mapping[int, Capacity],
                          key=lambda cid: (cid != original, free[cid], -cid), default=None)
             if target is None:
                 break
-            conn.execute("INSERT INTO jobs(campaign_id, task_id, cluster_id, kind, state, created_at) "
-                         "VALUES (?, ?, ?, 'task', ?, ?)", [campaign_id, task_id, target, JobState.SUBMITTING,
-                                                            database.now()])
+            stored_jobs.add_task_jobs(conn, campaign_id, target, [task_id], database.now())
             free[target] -= 1
             made += 1
     if made:
@@ -120,10 +108,4 @@ def _stragglers(conn: sqlite3.Connection, campaign_id: int, since: float) -> lis
                                "FROM campaign_stats WHERE campaign_id = ?", [campaign_id]).fetchone()
     if not done:
         return []
-    return conn.execute(
-        f"SELECT task_id, min(cluster_id) FROM jobs WHERE campaign_id = ? AND kind = 'task' "
-        f"AND state IN {sql_in(JOB_ACTIVE)} AND kill_reason IS NULL GROUP BY task_id "
-        "HAVING count(*) = 1 AND max(state) = ? AND min(started_at) < ? "
-        "AND NOT EXISTS (SELECT 1 FROM jobs b WHERE b.task_id = jobs.task_id AND b.state IN (?, ?)) "
-        "ORDER BY min(started_at), task_id",
-        [campaign_id, JobState.RUNNING, since - total / done, JobState.FAILED, JobState.TIMEOUT]).fetchall()
+    return stored_jobs.stragglers(conn, campaign_id, since - total / done)

@@ -11,7 +11,8 @@ import sqlite3
 
 from cigri import bag
 from cigri import db as database
-from cigri.states import JobState, TaskState
+from cigri.db import jobs as stored_jobs
+from cigri.states import TaskState
 
 
 def take_tasks(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, count: int) -> int:
@@ -23,15 +24,11 @@ def take_tasks(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, coun
     conn.executemany(
         "UPDATE tasks SET state = ?, attempts = attempts + 1 WHERE id = ? AND state = ?",
         [(TaskState.WAITING, t, TaskState.PENDING) for t in task_ids])
-    conn.executemany(
-        "INSERT INTO jobs(campaign_id, task_id, cluster_id, kind, state, created_at) VALUES (?, ?, ?, 'task', ?, ?)",
-        [(campaign_id, t, cluster_id, JobState.SUBMITTING, now) for t in task_ids])
+    stored_jobs.add_task_jobs(conn, campaign_id, cluster_id, task_ids, now)
     conn.execute("UPDATE campaigns SET started_at = coalesce(started_at, ?) WHERE id = ?", [now, campaign_id])
     return len(task_ids)
 
 
 def add_script_job(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, kind: str) -> None:
     """Create a prologue or epilogue job for one cluster."""
-    conn.execute(
-        "INSERT INTO jobs(campaign_id, task_id, cluster_id, kind, state, created_at) VALUES (?, NULL, ?, ?, ?, ?)",
-        [campaign_id, cluster_id, kind, JobState.SUBMITTING, database.now()])
+    stored_jobs.add_script_job(conn, campaign_id, cluster_id, kind, database.now())
