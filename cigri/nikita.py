@@ -18,10 +18,10 @@ import logging
 from collections import Counter, defaultdict
 from typing import NamedTuple
 
-from cigri import bag
 from cigri import db as database
 from cigri.cycle_context import CycleContext
-from cigri.states import JOB_ACTIVE, KILL_REQUEUES, JobState, KillReason, TaskState, sql_in
+from cigri.db import tasks as stored_tasks
+from cigri.states import JOB_ACTIVE, KILL_REQUEUES, JobState, KillReason, sql_in
 
 log = logging.getLogger("cigri.nikita")
 
@@ -58,10 +58,8 @@ def kill(ctx: CycleContext) -> int:
                     f"UPDATE jobs SET state = ?, finished_at = ? WHERE id = ? AND state IN {sql_in(JOB_ACTIVE)}",
                     [end, database.now(), k.job_id]).rowcount
                 if k.task_id is not None and k.reason == KillReason.USER:
-                    conn.execute("UPDATE tasks SET state = ? WHERE id = ? AND state IN (?, ?, ?)",
-                                 [TaskState.CANCELLED, k.task_id, TaskState.PENDING, TaskState.WAITING,
-                                  TaskState.RUNNING])
-            bag.withdrawn(conn, [k.task_id for k in jobs if k.task_id is not None and k.reason == KillReason.PAUSE])
+                    stored_tasks.cancel(conn, k.task_id)
+            stored_tasks.withdrawn(conn, [k.task_id for k in jobs if k.task_id is not None and k.reason == KillReason.PAUSE])
         log.info("cluster %s: killed %s", ctx.name(cluster_id),
                  ", ".join(f"{n} {reason}" for reason, n in Counter(k.reason.value for k in jobs).items()))
     return killed

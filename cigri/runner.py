@@ -41,10 +41,11 @@ from collections import Counter, deque
 from itertools import groupby
 from typing import Any
 
-from cigri import bag, cluster_caps, faults, grouping
+from cigri import cluster_caps, faults, grouping
 from cigri import db as database
 from cigri.backends import JobSpec
 from cigri.cycle_context import CycleContext
+from cigri.db import tasks as stored_tasks
 from cigri.db.events import refused_clusters
 from cigri.errors import SubmissionRefused, SubmitLimitReached
 from cigri.events import open_event, record
@@ -192,7 +193,7 @@ def _forget(conn: sqlite3.Connection, job_ids: list[int]) -> None:
     task_ids = [r[0] for r in conn.execute(
         f"DELETE FROM jobs WHERE id IN ({','.join('?' * len(job_ids))}) AND state = ? RETURNING task_id",
         [*job_ids, JobState.SUBMITTING]) if r[0] is not None]
-    bag.withdrawn(conn, task_ids)
+    stored_tasks.withdrawn(conn, task_ids)
 
 
 def _learn_limit(ctx: CycleContext, cluster_id: int, error: SubmitLimitReached) -> None:

@@ -36,6 +36,7 @@ from cigri import config as configuration
 from cigri.backends.sim import SimBackend
 from cigri.backends.sim.world import GRICAD_MEDIAN_SECONDS, GRICAD_SIGMA, lognormal
 from cigri.cycle import run_cycle
+from cigri.db import tasks as stored_tasks
 from cigri.errors import InputError, shown
 from cigri.grid import Grid, open_grid
 from cigri.metascheduler import windows
@@ -551,7 +552,7 @@ def _report(grid: Grid, run: Run) -> dict[str, Any]:
     jobs = dict(db.execute("SELECT state, count(*) FROM jobs WHERE kind = 'task' GROUP BY state").fetchall())
     kills = dict(db.execute("SELECT kill_reason, count(*) FROM jobs WHERE kill_reason IS NOT NULL "
                             "GROUP BY kill_reason").fetchall())
-    tasks = dict(db.execute("SELECT state, count(*) FROM tasks GROUP BY state").fetchall())
+    tasks = stored_tasks.state_totals(db.conn)
     started_tasks = db.execute("SELECT count(DISTINCT task_id) FROM jobs WHERE kind = 'task'").fetchone()[0]
     user_actual, user_ideal, class_actual, class_ideal = _shares(grid, run, cores)
     # over: terminated, failed (some task failed) or cancelled; nothing is left to run

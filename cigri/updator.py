@@ -17,6 +17,7 @@ from cigri import db as database
 from cigri import predictor
 from cigri.backends import RemoteJob, RemoteState
 from cigri.cycle_context import CycleContext
+from cigri.db import tasks as stored_tasks
 from cigri.db.events import refused_clusters
 from cigri.events import record
 from cigri.states import (EXIT_RESUBMIT_HEAD, EXIT_RESUBMIT_TAIL, JOB_ACTIVE, JOB_ENDED, TASK_OPEN, CampaignState, JobState,
@@ -87,11 +88,9 @@ def _apply(ctx: CycleContext, jobs: list[tuple[int, str, str, int | None]], answ
                 conn.execute(_RECORD_ENDING, [job_id])
                 conn.execute(predictor.COUNT_MINUTE, [job_id])
             if new_state == JobState.TERMINATED:
-                conn.execute(f"UPDATE tasks SET state = ? WHERE id = ? AND state IN {sql_in(TASK_OPEN)}",
-                             [TaskState.TERMINATED, task_id])
+                stored_tasks.terminate(conn, task_id)
             elif new_state in (JobState.WAITING, JobState.RUNNING):
-                conn.execute("UPDATE tasks SET state = ? WHERE id = ? AND state IN (?, ?)",
-                             [new_state, task_id, TaskState.WAITING, TaskState.RUNNING])
+                stored_tasks.set_state(conn, task_id, new_state)
         if started:
             conn.execute(_RUN_ON)
     return changed

@@ -13,6 +13,7 @@ from cigri.api.access import owned_campaign
 from cigri.api.campaigns import cancel
 from cigri.api.jobs import job_info
 from cigri.db import events as stored
+from cigri.db import tasks as stored_tasks
 from cigri.errors import InputError, NotFound, Refused
 from cigri.events import record
 from cigri.grid import Grid
@@ -57,7 +58,7 @@ def _delete(conn: sqlite3.Connection, campaign_id: int) -> None:
         conn.execute(f"DELETE FROM {table} WHERE campaign_id = ?", [campaign_id])
     stored.delete_campaign_events(conn, campaign_id)
     conn.execute("DELETE FROM jobs WHERE campaign_id = ?", [campaign_id])
-    conn.execute("DELETE FROM tasks WHERE campaign_id = ?", [campaign_id])
+    stored_tasks.delete_campaign(conn, campaign_id)
     conn.execute("DELETE FROM campaigns WHERE id = ?", [campaign_id])
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from cigri import bag, predictor
 from cigri import db as database
 from cigri.db import events as stored
+from cigri.db import tasks as stored_tasks
 from cigri.api.access import campaign_row, check_page, may_see, owned_campaign, storable
 from cigri.errors import InputError, NotFound, Refused, shown
 from cigri.events import record
@@ -221,13 +222,11 @@ def campaign_tasks(grid: Grid, campaign_id: int, *, user: str, states: Sequence[
         chosen += f"AND {bag.INDEXED} "
     if name is not None:
         chosen += "AND name GLOB ? "
-    low, high = bag.span(grid.db, campaign_id)
+    low, high = stored_tasks.span(grid.db.conn, campaign_id)
     left = -1 if limit is None else limit
     while left != 0:
-        page = list(grid.db.query(
-            f"SELECT id, name, param, state, attempts FROM tasks WHERE id BETWEEN ? AND ? AND campaign_id = ? {chosen}"
-            "ORDER BY id LIMIT ? OFFSET ?", [low, high, campaign_id, *([] if name is None else [name]),
-                                            TASK_PAGE if left < 0 else min(left, TASK_PAGE), offset]))
+        page = stored_tasks.page(grid.db.conn, campaign_id, low, high, chosen, [] if name is None else [name],
+                                 TASK_PAGE if left < 0 else min(left, TASK_PAGE), offset)
         if not page:
             return
         jobs: dict[int, list[dict[str, Any]]] = defaultdict(list)

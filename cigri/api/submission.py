@@ -22,6 +22,7 @@ from cigri import admission, bag
 from cigri import db as database
 from cigri.api.access import owned_campaign, reopen
 from cigri.api.staging import Stage, StagedPart, staging
+from cigri.db import tasks as stored_tasks
 from cigri.errors import InputError, LimitExceeded, Refused
 from cigri.grid import Grid
 from cigri.jdl import compat, parse_jdl
@@ -268,17 +269,16 @@ def _insert_tasks(conn: sqlite3.Connection, campaign_id: int, part: StagedPart) 
     one statement: SQLite does the per-row work, and no index is maintained."""
     first_id = database.next_id(conn, "tasks")
     select, args = (_GENERATED, [part.count - 1]) if part.generated else (_STAGED, [part.first, part.last])
-    conn.execute(f"INSERT INTO tasks(campaign_id, name, param) {select.format(campaign=int(campaign_id))}", args)
-    last_id = conn.execute("SELECT max(id) FROM tasks").fetchone()[0]
+    last_id = stored_tasks.insert_block(conn, campaign_id, select, args)
     assert last_id - first_id + 1 == part.count, "the write lock keeps one submission's ids consecutive"
-    bag.add_block(conn, campaign_id, first_id, last_id)
+    stored_tasks.add_block(conn, campaign_id, first_id, last_id)
     conn.execute("UPDATE campaigns SET nb_tasks = nb_tasks + ?, param_bytes = param_bytes + ? WHERE id = ?",
                  [part.count, part.bytes, campaign_id])
 
 
 def _refuse_names_taken(conn: sqlite3.Connection, campaign_id: int, part: StagedPart) -> None:
     """InputError naming the first staged line whose task name the campaign already has."""
-    low, high = bag.span(conn, campaign_id)
+    low, high = stored_tasks.span(conn, campaign_id)
     taken = conn.execute(
         "SELECT position, name FROM staged.params WHERE rowid BETWEEN ? AND ? AND name IN "
         "(SELECT name FROM main.tasks WHERE id BETWEEN ? AND ? AND campaign_id = ?) ORDER BY rowid LIMIT 1",

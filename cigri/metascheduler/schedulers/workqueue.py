@@ -11,7 +11,8 @@ import sqlite3
 
 from cigri import bag
 from cigri import db as database
-from cigri.states import JobState, TaskState
+from cigri.db import tasks as stored_tasks
+from cigri.states import JobState
 
 
 def take_tasks(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, count: int) -> int:
@@ -20,9 +21,7 @@ def take_tasks(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, coun
     if not task_ids:
         return 0
     now = database.now()
-    conn.executemany(
-        "UPDATE tasks SET state = ?, attempts = attempts + 1 WHERE id = ? AND state = ?",
-        [(TaskState.WAITING, t, TaskState.PENDING) for t in task_ids])
+    stored_tasks.take_up(conn, task_ids)
     conn.executemany(
         "INSERT INTO jobs(campaign_id, task_id, cluster_id, kind, state, created_at) VALUES (?, ?, ?, 'task', ?, ?)",
         [(campaign_id, t, cluster_id, JobState.SUBMITTING, now) for t in task_ids])
