@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from sqlite_utils import Database
 
 from cigri.db import tasks as stored
+from cigri.db.store import connection
 from cigri.db.tasks import FRESH_PRIORITY, INDEXED, PRIORITY_HEAD, PRIORITY_TAIL, indexed
 from cigri.states import TaskState
 
@@ -29,10 +30,6 @@ __all__ = ["FRESH_PRIORITY", "INDEXED", "PRIORITY_HEAD", "PRIORITY_TAIL", "count
            "take"]
 
 Reader = Database | sqlite3.Connection
-
-
-def _connection(db: Reader) -> sqlite3.Connection:
-    return db.conn if isinstance(db, Database) else db
 
 
 def take(conn: sqlite3.Connection, campaign_id: int, count: int) -> list[int]:
@@ -52,7 +49,7 @@ def take(conn: sqlite3.Connection, campaign_id: int, count: int) -> list[int]:
 
 def count(db: Reader, campaign_id: int, states: Iterable[TaskState], limit: int | None = None) -> int:
     """The campaign's tasks in ``states``, at most ``limit``."""
-    conn, states = _connection(db), tuple(states)
+    conn, states = connection(db), tuple(states)
     total = stored.fresh(conn, campaign_id) if TaskState.PENDING in states else 0
     total += stored.counted(conn, campaign_id, states)
     return total if limit is None else min(total, limit)
@@ -60,7 +57,7 @@ def count(db: Reader, campaign_id: int, states: Iterable[TaskState], limit: int 
 
 def counts(db: Reader, campaign_id: int) -> dict[str, int]:
     """The campaign's tasks per state (states with none are absent)."""
-    conn = _connection(db)
+    conn = connection(db)
     result = stored.counted_per_state(conn, campaign_id)
     if pending := stored.fresh(conn, campaign_id):
         result[TaskState.PENDING] = result.get(TaskState.PENDING, 0) + pending

@@ -27,10 +27,11 @@ from typing import Any
 from cigri import bag
 from cigri import db as database
 from cigri.cycle_context import CycleContext
+from cigri.db import campaigns as stored_campaigns
 from cigri.db import events as stored
 from cigri.db import tasks as stored_tasks
 from cigri.events import blacklist_pair, close, record, signature
-from cigri.states import EXIT_RESUBMIT_HEAD, CampaignState, JobState, KillReason, TaskState
+from cigri.states import EXIT_RESUBMIT_HEAD, JobState, KillReason, TaskState
 
 log = logging.getLogger("cigri.colombo")
 DEFAULT_WALLTIME_RESUBMIT = 3
@@ -43,8 +44,7 @@ def analyse(ctx: CycleContext) -> int:
     makes a decision raise is set aside (:mod:`cigri.faults`); the others are decided."""
     _autofix_pairs(ctx)
     decided = 0
-    for campaign_id, user in ctx.grid.db.execute("SELECT id, user FROM campaigns WHERE state IN (?, ?)",
-                                                 [CampaignState.IN_TREATMENT, CampaignState.PAUSED]).fetchall():
+    for campaign_id, user in stored_campaigns.under_way(ctx.grid.db.conn):
         if campaign_id not in ctx.set_aside:
             with ctx.isolated("colombo", campaign_id=campaign_id):
                 decided += _analyse_campaign(ctx, campaign_id, user)
@@ -136,12 +136,8 @@ def _judge_pair(ctx: CycleContext, conn: Any, campaign_id: int, cluster_id: int,
     """Blacklist the cluster for the campaign once its exit errors there reach ``failure_rate``
     of its ended jobs (and at least ``failure_rate_min`` errors) since the last reset."""
     settings = ctx.grid.config.settings
-    errors, base, blacklisted = conn.execute(
-        "INSERT INTO campaign_cluster_health(campaign_id, cluster_id, exit_errors) VALUES (?, ?, ?) "
-        "ON CONFLICT(campaign_id, cluster_id) DO UPDATE SET exit_errors = exit_errors + excluded.exit_errors "
-        "RETURNING exit_errors, terminated_base, blacklisted_at", [campaign_id, cluster_id, new_errors]).fetchone()
-    terminated = (conn.execute("SELECT terminated FROM campaign_stats WHERE campaign_id = ? AND cluster_id = ?",
-                               [campaign_id, cluster_id]).fetchone() or (0,))[0] - base
+    errors, base, blacklisted = stored_campaigns.count_exit_errors(conn, campaign_id, cluster_id, new_errors)
+    terminated = stored_campaigns.terminated_on(conn, campaign_id, cluster_id) - base
     if blacklisted is None and errors >= max(settings.failure_rate_min, 1) \
             and errors / (errors + terminated) >= settings.failure_rate:
         blacklist_pair(conn, campaign_id, cluster_id,
@@ -154,9 +150,7 @@ def _autofix_pairs(ctx: CycleContext) -> None:
     """Lift a campaign's blacklist on a cluster once its delay (``autofix_delay``, doubled at each
     new blacklisting) has passed and the cluster answered this cycle's capacity call."""
     now, delay = database.now(), ctx.grid.config.settings.autofix_delay
-    due = [event_id for event_id, cluster_id, checked_at, strikes in ctx.grid.db.execute(
-        "SELECT event_id, cluster_id, checked_at, strikes FROM campaign_cluster_health INDEXED BY health_blacklisted "
-        "WHERE blacklisted_at IS NOT NULL")
+    due = [event_id for event_id, cluster_id, checked_at, strikes in stored_campaigns.blacklists(ctx.grid.db.conn)
         if cluster_id in ctx.capacities and now - checked_at >= delay * 2 ** max(strikes - 1, 0)]
     if not due:
         return
@@ -192,13 +186,6 @@ def _script_failures(ctx: CycleContext) -> None:
                    + ("no task of this campaign will run on this cluster" if kind == "prologue" else
                       "the campaign is over anyway"),
                    campaign_id=campaign_id, cluster_id=cluster_id, job_id=job_id)
-            clusters_left = conn.execute(  # whose latest prologue, if any, has not failed (a fix runs it again)
-                "SELECT count(*) FROM campaign_properties p WHERE p.campaign_id = ? AND p.name = 'exec_file' "
-                "AND coalesce((SELECT j.state NOT IN (?, ?, ?, ?) FROM jobs j WHERE j.campaign_id = p.campaign_id "
-                "AND j.cluster_id = p.cluster_id AND j.kind != 'task' AND j.kind = 'prologue' "
-                "ORDER BY j.id DESC LIMIT 1), 0) = 0",
-                [campaign_id, JobState.SUBMITTING, JobState.WAITING, JobState.RUNNING, JobState.TERMINATED]
-            ).fetchone()[0]
-            if kind == "prologue" and clusters_left == 0:
+            if kind == "prologue" and stored_campaigns.clusters_left(conn, campaign_id) == 0:
                 bag.end_all(conn, campaign_id, (TaskState.PENDING,), TaskState.FAILED)
                 log.warning("campaign %s: prologue failed on every cluster; its tasks fail", campaign_id)

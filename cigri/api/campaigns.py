@@ -10,6 +10,7 @@ from typing import Any
 
 from cigri import bag, predictor
 from cigri import db as database
+from cigri.db import campaigns as stored_campaigns
 from cigri.db import events as stored
 from cigri.db import tasks as stored_tasks
 from cigri.api.access import campaign_row, check_page, may_see, owned_campaign, storable
@@ -25,8 +26,7 @@ def cancel(grid: Grid, campaign_id: int, *, user: str) -> None:
         campaign = owned_campaign(grid, conn, campaign_id, user)
         if campaign["state"] not in CAMPAIGN_ACTIVE:
             raise Refused(f"campaign {campaign_id} is already {campaign['state']}")
-        conn.execute("UPDATE campaigns SET state = ?, finished_at = ? WHERE id = ?",
-                     [CampaignState.CANCELLED, database.now(), campaign_id])
+        stored_campaigns.end(conn, campaign_id, CampaignState.CANCELLED, database.now())
         bag.end_all(conn, campaign_id, TASK_OPEN, TaskState.CANCELLED)
         conn.execute(f"UPDATE jobs SET kill_reason = ? WHERE campaign_id = ? AND state IN {sql_in(JOB_ACTIVE)}",
                      [KillReason.USER, campaign_id])
@@ -64,7 +64,7 @@ def _move_campaign(grid: Grid, conn: sqlite3.Connection, campaign_id: int, user:
     campaign = owned_campaign(grid, conn, campaign_id, user)
     if campaign["state"] != before:
         raise Refused(f"campaign {campaign_id} is {campaign['state']}, not {before}")
-    conn.execute("UPDATE campaigns SET state = ? WHERE id = ? AND state = ?", [after, campaign_id, before])
+    stored_campaigns.move(conn, campaign_id, before, after)
 
 
 TASK_COUNT_KEYS = ("total", "pending", "waiting", "running", "terminated", "failed", "cancelled")
@@ -157,7 +157,7 @@ CAMPAIGN_STATES = tuple(state.value for state in CampaignState)
 
 def campaign_owners(grid: Grid) -> list[str]:
     """The users who own a campaign, by name: whom an admin may filter the campaigns by."""
-    return [row[0] for row in grid.db.execute("SELECT DISTINCT user FROM campaigns ORDER BY user")]
+    return stored_campaigns.owners(grid.db.conn)
 
 
 def list_campaigns(grid: Grid, *, user: str | None = None, include_finished: bool = False,
@@ -192,9 +192,8 @@ def list_campaigns(grid: Grid, *, user: str | None = None, include_finished: boo
     clause = ("WHERE " + " AND ".join(where)) if where else ""
     now = database.now()
     order = "DESC" if newest_first else "ASC"
-    return [_summary(grid, row, now)[0] for row in grid.db.query(
-        f"SELECT * FROM campaigns {clause} ORDER BY id {order} LIMIT ? OFFSET ?",
-        [*args, -1 if limit is None else limit, offset])]
+    return [_summary(grid, row, now)[0] for row in stored_campaigns.listing(
+        grid.db.conn, clause, args, order, -1 if limit is None else limit, offset)]
 
 
 TASK_PAGE = 10_000  # tasks read at a time, with their jobs, by campaign_tasks

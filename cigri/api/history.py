@@ -15,6 +15,7 @@ from typing import Any
 from cigri import bag
 from cigri import db as database
 from cigri.api.access import campaign_row
+from cigri.db import campaigns as stored_campaigns
 from cigri.errors import InputError
 from cigri.grid import Grid
 
@@ -60,8 +61,7 @@ def campaign_history(grid: Grid, campaign_id: int, *, user: str, since: float | 
     row = campaign_row(grid, campaign_id, user)
     now = database.now()
     if until is None:
-        last_end = grid.db.execute("SELECT max(last_end) FROM campaign_stats WHERE campaign_id = ?",
-                                   [campaign_id]).fetchone()[0]
+        last_end = stored_campaigns.last_end(grid.db.conn, campaign_id)
         until = now if row["finished_at"] is None else max(row["finished_at"], last_end or 0) + 1
     if since is None:  # its start, and at least one bucket before the end
         since = min(row["started_at"] or row["submitted_at"], until - MIN_STEP)

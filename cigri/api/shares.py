@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from cigri import bag, faults
 from cigri import db as database
+from cigri.db import campaigns as stored_campaigns
 from cigri.db import events as stored
 from cigri.config import ClassConfig, Config, UserConfig
 from cigri.api.access import campaign_row
@@ -171,8 +172,7 @@ def _loads(grid: Grid) -> list[_Load]:
             "AND kind = 'task' AND kill_reason IS NULL GROUP BY campaign_id, state = ?",
             [JobState.RUNNING, JobState.RUNNING]):
         jobs[(campaign_id, bool(running))] = count
-    campaigns = grid.db.execute(f"SELECT id, user, class FROM campaigns WHERE state IN {sql_in(CAMPAIGN_ACTIVE)} "
-                                "ORDER BY id").fetchall()
+    campaigns = stored_campaigns.active_by_class(grid.db.conn)
     return [_Load(i, user, grid.config.class_of(name).name, bag.count(grid.db, i, (TaskState.PENDING,)),
                   jobs[(i, False)], jobs[(i, True)]) for i, user, name in campaigns]
 

@@ -11,6 +11,7 @@ import sqlite3
 
 from cigri import bag
 from cigri import db as database
+from cigri.db import campaigns as stored_campaigns
 from cigri.db import tasks as stored_tasks
 from cigri.states import JobState
 
@@ -25,7 +26,7 @@ def take_tasks(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, coun
     conn.executemany(
         "INSERT INTO jobs(campaign_id, task_id, cluster_id, kind, state, created_at) VALUES (?, ?, ?, 'task', ?, ?)",
         [(campaign_id, t, cluster_id, JobState.SUBMITTING, now) for t in task_ids])
-    conn.execute("UPDATE campaigns SET started_at = coalesce(started_at, ?) WHERE id = ?", [now, campaign_id])
+    stored_campaigns.started(conn, campaign_id, now)
     return len(task_ids)
 
 
