@@ -18,6 +18,7 @@ from cigri import predictor
 from cigri.backends import RemoteJob, RemoteState
 from cigri.cycle_context import CycleContext
 from cigri.db import campaigns as stored_campaigns
+from cigri.db import counts as stored_counts
 from cigri.db import tasks as stored_tasks
 from cigri.db.events import refused_clusters
 from cigri.events import record
@@ -114,15 +115,13 @@ def record_counts(ctx: CycleContext) -> None:
     retention = ctx.grid.config.settings.counts_retention_days * 86400
     with database.write(ctx.grid.db) as conn:
         if retention:
-            conn.execute("DELETE FROM counts WHERE at < ?", [now - retention])
+            stored_counts.forget_before(conn, now - retention)
         stored_campaigns.forget_minutes(conn, predictor.minutes_kept(now))
         jobs = {cluster_id: (waiting, running) for cluster_id, waiting, running in conn.execute(
             "SELECT cluster_id, count(*) FILTER (WHERE state != 'running'), count(*) FILTER (WHERE state = 'running') "
             f"FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} GROUP BY cluster_id")}
-        conn.executemany("INSERT INTO counts(at, cluster_id, waiting, running, total_slots, free_slots) "
-                         "VALUES (?, ?, ?, ?, ?, ?)",
-                         [(now, cluster_id, *jobs.get(cluster_id, (0, 0)), capacity.total_slots, capacity.free_slots)
-                          for cluster_id, capacity in ctx.capacities.items()])
+        stored_counts.add(conn, [(now, cluster_id, *jobs.get(cluster_id, (0, 0)), capacity.total_slots,
+                                  capacity.free_slots) for cluster_id, capacity in ctx.capacities.items()])
 
 
 def finish_campaigns(ctx: CycleContext) -> list[int]:

@@ -85,6 +85,12 @@ def ended_before(conn: sqlite3.Connection, ended: tuple[CampaignState, ...], bef
         "ORDER BY id", [before])]
 
 
+def cluster_in_use(conn: sqlite3.Connection, cluster_id: int) -> bool:
+    """Whether some campaign has properties on the cluster (names it)."""
+    return conn.execute("SELECT 1 FROM campaign_properties WHERE cluster_id = ? LIMIT 1", [cluster_id]).fetchone() \
+        is not None
+
+
 def active_on(conn: sqlite3.Connection, cluster_id: int) -> list[int]:
     """The ids of the campaigns under way that may use the cluster (have properties there), in id order."""
     return [r[0] for r in conn.execute(
@@ -154,8 +160,9 @@ def active_by_class(conn: sqlite3.Connection) -> list[tuple[int, str, str]]:
 
 def last_end(conn: sqlite3.Connection, campaign_id: int) -> float | None:
     """When the campaign's last job ended (a cancel's kill may end it after the campaign); None before any."""
-    value = conn.execute("SELECT max(last_end) FROM campaign_stats WHERE campaign_id = ?", [campaign_id]).fetchone()[0]
-    return None if value is None else float(value)
+    last: float | None = conn.execute("SELECT max(last_end) FROM campaign_stats WHERE campaign_id = ?",
+                                      [campaign_id]).fetchone()[0]
+    return last
 
 
 def properties(conn: sqlite3.Connection, campaign_ids: list[int]) -> dict[int, dict[int, dict[str, Any]]]:
@@ -405,6 +412,11 @@ def ended_jobs(conn: sqlite3.Connection, campaign_id: int) -> int:
 def taps(conn: sqlite3.Connection, campaign_id: int) -> dict[int, int]:
     """``{cluster: jobs allowed to wait}`` of a campaign as last sized."""
     return dict(conn.execute("SELECT cluster_id, rate FROM taps WHERE campaign_id = ?", [campaign_id]).fetchall())
+
+
+def forget_cluster_taps(conn: sqlite3.Connection, cluster_id: int) -> None:
+    """Delete every tap on the cluster (it is being removed)."""
+    conn.execute("DELETE FROM taps WHERE cluster_id = ?", [cluster_id])
 
 
 def open_taps(conn: sqlite3.Connection) -> dict[tuple[int, int], int]:
