@@ -27,10 +27,12 @@ from typing import Any
 from cigri import bag
 from cigri import db as database
 from cigri.cycle_context import CycleContext
+from cigri.db import campaigns as stored_campaigns
 from cigri.db import events as stored
 from cigri.db import jobs as stored_jobs
+from cigri.db import tasks as stored_tasks
 from cigri.events import blacklist_pair, close, record, signature
-from cigri.states import EXIT_RESUBMIT_HEAD, JOB_ACTIVE, CampaignState, JobState, KillReason, TaskState, sql_in
+from cigri.states import EXIT_RESUBMIT_HEAD, JobState, KillReason, TaskState
 
 log = logging.getLogger("cigri.colombo")
 DEFAULT_WALLTIME_RESUBMIT = 3
@@ -43,8 +45,7 @@ def analyse(ctx: CycleContext) -> int:
     makes a decision raise is set aside (:mod:`cigri.faults`); the others are decided."""
     _autofix_pairs(ctx)
     decided = 0
-    for campaign_id, user in ctx.grid.db.execute("SELECT id, user FROM campaigns WHERE state IN (?, ?)",
-                                                 [CampaignState.IN_TREATMENT, CampaignState.PAUSED]).fetchall():
+    for campaign_id, user in stored_campaigns.under_way(ctx.grid.db.conn):
         if campaign_id not in ctx.set_aside:
             with ctx.isolated("colombo", campaign_id=campaign_id):
                 decided += _analyse_campaign(ctx, campaign_id, user)
@@ -55,20 +56,7 @@ def analyse(ctx: CycleContext) -> int:
 
 def _analyse_campaign(ctx: CycleContext, campaign_id: int, user: str) -> int:
     """Decide the campaign's undecided endings, in one transaction; return how many."""
-    jobs = list(ctx.grid.db.query(
-        "SELECT j.id, j.task_id, j.cluster_id, j.remote_id, j.state, j.exit_code, j.kill_reason, "
-        # from the campaign's tasks in flight (the bag's index), then their jobs: never from
-        # the jobs by state, which would read every failed job the grid ever had
-        "t.name, t.resubmits, t.walltime_kills FROM tasks t INDEXED BY tasks_bag CROSS JOIN jobs j "
-        f"ON j.task_id = t.id WHERE t.campaign_id = ? AND t.state IN (?, ?) AND {bag.indexed('t')} "
-        f"AND j.state IN ({','.join('?' * len(UNDECIDED))}) "
-        # Only the task's latest job: an earlier attempt's ending was decided when it ended,
-        # and deciding it again would re-queue the task while its current attempt runs. And
-        # only once no copy of the task is active: a replica (finalize scheduler) that ends
-        # badly decides nothing while another copy runs, since that copy may still win.
-        "AND j.id = (SELECT max(id) FROM jobs WHERE task_id = t.id) "
-        f"AND NOT EXISTS (SELECT 1 FROM jobs a WHERE a.task_id = t.id AND a.state IN {sql_in(JOB_ACTIVE)})",
-        [campaign_id, TaskState.WAITING, TaskState.RUNNING, *UNDECIDED]))
+    jobs = stored_tasks.undecided_endings(ctx.grid.db.conn, campaign_id, UNDECIDED)
     if not jobs:
         return 0
     tails = {j["id"]: _stderr_tail(ctx, j, user) for j in jobs if j["state"] == JobState.FAILED}
@@ -104,21 +92,18 @@ def _decide(ctx: CycleContext, conn: Any, campaign_id: int, job: dict[str, Any],
     task_id, state, name = job["task_id"], job["state"], job["name"]
     where = dict(campaign_id=campaign_id, cluster_id=job["cluster_id"], job_id=job["id"], task_id=task_id)
     if state == JobState.CANCELLED and job["kill_reason"] == KillReason.USER:
-        _set_task(conn, task_id, TaskState.CANCELLED)
+        stored_tasks.set_state(conn, task_id, TaskState.CANCELLED)
     elif state == JobState.PREEMPTED:  # the cluster's own users, fair share or flood control: not the task's fault
-        conn.execute("UPDATE tasks SET state = ?, priority = ?, attempts = attempts - 1, preemptions = preemptions + 1 "
-                     "WHERE id = ? AND state IN (?, ?)",
-                     [TaskState.PENDING, bag.PRIORITY_HEAD, task_id, TaskState.WAITING, TaskState.RUNNING])
+        stored_tasks.preempted(conn, task_id)
         killer = job["kill_reason"] if job["kill_reason"] in _KILLED_BY else None
         record(conn, "BEST_EFFORT_KILL", f"{_KILLED_BY[killer]}; task resubmitted", signature=killer or "", **where)
     elif state == JobState.FAILED:
-        _set_task(conn, task_id, TaskState.FAILED)
+        stored_tasks.set_state(conn, task_id, TaskState.FAILED)
         record(conn, "EXIT_ERROR", f"task {name} exited with status {job['exit_code']}", stderr_tail=tail,
                signature=signature(tail), **where)
         return True
     elif state == JobState.TIMEOUT and job["walltime_kills"] >= walltime_resubmit:
-        conn.execute("UPDATE tasks SET state = ?, walltime_kills = walltime_kills + 1 WHERE id = ? AND state IN (?, ?)",
-                     [TaskState.FAILED, task_id, TaskState.WAITING, TaskState.RUNNING])
+        stored_tasks.fail_at_walltime(conn, task_id)
         record(conn, "WALLTIME", f"task {name} was killed at its walltime {job['walltime_kills'] + 1} time(s) "
                                  f"(walltime_resubmit = {walltime_resubmit}); task failed", **where)
     elif state == JobState.TIMEOUT:
@@ -140,31 +125,20 @@ def _resubmit(ctx: CycleContext, conn: Any, job: dict[str, Any], priority: int, 
     """Put the task back in the bag, unless it has been resubmitted too many times in a row."""
     limit = ctx.grid.config.settings.max_resubmit
     if job["resubmits"] >= limit:
-        _set_task(conn, job["task_id"], TaskState.FAILED)
+        stored_tasks.set_state(conn, job["task_id"], TaskState.FAILED)
         record(conn, "TOO_MANY_RESUBMIT", f"task {job['name']} resubmitted {job['resubmits']} times in a row "
                                           f"(max_resubmit); its last job ended {job['state']}; task failed", **where)
         return
-    conn.execute("UPDATE tasks SET state = ?, priority = ?, resubmits = resubmits + 1, "
-                 "walltime_kills = walltime_kills + ? WHERE id = ? AND state IN (?, ?)",
-                 [TaskState.PENDING, priority, int(walltime), job["task_id"], TaskState.WAITING, TaskState.RUNNING])
+    stored_tasks.resubmit(conn, job["task_id"], priority, walltime)
     record(conn, code, message, signature=signature, **where)
-
-
-def _set_task(conn: Any, task_id: int, state: TaskState) -> None:
-    conn.execute("UPDATE tasks SET state = ? WHERE id = ? AND state IN (?, ?)",
-                 [state, task_id, TaskState.WAITING, TaskState.RUNNING])
 
 
 def _judge_pair(ctx: CycleContext, conn: Any, campaign_id: int, cluster_id: int, new_errors: int) -> None:
     """Blacklist the cluster for the campaign once its exit errors there reach ``failure_rate``
     of its ended jobs (and at least ``failure_rate_min`` errors) since the last reset."""
     settings = ctx.grid.config.settings
-    errors, base, blacklisted = conn.execute(
-        "INSERT INTO campaign_cluster_health(campaign_id, cluster_id, exit_errors) VALUES (?, ?, ?) "
-        "ON CONFLICT(campaign_id, cluster_id) DO UPDATE SET exit_errors = exit_errors + excluded.exit_errors "
-        "RETURNING exit_errors, terminated_base, blacklisted_at", [campaign_id, cluster_id, new_errors]).fetchone()
-    terminated = (conn.execute("SELECT terminated FROM campaign_stats WHERE campaign_id = ? AND cluster_id = ?",
-                               [campaign_id, cluster_id]).fetchone() or (0,))[0] - base
+    errors, base, blacklisted = stored_campaigns.count_exit_errors(conn, campaign_id, cluster_id, new_errors)
+    terminated = stored_campaigns.terminated_on(conn, campaign_id, cluster_id) - base
     if blacklisted is None and errors >= max(settings.failure_rate_min, 1) \
             and errors / (errors + terminated) >= settings.failure_rate:
         blacklist_pair(conn, campaign_id, cluster_id,
@@ -177,9 +151,7 @@ def _autofix_pairs(ctx: CycleContext) -> None:
     """Lift a campaign's blacklist on a cluster once its delay (``autofix_delay``, doubled at each
     new blacklisting) has passed and the cluster answered this cycle's capacity call."""
     now, delay = database.now(), ctx.grid.config.settings.autofix_delay
-    due = [event_id for event_id, cluster_id, checked_at, strikes in ctx.grid.db.execute(
-        "SELECT event_id, cluster_id, checked_at, strikes FROM campaign_cluster_health INDEXED BY health_blacklisted "
-        "WHERE blacklisted_at IS NOT NULL")
+    due = [event_id for event_id, cluster_id, checked_at, strikes in stored_campaigns.blacklists(ctx.grid.db.conn)
         if cluster_id in ctx.capacities and now - checked_at >= delay * 2 ** max(strikes - 1, 0)]
     if not due:
         return
@@ -213,13 +185,6 @@ def _script_failures(ctx: CycleContext) -> None:
                    + ("no task of this campaign will run on this cluster" if kind == "prologue" else
                       "the campaign is over anyway"),
                    campaign_id=campaign_id, cluster_id=cluster_id, job_id=job_id)
-            clusters_left = conn.execute(  # whose latest prologue, if any, has not failed (a fix runs it again)
-                "SELECT count(*) FROM campaign_properties p WHERE p.campaign_id = ? AND p.name = 'exec_file' "
-                "AND coalesce((SELECT j.state NOT IN (?, ?, ?, ?) FROM jobs j WHERE j.campaign_id = p.campaign_id "
-                "AND j.cluster_id = p.cluster_id AND j.kind != 'task' AND j.kind = 'prologue' "
-                "ORDER BY j.id DESC LIMIT 1), 0) = 0",
-                [campaign_id, JobState.SUBMITTING, JobState.WAITING, JobState.RUNNING, JobState.TERMINATED]
-            ).fetchone()[0]
-            if kind == "prologue" and clusters_left == 0:
+            if kind == "prologue" and stored_campaigns.clusters_left(conn, campaign_id) == 0:
                 bag.end_all(conn, campaign_id, (TaskState.PENDING,), TaskState.FAILED)
                 log.warning("campaign %s: prologue failed on every cluster; its tasks fail", campaign_id)

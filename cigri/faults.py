@@ -29,6 +29,7 @@ from typing import Any
 from cigri import db as database
 from cigri.db import events as stored
 from cigri.db import jobs as stored_jobs
+from cigri.db import tasks as stored_tasks
 from cigri.errors import CigriError, ConfigError, InputError
 from cigri.events import record
 from cigri.states import TaskState
@@ -81,8 +82,7 @@ def set_aside_task(conn: sqlite3.Connection, job: Mapping[str, Any], why: str) -
     """Fail a job not yet sent and its task; the campaign's one ``SET_ASIDE`` event for tasks
     failing so covers the job (``gridevents --fix --resubmit`` puts their tasks back)."""
     stored_jobs.fail_unsent(conn, job["id"], database.now())
-    conn.execute("UPDATE tasks SET state = ? WHERE id = ? AND state IN (?, ?)",
-                 [TaskState.FAILED, job["task_id"], TaskState.WAITING, TaskState.RUNNING])
+    stored_tasks.set_state(conn, job["task_id"], TaskState.FAILED)
     record(conn, CODE, f"task {job['task']} set aside and failed: {why}; the rest of the campaign goes on "
                        f"(submit the line again, corrected: gridsub -c {job['campaign_id']} -F FILE)",
            campaign_id=job["campaign_id"], job_id=job["id"], task_id=job["task_id"], signature=why, kind="job")

@@ -15,11 +15,11 @@ from cigri.backends import ClusterBackend, identity, open_backend
 from cigri.backends.registry import BACKENDS
 from cigri.cluster_tokens import TokenStore
 from cigri.config import Config
+from cigri.db import campaigns as stored_campaigns
 from cigri.db import events as stored_events
 from cigri.errors import CigriError, Refused
 from cigri.events import IMPORTED
 from cigri.jdl.parser import cluster_home
-from cigri.properties import campaign_properties
 
 
 @dataclass
@@ -74,12 +74,12 @@ class Grid:
         return {cluster_id for name, cluster_id in self.cluster_ids().items() if name in names}
 
     def campaign_properties(self, campaign_ids: list[int]) -> dict[int, dict[int, dict[str, Any]]]:
-        """:func:`cigri.properties.campaign_properties`, each campaign's decoded once per process:
+        """:func:`cigri.db.campaigns.properties`, each campaign's decoded once per process:
         they are written with the campaign, in its submission's transaction, and never change
         (decoding them a few times per cycle was a third of a 100-campaign cycle). Read only."""
         missing = [i for i in campaign_ids if i not in self._properties]
         if missing:
-            self._properties.update((i, values) for i, values in campaign_properties(self.db, missing).items()
+            self._properties.update((i, values) for i, values in stored_campaigns.properties(self.db.conn, missing).items()
                                     if values)
         return {i: self._properties.get(i, {}) for i in campaign_ids}
 

@@ -22,6 +22,8 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from cigri.db import campaigns as stored_campaigns
+
 MAX_GROUP = 50  # CiGri's RUNNER_MAX_TEMPORAL_GROUPED_JOBS
 
 
@@ -37,11 +39,9 @@ def target_seconds(settings: dict[str, Any], cluster_options: dict[str, Any]) ->
 
 def average_duration(db: Database, campaign_id: int, cluster_id: int) -> float | None:
     """Mean duration of the campaign's terminated tasks on the cluster, else on every cluster."""
-    for where, args in (("campaign_id = ? AND cluster_id = ?", [campaign_id, cluster_id]),
-                        ("campaign_id = ?", [campaign_id])):
-        total, count = db.execute(f"SELECT sum(duration_sum), sum(terminated) FROM campaign_stats WHERE {where}",
-                                    args).fetchone()
-        if count:
+    for on in (cluster_id, None):
+        total, count = stored_campaigns.duration_and_terminated(db.conn, campaign_id, on)
+        if count and total is not None:
             return float(total) / count
     return None
 

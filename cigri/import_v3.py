@@ -40,6 +40,7 @@ from cigri import db as database
 from cigri.db import events as stored_events
 from cigri.db import jobs as stored_jobs
 from cigri.db import notifications as stored_notifications
+from cigri.db import tasks as stored_tasks
 from cigri.errors import CigriError, InputError
 from cigri.events import CATALOGUE, IMPORTED, UNCONFIRMED, Severity, record
 from cigri.grid import Grid
@@ -414,7 +415,7 @@ def _tasks(conn: sqlite3.Connection, v3: dict[str, list[dict[str, Any]]], campai
     conn.executemany("INSERT INTO tasks(campaign_id, name, param, priority, state, attempts) VALUES (?, ?, ?, ?, ?, ?)",
                      rows)
     last_id = first_id + len(rows) - 1
-    bag.add_block(conn, campaign_id, first_id, last_id)
+    stored_tasks.add_block(conn, campaign_id, first_id, last_id)
     conn.execute("UPDATE task_blocks SET next_fresh = ? WHERE campaign_id = ? AND first_id = ?",
                  [last_id + 1, campaign_id, first_id])
     conn.execute("UPDATE campaigns SET nb_tasks = ? WHERE id = ?", [len(rows), campaign_id])

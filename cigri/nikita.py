@@ -18,11 +18,11 @@ import logging
 from collections import Counter, defaultdict
 from typing import NamedTuple
 
-from cigri import bag
 from cigri import db as database
 from cigri.cycle_context import CycleContext
 from cigri.db import jobs as stored_jobs
-from cigri.states import KILL_REQUEUES, JobState, KillReason, TaskState
+from cigri.db import tasks as stored_tasks
+from cigri.states import KILL_REQUEUES, JobState, KillReason
 
 log = logging.getLogger("cigri.nikita")
 
@@ -55,10 +55,8 @@ def kill(ctx: CycleContext) -> int:
                 end = JobState.PREEMPTED if k.reason in KILL_REQUEUES else JobState.CANCELLED
                 killed += stored_jobs.end_active(conn, k.job_id, end, database.now())
                 if k.task_id is not None and k.reason == KillReason.USER:
-                    conn.execute("UPDATE tasks SET state = ? WHERE id = ? AND state IN (?, ?, ?)",
-                                 [TaskState.CANCELLED, k.task_id, TaskState.PENDING, TaskState.WAITING,
-                                  TaskState.RUNNING])
-            bag.withdrawn(conn, [k.task_id for k in jobs if k.task_id is not None and k.reason == KillReason.PAUSE])
+                    stored_tasks.cancel(conn, k.task_id)
+            stored_tasks.withdrawn(conn, [k.task_id for k in jobs if k.task_id is not None and k.reason == KillReason.PAUSE])
         log.info("cluster %s: killed %s", ctx.name(cluster_id),
                  ", ".join(f"{n} {reason}" for reason, n in Counter(k.reason.value for k in jobs).items()))
     return killed

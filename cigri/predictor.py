@@ -44,8 +44,10 @@ from cigri import bag
 from cigri import db as database
 from cigri.config import JOB_RATIOS, RunnerSettings
 from cigri.cycle_context import CycleContext
+from cigri.db import campaigns as stored_campaigns
 from cigri.db import jobs as stored_jobs
 from cigri.db.events import stress_of, stressed_clusters
+from cigri.db.store import connection
 from cigri.events import close, open_event
 from cigri.states import (
     CAMPAIGN_ACTIVE,
@@ -212,13 +214,8 @@ class Phase:
     end: float | None  # None while the campaign is active
 
 
-def _connection(db: Reader) -> sqlite3.Connection:
-    """The connection ``db`` reads through: the data layer's functions take it."""
-    return db if isinstance(db, sqlite3.Connection) else db.conn
-
-
 def phase(db: Reader, campaign_id: int) -> Phase:
-    state, finished_at = db.execute("SELECT state, finished_at FROM campaigns WHERE id = ?", [campaign_id]).fetchone()
+    state, finished_at = stored_campaigns.phase(connection(db), campaign_id)
     return Phase(state == CampaignState.PAUSED, None if state in CAMPAIGN_ACTIVE else finished_at)
 
 
@@ -228,17 +225,8 @@ def _life(first_start: float | None, last_end: float | None, end: float) -> floa
     return 0.0 if first_start is None or last_end is None else min(last_end, end) - first_start
 
 
-# The updator counts each terminated task job into its minute, in the transaction ending it.
-COUNT_MINUTE = """
-INSERT INTO throughput_minutes(campaign_id, cluster_id, minute, terminated)
-SELECT campaign_id, cluster_id, CAST(finished_at / 60 AS INTEGER), 1 FROM jobs
-WHERE id = ? AND state = 'terminated' AND kind = 'task' AND finished_at IS NOT NULL AND true
-ON CONFLICT(campaign_id, cluster_id, minute) DO UPDATE SET terminated = terminated + 1
-"""
-
-
 def minutes_kept(now: float) -> int:
-    """The oldest minute :data:`COUNT_MINUTE`'s counts are kept for: two windows back."""
+    """The oldest minute whose terminated tasks are kept counted (``throughput_minutes``): two windows back."""
     return int((now - 2 * WINDOW) // 60)
 
 
@@ -246,8 +234,7 @@ def terminated_since(db: Reader, campaign_id: int, minute: int) -> dict[int, int
     """Per cluster, the campaign's tasks terminated from the start of ``minute`` (epoch minutes)
     on: a row of ``throughput_minutes`` a minute, however fast the campaign drains, so a read
     costs the same for ten tasks an hour as for thousands a minute."""
-    return dict(db.execute("SELECT cluster_id, sum(terminated) FROM throughput_minutes WHERE campaign_id = ? "
-                           "AND minute >= ? GROUP BY cluster_id", [campaign_id, minute]).fetchall())
+    return stored_campaigns.terminated_since(connection(db), campaign_id, minute)
 
 
 def cluster_figures(db: Reader, campaign_id: int, now: float, window: float = WINDOW) -> dict[int, ClusterFigures]:
@@ -264,9 +251,8 @@ def cluster_figures(db: Reader, campaign_id: int, now: float, window: float = WI
     first_minute = math.ceil((now - window) / 60)
     recent = {} if when.paused or when.end is not None else terminated_since(db, campaign_id, first_minute)
     result = {}
-    for cluster_id, terminated, failed, total, squares, first_start, last_end in db.execute(
-            "SELECT cluster_id, terminated, failed, duration_sum, duration_sq_sum, first_start, last_end "
-            "FROM campaign_stats WHERE campaign_id = ?", [campaign_id]):
+    for cluster_id, terminated, failed, total, squares, first_start, last_end in stored_campaigns.figures_per_cluster(
+            connection(db), campaign_id):
         if when.end is not None:
             done, span = terminated, _life(first_start, last_end, when.end)
         elif when.paused:
@@ -293,9 +279,7 @@ def campaign_figures(db: Reader, campaign_id: int, now: float, *, remaining: int
     clusters = cluster_figures(db, campaign_id, now, window)
     left = bag.count(db, campaign_id, TASK_OPEN) if remaining is None else remaining
     done = sum(c.terminated for c in clusters.values())
-    total, squares, first_start, last_end = db.execute(
-        "SELECT coalesce(sum(duration_sum), 0), coalesce(sum(duration_sq_sum), 0), min(first_start), max(last_end) "
-        "FROM campaign_stats WHERE campaign_id = ?", [campaign_id]).fetchone()
+    total, squares, first_start, last_end = stored_campaigns.figures(connection(db), campaign_id)
     mean, stddev = _mean_stddev(done, total, squares)
     if when.end is not None:
         life = _life(first_start, last_end, when.end)
@@ -346,7 +330,7 @@ def cluster_remaining(db: Reader, campaign_id: int, now: float, clusters: dict[i
     clusters = cluster_figures(db, campaign_id, now, window) if clusters is None else clusters
     in_bag = bag.count(db, campaign_id, (TaskState.PENDING,)) if pending is None else pending
     if held is None:
-        held = stored_jobs.active_tasks_per_cluster(_connection(db), campaign_id)
+        held = stored_jobs.active_tasks_per_cluster(connection(db), campaign_id)
     rates = {k: c.throughput_per_hour for k, c in clusters.items() if c.throughput_per_hour}
     total = sum(rates.values())
     result = {}
@@ -397,16 +381,14 @@ def drains(db: Reader, campaign_ids: Iterable[int], now: float, period: float) -
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
-    ended = {(c, k): (total, n) for c, k, total, n in db.execute(
-        f"SELECT campaign_id, cluster_id, duration_sum, terminated FROM campaign_stats "
-        f"WHERE campaign_id IN ({marks})", ids)}
+    ended = stored_campaigns.durations_per_pair(connection(db), ids)
     since = now - period
     running: dict[tuple[int, int], int] = defaultdict(int)
     ages: dict[tuple[int, int], float] = defaultdict(float)
     started: dict[tuple[int, int], int] = defaultdict(int)
-    for c, k, n, age, recent in stored_jobs.running_tasks_with_ages(_connection(db), ids, now, since):
+    for c, k, n, age, recent in stored_jobs.running_tasks_with_ages(connection(db), ids, now, since):
         running[(c, k)], ages[(c, k)], started[(c, k)] = n, age or 0.0, recent
-    for c, k, n in stored_jobs.terminated_tasks_since(_connection(db), ids, since):
+    for c, k, n in stored_jobs.terminated_tasks_since(connection(db), ids, since):
         started[(c, k)] += n
     result = {}
     for key in running.keys() | started.keys():
@@ -428,14 +410,13 @@ def affinity_penalties(db: Reader, campaign_ids: Iterable[int],
     if not ids:
         return {}
     moment = database.now() if now is None else now
-    return {(c, k): decayed(p, since, moment, half_life) for c, k, p, since, half_life in db.execute(
-        f"SELECT campaign_id, cluster_id, penalty, updated_at, half_life FROM affinity_penalties "
-        f"WHERE campaign_id IN ({','.join('?' * len(ids))})", ids)}
+    return {(c, k): decayed(p, since, moment, half_life)
+            for c, k, p, since, half_life in stored_campaigns.penalties(connection(db), ids)}
 
 
 def taps(db: Reader, campaign_id: int) -> dict[int, int]:
     """``{cluster: jobs allowed to wait}`` of a campaign as last sized."""
-    return dict(db.execute("SELECT cluster_id, rate FROM taps WHERE campaign_id = ?", [campaign_id]).fetchall())
+    return stored_campaigns.taps(connection(db), campaign_id)
 
 
 # --- the cycle step ------------------------------------------------------------------------
@@ -455,8 +436,7 @@ def predict(ctx: CycleContext) -> int:
     """Size every tap, judge stress and flag flooding jobs; return how many jobs were flagged."""
     db, runner, now = ctx.grid.db, ctx.grid.config.runner, database.now()
     limits = TapLimits(runner.tap_initial, runner.tap_factor, runner.tap_max)
-    campaign_ids = [r[0] for r in db.execute("SELECT id FROM campaigns WHERE state = ? ORDER BY id",
-                                             [CampaignState.IN_TREATMENT]) if r[0] not in ctx.set_aside]
+    campaign_ids = [c for c in stored_campaigns.in_treatment(db.conn) if c not in ctx.set_aside]
     pairs = [_Pair(c, k) for c, clusters in ctx.grid.campaign_properties(campaign_ids).items() for k in clusters
              if k in ctx.capacities]
     queued = stored_jobs.queued_tasks(db.conn)
@@ -468,9 +448,7 @@ def predict(ctx: CycleContext) -> int:
     with database.write(db) as conn:
         hot = _judge_stress(ctx, conn)
         penalties = affinity_penalties(db, campaign_ids, now)
-        previous = {(c, k): (rate, state) for c, k, rate, state in conn.execute(
-            "SELECT t.campaign_id, t.cluster_id, t.rate, t.state FROM campaigns c JOIN taps t ON t.campaign_id = c.id "
-            "WHERE c.state = ?", [CampaignState.IN_TREATMENT])}  # not the ended campaigns' taps
+        previous = stored_campaigns.taps_in_treatment(conn)
         rates: dict[tuple[int, int], int] = {}
         closed: set[tuple[int, int]] = set()
         lowest = _lowest_penalties(pairs, penalties, hot)
@@ -490,9 +468,7 @@ def predict(ctx: CycleContext) -> int:
                 rates[key] = next_rate(_setting(runner, options, "job_ratio"), seen, limits)
             if state == CLOSED:
                 closed.add(key)
-            conn.execute("INSERT INTO taps(campaign_id, cluster_id, rate, state) VALUES (?, ?, ?, ?) "
-                         "ON CONFLICT(campaign_id, cluster_id) DO UPDATE SET rate = excluded.rate, "
-                         "state = excluded.state", [*key, rates[key], state])
+            stored_campaigns.set_tap(conn, *key, rates[key], state)
         for (campaign_id, cluster_id), jobs in waiting.items():
             options = ctx.cluster_options(cluster_id)
             timeout = float(_setting(runner, options, "remote_waiting_timeout"))
@@ -559,10 +535,6 @@ def _flag(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, job_ids: 
           half_life: float) -> None:
     """Ask nikita to kill the jobs and add them to the (decayed) penalty, in the caller's transaction."""
     stored_jobs.mark_flooding(conn, job_ids)
-    row = conn.execute("SELECT penalty, updated_at, half_life FROM affinity_penalties WHERE campaign_id = ? "
-                       "AND cluster_id = ?", [campaign_id, cluster_id]).fetchone()
+    row = stored_campaigns.penalty(conn, campaign_id, cluster_id)
     penalty = (decayed(row[0], row[1], now, row[2]) if row else 0.0) + len(job_ids)
-    conn.execute("INSERT INTO affinity_penalties(campaign_id, cluster_id, penalty, updated_at, half_life) "
-                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT(campaign_id, cluster_id) DO UPDATE SET "
-                 "penalty = excluded.penalty, updated_at = excluded.updated_at, half_life = excluded.half_life",
-                 [campaign_id, cluster_id, penalty, now, half_life])
+    stored_campaigns.set_penalty(conn, campaign_id, cluster_id, penalty, now, half_life)

@@ -41,11 +41,12 @@ from collections import Counter, deque
 from itertools import groupby
 from typing import Any
 
-from cigri import bag, cluster_caps, faults, grouping
+from cigri import cluster_caps, faults, grouping
 from cigri import db as database
 from cigri.backends import JobSpec
 from cigri.cycle_context import CycleContext
 from cigri.db import jobs as stored_jobs
+from cigri.db import tasks as stored_tasks
 from cigri.db.events import refused_clusters
 from cigri.errors import SubmissionRefused, SubmitLimitReached
 from cigri.events import open_event, record
@@ -178,7 +179,7 @@ def _withdraw(ctx: CycleContext, jobs: list[dict[str, Any]]) -> None:
 
 
 def _forget(conn: sqlite3.Connection, job_ids: list[int]) -> None:
-    bag.withdrawn(conn, stored_jobs.forget_unsent(conn, job_ids))
+    stored_tasks.withdrawn(conn, stored_jobs.forget_unsent(conn, job_ids))
 
 
 def _learn_limit(ctx: CycleContext, cluster_id: int, error: SubmitLimitReached) -> None:

@@ -36,11 +36,13 @@ from cigri import config as configuration
 from cigri.backends.sim import SimBackend
 from cigri.backends.sim.world import GRICAD_MEDIAN_SECONDS, GRICAD_SIGMA, lognormal
 from cigri.cycle import run_cycle
+from cigri.db import campaigns as stored_campaigns
 from cigri.db import jobs as stored_jobs
+from cigri.db import tasks as stored_tasks
 from cigri.errors import InputError, shown
 from cigri.grid import Grid, open_grid
 from cigri.metascheduler import windows
-from cigri.states import CAMPAIGN_ACTIVE, TASK_OPEN, TaskState, sql_in
+from cigri.states import TASK_OPEN, TaskState
 
 MOST_TASKS = 20_000_000  # of one campaign entry, all its copies: every run time is drawn up front (160 MB)
 MOST_GRICAD_CAMPAIGNS = 10_000  # a few years of a Gricad-sized site's campaigns
@@ -363,7 +365,7 @@ def _queued_jobs(grid: Grid) -> bool:
 
 def _submit(grid: Grid, plan: CampaignPlan, home: Path) -> None:
     """Submit through the real use case; each task's argument is its simulated run time."""
-    params = home / f"params-{grid.db.execute('SELECT count(*) FROM campaigns').fetchone()[0] + 1}.txt"
+    params = home / f"params-{stored_campaigns.count(grid.db.conn) + 1}.txt"
     status = f" {plan.exit_code}" if plan.exit_code else ""
     params.write_text("".join(f"t{i} {seconds:.3f}{status}\n" for i, seconds in enumerate(plan.durations)))
     document = {"name": f"sim-{plan.user}", "exec_file": "/bin/true", "exec_directory": str(home),
@@ -372,8 +374,7 @@ def _submit(grid: Grid, plan: CampaignPlan, home: Path) -> None:
 
 
 def _active_campaigns(grid: Grid) -> bool:
-    return grid.db.execute(f"SELECT 1 FROM campaigns WHERE state IN {sql_in(CAMPAIGN_ACTIVE)} LIMIT 1").fetchone() \
-        is not None
+    return stored_campaigns.any_active(grid.db.conn)
 
 
 def _classes(config: configuration.Config) -> dict[str, tuple[int, float]]:
@@ -386,7 +387,7 @@ def _sample(grid: Grid, run: Run, worlds: dict[int, SimBackend], now: float) -> 
     plans = run.scenario.campaigns  # campaign ids follow the order of submission
     default_class = grid.config.default_class()
     campaigns = {cid: (plans[cid - 1].user, plans[cid - 1].class_name or default_class)
-                 for (cid,) in grid.db.execute(f"SELECT id FROM campaigns WHERE state IN {sql_in(CAMPAIGN_ACTIVE)}")}
+                 for cid in stored_campaigns.active(grid.db.conn)}
     cores = {cid: plans[cid - 1].cores_per_task for cid in campaigns}
     held: dict[int, int] = defaultdict(int)
     names = {cid: name for name, cid in grid.cluster_ids().items()}
@@ -434,9 +435,8 @@ def _ideal(config: configuration.Config, capacity: float,
 def _predictions(grid: Grid, now: float) -> list[tuple[int, float, float]]:
     """The predictor's ETA of every campaign past 10 % of its tasks (issue 4 §3 measures from there)."""
     result = []
-    for cid, total in grid.db.execute(f"SELECT id, nb_tasks FROM campaigns WHERE state IN {sql_in(CAMPAIGN_ACTIVE)}"):
-        done = grid.db.execute("SELECT coalesce(sum(terminated + failed), 0) FROM campaign_stats WHERE campaign_id = ?",
-                               [cid]).fetchone()[0]
+    for cid, total in stored_campaigns.active_sizes(grid.db.conn):
+        done = stored_campaigns.ended_jobs(grid.db.conn, cid)
         if total and done >= 0.1 * total:
             eta = predictor.campaign_figures(grid.db, cid, now).eta
             if eta is not None:
@@ -529,8 +529,7 @@ def jain(actual: Mapping[str, float], ideal: Mapping[str, float]) -> float | Non
 def _report(grid: Grid, run: Run) -> dict[str, Any]:
     worlds = _worlds(grid)
     db = grid.db
-    first, last = db.execute("SELECT min(submitted_at), max(coalesce(finished_at, ?)) FROM campaigns",
-                             [clock.now()]).fetchone()
+    first, last = stored_campaigns.span_of_all(db.conn, clock.now())
     makespan = last - first
     work = sum(sum(p.durations) * p.cores_per_task for p in run.scenario.campaigns)
     cores = {i: plan.cores_per_task for i, plan in enumerate(run.scenario.campaigns, 1)}  # ids follow submission
@@ -545,14 +544,14 @@ def _report(grid: Grid, run: Run) -> dict[str, Any]:
     cigri = sum(b.world.usage.cigri for b in worlds.values())
     jobs = stored_jobs.task_jobs_by_state(db.conn)
     kills = stored_jobs.kills_by_reason(db.conn)
-    tasks = dict(db.execute("SELECT state, count(*) FROM tasks GROUP BY state").fetchall())
+    tasks = stored_tasks.state_totals(db.conn)
     started_tasks = stored_jobs.tasks_with_jobs(db.conn)
     user_actual, user_ideal, class_actual, class_ideal = _shares(grid, run, cores)
     # over: terminated, failed (some task failed) or cancelled; nothing is left to run
-    over = db.execute(f"SELECT count(*) FROM campaigns WHERE state NOT IN {sql_in(CAMPAIGN_ACTIVE)}").fetchone()[0]
+    over = stored_campaigns.count_over(db.conn)
     finished = over == len(run.scenario.campaigns)  # else the run stopped at max_hours: no makespan to measure
     measured = finished and makespan > 0
-    ends = dict(db.execute("SELECT id, finished_at FROM campaigns WHERE state = 'terminated'").fetchall())
+    ends = stored_campaigns.terminated_ends(db.conn)
     mape = eta_mape(run.etas, ends)
     return {
         "scenario": {"seed": run.scenario.seed, "cycle_period": run.scenario.cycle_period,

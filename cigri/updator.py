@@ -17,11 +17,21 @@ from cigri import db as database
 from cigri import predictor
 from cigri.backends import RemoteJob, RemoteState
 from cigri.cycle_context import CycleContext
+from cigri.db import campaigns as stored_campaigns
+from cigri.db import counts as stored_counts
 from cigri.db import jobs as stored_jobs
+from cigri.db import tasks as stored_tasks
 from cigri.db.events import refused_clusters
 from cigri.events import record
-from cigri.states import (EXIT_RESUBMIT_HEAD, EXIT_RESUBMIT_TAIL, JOB_ENDED, TASK_OPEN, CampaignState, JobState,
-                          TaskState, sql_in)
+from cigri.states import (
+    EXIT_RESUBMIT_HEAD,
+    EXIT_RESUBMIT_TAIL,
+    JOB_ENDED,
+    TASK_OPEN,
+    CampaignState,
+    JobState,
+    TaskState,
+)
 
 log = logging.getLogger("cigri.updator")
 
@@ -80,34 +90,15 @@ def _apply(ctx: CycleContext, jobs: list[tuple[int, str, str, int | None]], answ
             if task_id is None:
                 continue
             if new_state in JOB_ENDED:
-                conn.execute(_RECORD_ENDING, [job_id])
-                conn.execute(predictor.COUNT_MINUTE, [job_id])
+                stored_campaigns.record_ending(conn, job_id)
+                stored_campaigns.count_minute(conn, job_id)
             if new_state == JobState.TERMINATED:
-                conn.execute(f"UPDATE tasks SET state = ? WHERE id = ? AND state IN {sql_in(TASK_OPEN)}",
-                             [TaskState.TERMINATED, task_id])
+                stored_tasks.terminate(conn, task_id)
             elif new_state in (JobState.WAITING, JobState.RUNNING):
-                conn.execute("UPDATE tasks SET state = ? WHERE id = ? AND state IN (?, ?)",
-                             [new_state, task_id, TaskState.WAITING, TaskState.RUNNING])
+                stored_tasks.set_state(conn, task_id, new_state)
         if started:
             stored_jobs.run_on(conn)
     return changed
-
-
-_RECORD_ENDING = """
-INSERT INTO campaign_stats(campaign_id, cluster_id, terminated, failed, duration_sum, duration_sq_sum,
-                           first_start, last_end)
-SELECT campaign_id, cluster_id, state = 'terminated', state != 'terminated',
-       iif(state = 'terminated', coalesce(finished_at - started_at, 0), 0),
-       iif(state = 'terminated', coalesce((finished_at - started_at) * (finished_at - started_at), 0), 0),
-       started_at, finished_at
-FROM jobs WHERE id = ? AND true
-ON CONFLICT(campaign_id, cluster_id) DO UPDATE SET
-    terminated = terminated + excluded.terminated, failed = failed + excluded.failed,
-    duration_sum = duration_sum + excluded.duration_sum,
-    duration_sq_sum = duration_sq_sum + excluded.duration_sq_sum,
-    first_start = min(coalesce(first_start, excluded.first_start), coalesce(excluded.first_start, first_start)),
-    last_end = max(coalesce(last_end, excluded.last_end), coalesce(excluded.last_end, last_end))
-"""
 
 
 def record_counts(ctx: CycleContext) -> None:
@@ -118,13 +109,11 @@ def record_counts(ctx: CycleContext) -> None:
     retention = ctx.grid.config.settings.counts_retention_days * 86400
     with database.write(ctx.grid.db) as conn:
         if retention:
-            conn.execute("DELETE FROM counts WHERE at < ?", [now - retention])
-        conn.execute("DELETE FROM throughput_minutes WHERE minute < ?", [predictor.minutes_kept(now)])
+            stored_counts.forget_before(conn, now - retention)
+        stored_campaigns.forget_minutes(conn, predictor.minutes_kept(now))
         jobs = stored_jobs.waiting_and_running_per_cluster(conn)
-        conn.executemany("INSERT INTO counts(at, cluster_id, waiting, running, total_slots, free_slots) "
-                         "VALUES (?, ?, ?, ?, ?, ?)",
-                         [(now, cluster_id, *jobs.get(cluster_id, (0, 0)), capacity.total_slots, capacity.free_slots)
-                          for cluster_id, capacity in ctx.capacities.items()])
+        stored_counts.add(conn, [(now, cluster_id, *jobs.get(cluster_id, (0, 0)), capacity.total_slots,
+                                  capacity.free_slots) for cluster_id, capacity in ctx.capacities.items()])
 
 
 def finish_campaigns(ctx: CycleContext) -> list[int]:
@@ -137,8 +126,7 @@ def finish_campaigns(ctx: CycleContext) -> list[int]:
     refused: dict[str, set[int]] = {}  # owner -> the clusters that refuse their jobs
     with database.write(ctx.grid.db) as conn:
         refused_jobs = refused_clusters(conn)  # campaign -> the clusters that refused its jobs
-        candidates = conn.execute("SELECT id, user FROM campaigns WHERE state IN (?, ?)",
-                                  [CampaignState.IN_TREATMENT, CampaignState.PAUSED]).fetchall()
+        candidates = stored_campaigns.under_way(conn)
         for campaign_id, owner in candidates:
             if campaign_id in ctx.set_aside:
                 continue
@@ -159,16 +147,11 @@ def _finish(ctx: CycleContext, conn: sqlite3.Connection, campaign_id: int, owner
         return False
     if owner not in refused:
         refused[owner] = ctx.grid.refused_cluster_ids(owner)
-    epilogues_due = {cluster_id for (cluster_id,) in conn.execute(
-        "SELECT p.cluster_id FROM campaign_properties p WHERE p.campaign_id = ? AND p.name = 'epilogue' "
-        "AND p.value != '\"\"' AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.campaign_id = p.campaign_id "
-        "AND j.cluster_id = p.cluster_id AND j.kind = 'epilogue')", [campaign_id])}
-    if epilogues_due - refused[owner] - refused_jobs:
+    if stored_campaigns.epilogues_due(conn, campaign_id) - refused[owner] - refused_jobs:
         return False
     failed = bag.count(conn, campaign_id, (TaskState.FAILED,))
     end = CampaignState.FAILED if failed else CampaignState.TERMINATED
-    conn.execute("UPDATE campaigns SET state = ?, finished_at = ? WHERE id = ? AND state IN (?, ?)",
-                 [end, database.now(), campaign_id, CampaignState.IN_TREATMENT, CampaignState.PAUSED])
+    stored_campaigns.finish(conn, campaign_id, end, database.now())
     record(conn, "CAMPAIGN_FAILED" if failed else "CAMPAIGN_FINISHED",
            f"campaign {campaign_id} {end}" + (f": {failed} task(s) failed" if failed else ""), campaign_id=campaign_id)
     log.info("campaign %s %s", campaign_id, end)

@@ -13,6 +13,7 @@ from test_submit import grid  # noqa: F401  (a fixture: two local clusters, "loc
 
 from cigri import api, bag, config, predictor
 from cigri.cycle import run_cycle
+from cigri.db import campaigns as stored_campaigns
 from cigri.grid import Grid, open_grid
 from cigri.predictor import Observation, TapLimits, next_rate
 from cigri.states import JobState, TaskState
@@ -192,7 +193,7 @@ def ended(grid: Grid, campaign_id: int, cluster: str, durations_and_ends: list[t
             "INSERT INTO jobs(campaign_id, task_id, cluster_id, state, created_at, started_at, finished_at) "
             "VALUES (?, ?, ?, 'terminated', ?, ?, ?)", [campaign_id, task_id, cluster_id, end - duration, end - duration,
                                                         end]).lastrowid
-        conn.execute(predictor.COUNT_MINUTE, [job_id])
+        stored_campaigns.count_minute(conn, job_id)
         conn.execute(
             "INSERT INTO campaign_stats(campaign_id, cluster_id, terminated, duration_sum, duration_sq_sum, "
             "first_start, last_end) VALUES (?, ?, 1, ?, ?, ?, ?) ON CONFLICT(campaign_id, cluster_id) DO UPDATE SET "

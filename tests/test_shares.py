@@ -26,7 +26,7 @@ from cigri.cycle_context import CycleContext
 from cigri.metascheduler.fairshare import CampaignSpec, ClusterSpec, Policy, Scenario
 from cigri.metascheduler.metascheduler import allocate, gather, schedule
 from cigri.metascheduler.windows import is_night, job_type
-from cigri.properties import campaign_properties
+from cigri.db import campaigns as stored_campaigns
 from cigri.runner import batch_specs
 from cigri.states import KillReason
 from cigri.users import acting_user
@@ -141,7 +141,7 @@ def test_semi_best_effort_jobs_are_best_effort_by_day_and_normal_by_night(make_g
     grid = make_grid(TWO_CLUSTERS)
     campaign_id = _submit(grid, tmp_path, "alice", 1, type="semi-best-effort", clusters={"a": {}, "b": {"type": "normal"}})
     ids = grid.cluster_ids()
-    settings = campaign_properties(grid.db, [campaign_id])[campaign_id]
+    settings = stored_campaigns.properties(grid.db.conn, [campaign_id])[campaign_id]
     job = {"id": 1, "campaign_id": campaign_id, "kind": "task", "batch": "1", "task": "60", "param": "60",
            "user": "alice", "run_group": None}
     assert [batch_specs([job], settings[ids[k]], "/home/alice", night=n)[0].best_effort for k in "ab" for n in (False, True)] == \
@@ -152,7 +152,7 @@ def test_a_task_job_asks_the_jdl_memory_and_a_script_job_the_default(make_grid: 
                                                                       tmp_path: Path) -> None:
     grid = make_grid(TWO_CLUSTERS)
     campaign_id = _submit(grid, tmp_path, "alice", 1, memory="3G", prologue="true", clusters={"a": {}})
-    settings = campaign_properties(grid.db, [campaign_id])[campaign_id][grid.cluster_ids()["a"]]
+    settings = stored_campaigns.properties(grid.db.conn, [campaign_id])[campaign_id][grid.cluster_ids()["a"]]
     job = {"id": 1, "campaign_id": campaign_id, "kind": "task", "batch": "1", "task": "60", "param": "60",
            "user": "alice", "run_group": None}
     assert batch_specs([job], settings, "/home/alice")[0].memory_mb == 3072

@@ -8,9 +8,9 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from cigri.db import campaigns as stored_campaigns
 from cigri.errors import InputError, NotFound
 from cigri.grid import Grid
-from cigri.states import CampaignState
 from cigri.users import is_admin
 
 
@@ -33,8 +33,7 @@ def check_page(limit: int | None, offset: int) -> None:
 def owned_campaign(grid: Grid, conn: sqlite3.Connection, campaign_id: int, user: str) -> dict[str, Any]:
     """The campaign's id, owner and state, read in ``conn`` (the caller's transaction), if
     ``user`` may see and act on it; otherwise NotFound, as for a campaign that does not exist."""
-    row = conn.execute("SELECT id, user, state FROM campaigns WHERE id = ?", [campaign_id]).fetchone() \
-        if storable(campaign_id) else None
+    row = stored_campaigns.owner_and_state(conn, campaign_id) if storable(campaign_id) else None
     if row is None or not may_see(grid, row[1], user):
         raise NotFound(f"campaign {campaign_id}: no such campaign")
     return {"id": row[0], "user": row[1], "state": row[2]}
@@ -46,14 +45,13 @@ def may_see(grid: Grid, owner: str, user: str) -> bool:
 
 def campaign_row(grid: Grid, campaign_id: int, user: str) -> dict[str, Any]:
     """The campaign's whole row, if ``user`` may see it (:func:`owned_campaign`)."""
-    rows = list(grid.db.query("SELECT * FROM campaigns WHERE id = ?", [campaign_id])) if storable(campaign_id) else []
-    if not rows or not may_see(grid, rows[0]["user"], user):
+    row = stored_campaigns.row(grid.db.conn, campaign_id) if storable(campaign_id) else None
+    if row is None or not may_see(grid, row["user"], user):
         raise NotFound(f"campaign {campaign_id}: no such campaign")
-    return rows[0]
+    return row
 
 
 def reopen(conn: sqlite3.Connection, where: str, args: list[Any]) -> None:
     """Put the ended campaigns matching ``where`` (a fixed SQL condition) back in treatment:
     new tasks or resubmitted ones. A cancelled campaign stays cancelled."""
-    conn.execute(f"UPDATE campaigns SET state = ?, finished_at = NULL WHERE state IN (?, ?) AND {where}",
-                 [CampaignState.IN_TREATMENT, CampaignState.TERMINATED, CampaignState.FAILED, *args])
+    stored_campaigns.reopen(conn, where, args)

@@ -12,18 +12,17 @@ from cigri import db as database
 from cigri.api.access import owned_campaign
 from cigri.api.campaigns import cancel
 from cigri.api.jobs import job_info
+from cigri.db import campaigns as stored_campaigns
 from cigri.db import events as stored
 from cigri.db import jobs as stored_jobs
+from cigri.db import tasks as stored_tasks
 from cigri.errors import InputError, NotFound, Refused
 from cigri.events import record
 from cigri.grid import Grid
-from cigri.states import CAMPAIGN_ACTIVE, CampaignState, sql_in
+from cigri.states import CampaignState
 from cigri.users import require_admin
 
 ENDED = (CampaignState.TERMINATED, CampaignState.FAILED, CampaignState.CANCELLED)
-# Every table holding a campaign's rows, children before parents (foreign keys are enforced).
-_CAMPAIGN_TABLES = ("campaign_cluster_health", "affinity_penalties", "campaign_stats", "taps", "campaign_properties",
-                    "task_blocks", "task_counts", "throughput_minutes")
 
 
 def purge(grid: Grid, campaign_ids: Sequence[int], *, user: str) -> list[int]:
@@ -47,19 +46,16 @@ def purge_ended(grid: Grid, *, days: float, user: str) -> list[int]:
         raise InputError("ended_days: must be >= 0 and finite", field="ended_days")
     require_admin(grid.config, user, "purging every ended campaign")
     before = database.now() - days * 86400
-    ids = [r[0] for r in grid.db.execute(
-        f"SELECT id FROM campaigns WHERE state IN {sql_in(ENDED)} AND coalesce(finished_at, submitted_at) < ? "
-        "ORDER BY id", [before])]
+    ids = stored_campaigns.ended_before(grid.db.conn, ENDED, before)
     return purge(grid, ids, user=user)
 
 
 def _delete(conn: sqlite3.Connection, campaign_id: int) -> None:
-    for table in _CAMPAIGN_TABLES:
-        conn.execute(f"DELETE FROM {table} WHERE campaign_id = ?", [campaign_id])
+    stored_campaigns.delete_kept(conn, campaign_id)
     stored.delete_campaign_events(conn, campaign_id)
     stored_jobs.delete_campaign_jobs(conn, campaign_id)
-    conn.execute("DELETE FROM tasks WHERE campaign_id = ?", [campaign_id])
-    conn.execute("DELETE FROM campaigns WHERE id = ?", [campaign_id])
+    stored_tasks.delete_campaign(conn, campaign_id)
+    stored_campaigns.delete(conn, campaign_id)
 
 
 def mark_job_event(grid: Grid, job_id: int, message: str, *, user: str) -> int:
@@ -82,9 +78,7 @@ def cancel_cluster_campaigns(grid: Grid, cluster: str, *, user: str) -> list[int
     cluster_id = grid.cluster_ids().get(cluster)
     if cluster_id is None:
         raise NotFound(f"cluster {cluster}: no such cluster")
-    ids = [r[0] for r in grid.db.execute(
-        f"SELECT DISTINCT c.id FROM campaigns c JOIN campaign_properties p ON p.campaign_id = c.id "
-        f"WHERE p.cluster_id = ? AND c.state IN {sql_in(CAMPAIGN_ACTIVE)} ORDER BY c.id", [cluster_id])]
+    ids = stored_campaigns.active_on(grid.db.conn, cluster_id)
     for campaign_id in ids:
         cancel(grid, campaign_id, user=user)
     return ids

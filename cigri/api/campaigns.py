@@ -10,8 +10,10 @@ from typing import Any
 
 from cigri import bag, predictor
 from cigri import db as database
+from cigri.db import campaigns as stored_campaigns
 from cigri.db import events as stored
 from cigri.db import jobs as stored_jobs
+from cigri.db import tasks as stored_tasks
 from cigri.api.access import campaign_row, check_page, may_see, owned_campaign, storable
 from cigri.errors import InputError, NotFound, Refused, shown
 from cigri.events import record
@@ -25,8 +27,7 @@ def cancel(grid: Grid, campaign_id: int, *, user: str) -> None:
         campaign = owned_campaign(grid, conn, campaign_id, user)
         if campaign["state"] not in CAMPAIGN_ACTIVE:
             raise Refused(f"campaign {campaign_id} is already {campaign['state']}")
-        conn.execute("UPDATE campaigns SET state = ?, finished_at = ? WHERE id = ?",
-                     [CampaignState.CANCELLED, database.now(), campaign_id])
+        stored_campaigns.end(conn, campaign_id, CampaignState.CANCELLED, database.now())
         bag.end_all(conn, campaign_id, TASK_OPEN, TaskState.CANCELLED)
         stored_jobs.mark_campaign_cancelled(conn, campaign_id)
         record(conn, "USER_CANCEL", f"campaign cancelled by {user}", campaign_id=campaign_id)
@@ -56,7 +57,7 @@ def _move_campaign(grid: Grid, conn: sqlite3.Connection, campaign_id: int, user:
     campaign = owned_campaign(grid, conn, campaign_id, user)
     if campaign["state"] != before:
         raise Refused(f"campaign {campaign_id} is {campaign['state']}, not {before}")
-    conn.execute("UPDATE campaigns SET state = ? WHERE id = ? AND state = ?", [after, campaign_id, before])
+    stored_campaigns.move(conn, campaign_id, before, after)
 
 
 TASK_COUNT_KEYS = ("total", "pending", "waiting", "running", "terminated", "failed", "cancelled")
@@ -145,7 +146,7 @@ CAMPAIGN_STATES = tuple(state.value for state in CampaignState)
 
 def campaign_owners(grid: Grid) -> list[str]:
     """The users who own a campaign, by name: whom an admin may filter the campaigns by."""
-    return [row[0] for row in grid.db.execute("SELECT DISTINCT user FROM campaigns ORDER BY user")]
+    return stored_campaigns.owners(grid.db.conn)
 
 
 def list_campaigns(grid: Grid, *, user: str | None = None, include_finished: bool = False,
@@ -180,9 +181,8 @@ def list_campaigns(grid: Grid, *, user: str | None = None, include_finished: boo
     clause = ("WHERE " + " AND ".join(where)) if where else ""
     now = database.now()
     order = "DESC" if newest_first else "ASC"
-    return [_summary(grid, row, now)[0] for row in grid.db.query(
-        f"SELECT * FROM campaigns {clause} ORDER BY id {order} LIMIT ? OFFSET ?",
-        [*args, -1 if limit is None else limit, offset])]
+    return [_summary(grid, row, now)[0] for row in stored_campaigns.listing(
+        grid.db.conn, clause, args, order, -1 if limit is None else limit, offset)]
 
 
 TASK_PAGE = 10_000  # tasks read at a time, with their jobs, by campaign_tasks
@@ -210,13 +210,11 @@ def campaign_tasks(grid: Grid, campaign_id: int, *, user: str, states: Sequence[
         chosen += f"AND {bag.INDEXED} "
     if name is not None:
         chosen += "AND name GLOB ? "
-    low, high = bag.span(grid.db, campaign_id)
+    low, high = stored_tasks.span(grid.db.conn, campaign_id)
     left = -1 if limit is None else limit
     while left != 0:
-        page = list(grid.db.query(
-            f"SELECT id, name, param, state, attempts FROM tasks WHERE id BETWEEN ? AND ? AND campaign_id = ? {chosen}"
-            "ORDER BY id LIMIT ? OFFSET ?", [low, high, campaign_id, *([] if name is None else [name]),
-                                            TASK_PAGE if left < 0 else min(left, TASK_PAGE), offset]))
+        page = stored_tasks.page(grid.db.conn, campaign_id, low, high, chosen, [] if name is None else [name],
+                                 TASK_PAGE if left < 0 else min(left, TASK_PAGE), offset)
         if not page:
             return
         jobs: dict[int, list[dict[str, Any]]] = defaultdict(list)
@@ -233,9 +231,7 @@ def imported_campaign(grid: Grid, v3_id: int, *, user: str) -> int:
     """The campaign that CiGri's campaign ``v3_id`` became at ``cigri import-v3``, if ``user``
     may see it: the import keeps CiGri's number unless cigri had given it, and then CiGri's users
     still name it ``v3:N``. Another user's is answered as one never imported."""
-    row = grid.db.conn.execute("SELECT c.id, c.user FROM v3_imports v JOIN campaigns c ON c.id = v.cigri_id "
-                               "WHERE v.kind = 'campaign' AND v.v3_id = ?", [v3_id]).fetchone() \
-        if storable(v3_id) else None
+    row = stored_campaigns.imported(grid.db.conn, v3_id) if storable(v3_id) else None
     if row is None or not may_see(grid, row[1], user):
         raise NotFound(f"v3:{v3_id}: no campaign of CiGri numbered {v3_id} was imported (cigri import-v3)")
     return int(row[0])

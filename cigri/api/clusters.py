@@ -9,6 +9,8 @@ from typing import Any
 
 from cigri import cluster_caps
 from cigri import db as database
+from cigri.db import campaigns as stored_campaigns
+from cigri.db import counts as stored_counts
 from cigri.db import events as stored_events
 from cigri.db import jobs as stored_jobs
 from cigri.errors import InputError, NotFound, Refused
@@ -50,23 +52,6 @@ def list_clusters(grid: Grid, *, cluster_id: int | None = None) -> list[dict[str
     return result
 
 
-_USAGE = """
-WITH samples AS (
-    SELECT cluster_id, at, waiting, running, total_slots, free_slots,
-           coalesce(lead(at) OVER (PARTITION BY cluster_id ORDER BY at), at + :period) - at AS span
-    FROM counts WHERE cluster_id IN (SELECT id FROM clusters) AND at >= :since),
-figures AS (
-    SELECT cluster_id, count(*) AS samples, min(at) AS since, max(at) AS until,
-           round(avg(total_slots), 3) AS mean_total_slots, round(avg(free_slots), 3) AS mean_free_slots,
-           round(avg(running), 3) AS mean_running, max(running) AS max_running,
-           round(avg(waiting), 3) AS mean_waiting, round(sum(running * span) / 3600, 3) AS cigri_job_hours
-    FROM samples GROUP BY cluster_id)
-SELECT c.name, coalesce(f.samples, 0) AS samples, f.since, f.until, f.mean_total_slots, f.mean_free_slots,
-       f.mean_running, f.max_running, f.mean_waiting, f.cigri_job_hours
-FROM clusters c LEFT JOIN figures f ON f.cluster_id = c.id ORDER BY c.name
-"""
-
-
 def usage(grid: Grid, hours: float) -> list[dict[str, Any]]:
     """Every cluster's use over the last ``hours``, from the counts each cycle samples (CiGri's
     grid_usage), in :func:`clusters`' order: means of its total and free slots and of cigri's
@@ -75,28 +60,10 @@ def usage(grid: Grid, hours: float) -> list[dict[str, Any]]:
     A cluster without a sample in the window has None for each figure."""
     if not 0 < hours < math.inf:  # also rejects nan
         raise InputError(f"hours: must be > 0 and finite, got {hours!r}")
-    return list(grid.db.query(_USAGE, {"since": database.now() - hours * 3600,
-                                       "period": grid.config.settings.cycle_period}))
-
+    return stored_counts.usage(grid.db.conn, database.now() - hours * 3600, grid.config.settings.cycle_period)
 
 
 SAMPLES_PER_BUCKET = 8  # the most samples a bucket of grid_usage averages
-
-# Per bucket of :step seconds, the samples found first at or after each of its
-# SAMPLES_PER_BUCKET evenly spaced instants (:sub apart), each found by one index seek: a month
-# of samples every 10 s on ten clusters (2.6M rows) is 40,000 seeks, not a scan of them all.
-_SERIES = """
-WITH RECURSIVE instants(k) AS (SELECT 0 UNION ALL SELECT k + 1 FROM instants WHERE k + 1 < :instants),
-picked AS (SELECT DISTINCT (SELECT id FROM counts INDEXED BY counts_by_cluster WHERE cluster_id = :cluster
-                            AND at >= :since + k * :sub AND at < min(:until, :since + (k + 1) * :sub)
-                            ORDER BY at LIMIT 1) AS id FROM instants)
-SELECT CAST((s.at - :since) / :step AS INTEGER) AS bucket, count(*) AS samples,
-       round(avg(s.total_slots), 3) AS total_slots, round(avg(s.total_slots - s.free_slots), 3) AS used_slots,
-       round(avg(s.free_slots), 3) AS free_slots, round(avg(s.running), 3) AS cigri_running,
-       round(avg(s.waiting), 3) AS cigri_waiting
-FROM picked JOIN counts s ON s.id = picked.id
-GROUP BY bucket ORDER BY bucket
-"""
 
 
 def grid_usage(grid: Grid, *, since: float | None = None, until: float | None = None,
@@ -117,8 +84,7 @@ def grid_usage(grid: Grid, *, since: float | None = None, until: float | None = 
     sub = step / SAMPLES_PER_BUCKET
     series = {}
     for cluster_id, name in grid.db.execute("SELECT id, name FROM clusters ORDER BY name").fetchall():
-        rows = grid.db.query(_SERIES, {"since": since, "until": until, "step": step, "sub": sub,
-                                       "instants": math.ceil((until - since) / sub), "cluster": cluster_id})
+        rows = stored_counts.series(grid.db.conn, cluster_id, since, until, step, sub)
         series[name] = [{"at": round(since + row.pop("bucket") * step, 3), **row} for row in rows]
     return {"from": since, "to": until, "step": step, "clusters": series}
 
@@ -126,7 +92,7 @@ def grid_usage(grid: Grid, *, since: float | None = None, until: float | None = 
 def first_sample(grid: Grid) -> float | None:
     """When the oldest sample of the grid's use still kept was taken (None: none yet): how far
     back :func:`grid_usage` has anything to say."""
-    return grid.db.execute("SELECT min(at) FROM counts").fetchone()[0]  # type: ignore[no-any-return]
+    return stored_counts.first_sample(grid.db.conn)
 
 
 def cluster_table(grid: Grid) -> list[dict[str, Any]]:
@@ -171,10 +137,10 @@ def remove_cluster(grid: Grid, name: str, *, user: str) -> None:
             raise NotFound(f"cluster {name}: no such cluster")
         if row[1] == "config":
             raise Refused(f"cluster {name} is defined in the configuration; remove it there")
-        if conn.execute("SELECT 1 FROM campaign_properties WHERE cluster_id = ? LIMIT 1", [row[0]]).fetchone():
+        if stored_campaigns.cluster_in_use(conn, row[0]):
             raise Refused(f"cluster {name} is used by campaigns; blacklist it instead")
-        for table in ("taps", "counts"):
-            conn.execute(f"DELETE FROM {table} WHERE cluster_id = ?", [row[0]])
+        stored_campaigns.forget_cluster_taps(conn, row[0])
+        stored_counts.forget_cluster(conn, row[0])
         stored_events.delete_cluster_events(conn, row[0])
         conn.execute("DELETE FROM clusters WHERE id = ?", [row[0]])
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from cigri import bag
 from cigri import db as database
 from cigri.api.access import check_page, may_see, owned_campaign, reopen, storable
+from cigri.db import campaigns as stored_campaigns
 from cigri.db import events as stored
+from cigri.db import tasks as stored_tasks
 from cigri.errors import InputError, NotFound, Refused
 from cigri.grid import Grid
-from cigri.states import CAMPAIGN_ACTIVE, TaskState, sql_in
 from cigri.users import is_admin, require_admin
 
 
@@ -63,7 +63,7 @@ def _may_fix_or_read(grid: Grid, row: dict[str, Any], user: str, *, fixing: bool
     """A campaign's event is its owner's (anyone else is told it does not exist); the clusters'
     own events are anyone's to read and an admin's to fix."""
     if row["campaign_id"] is not None:
-        owner = grid.db.execute("SELECT user FROM campaigns WHERE id = ?", [row["campaign_id"]]).fetchone()[0]
+        owner = stored_campaigns.owner(grid.db.conn, row["campaign_id"])
         if not may_see(grid, owner, user):
             raise NotFound(f"event {row['id']}: no such event")
     elif fixing:
@@ -102,11 +102,10 @@ def _retry_prologues(conn: sqlite3.Connection, event_ids: list[int], resubmit: b
 
     resubmitted = 0
     for campaign_id, cluster_id in stored.prologue_failures(conn, event_ids):
-        if resubmit and (requeued := bag.requeue_never_run(conn, campaign_id)):
+        if resubmit and (requeued := stored_tasks.requeue_never_run(conn, campaign_id)):
             resubmitted += requeued
             reopen(conn, "id = ?", [campaign_id])
-        if conn.execute(f"SELECT state IN {sql_in(CAMPAIGN_ACTIVE)} FROM campaigns WHERE id = ?",
-                        [campaign_id]).fetchone()[0]:
+        if stored_campaigns.is_active(conn, campaign_id):
             workqueue.add_script_job(conn, campaign_id, cluster_id, "prologue")
     return resubmitted
 
@@ -115,9 +114,5 @@ def _resubmit_failed(conn: sqlite3.Connection, event_ids: list[int]) -> int:
     """The failed tasks of these events go back to the head of the bag with fresh counters; their
     ended campaigns (not cancelled ones) are in treatment again."""
     tasks, covering = stored.covered_tasks(event_ids)
-    reopen(conn, f"id IN (SELECT campaign_id FROM tasks WHERE state = ? AND id IN ({tasks}))",
-           [TaskState.FAILED, *covering])
-    return conn.execute(
-        f"UPDATE tasks SET state = ?, priority = {bag.PRIORITY_HEAD}, resubmits = 0, walltime_kills = 0 WHERE state = ? "
-        f"AND id IN ({tasks}) AND campaign_id IN (SELECT id FROM campaigns WHERE state IN (?, ?))",
-        [TaskState.PENDING, TaskState.FAILED, *covering, *CAMPAIGN_ACTIVE]).rowcount
+    reopen(conn, *stored_tasks.failed_among(tasks, covering))
+    return stored_tasks.requeue_failed(conn, tasks, covering)

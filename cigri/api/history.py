@@ -12,25 +12,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from cigri import bag
 from cigri import db as database
 from cigri.api.access import campaign_row
+from cigri.db import campaigns as stored_campaigns
 from cigri.db import jobs as stored_jobs
+from cigri.db import tasks as stored_tasks
 from cigri.errors import InputError
 from cigri.grid import Grid
 
 MIN_STEP = 60.0  # seconds: no bucket is shorter (a young campaign's plot is in minutes)
 
-# The campaign's failed tasks (through the bag's index), each at its last job's end, or at the
-# campaign's end (now, while it runs) for a task that failed without an ended job (a prologue
-# failed on every cluster); bucket -1 holds those before the window.
-_FAILED = f"""
-WITH ends AS (SELECT coalesce((SELECT max(j.finished_at) FROM jobs j WHERE j.task_id = t.id), :end) AS at
-              FROM tasks t INDEXED BY tasks_bag
-              WHERE t.campaign_id = :campaign AND t.state = 'failed' AND {bag.indexed('t')})
-SELECT CASE WHEN at < :since THEN -1 ELSE CAST((at - :since) / :step AS INTEGER) END AS bucket, count(*)
-FROM ends WHERE at < :until GROUP BY bucket
-"""
 
 
 def campaign_history(grid: Grid, campaign_id: int, *, user: str, since: float | None = None,
@@ -52,8 +43,7 @@ def campaign_history(grid: Grid, campaign_id: int, *, user: str, since: float | 
     row = campaign_row(grid, campaign_id, user)
     now = database.now()
     if until is None:
-        last_end = grid.db.execute("SELECT max(last_end) FROM campaign_stats WHERE campaign_id = ?",
-                                   [campaign_id]).fetchone()[0]
+        last_end = stored_campaigns.last_end(grid.db.conn, campaign_id)
         until = now if row["finished_at"] is None else max(row["finished_at"], last_end or 0) + 1
     if since is None:  # its start, and at least one bucket before the end
         since = min(row["started_at"] or row["submitted_at"], until - MIN_STEP)
@@ -75,8 +65,7 @@ def campaign_history(grid: Grid, campaign_id: int, *, user: str, since: float | 
         clusters.setdefault(names[cluster_id], []).append(
             {"at": round(since + bucket * step, 3), "terminated": terminated, "per_hour": per_hour(bucket, terminated)})
         per_bucket[bucket] += terminated
-    failed = dict(grid.db.execute(_FAILED, {"campaign": campaign_id, "since": since, "until": until, "step": step,
-                                            "end": row["finished_at"] or now}).fetchall())
+    failed = stored_tasks.failed_per_bucket(grid.db.conn, campaign_id, since, until, step, row["finished_at"] or now)
     cumulative = stored_jobs.terminated_before(grid.db.conn, campaign_id, since)
     ended = cumulative + failed.get(-1, 0)
     progress = []

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from cigri import bag, faults
 from cigri import db as database
+from cigri.db import campaigns as stored_campaigns
 from cigri.db import events as stored
 from cigri.db import jobs as stored_jobs
 from cigri.config import ClassConfig, Config, UserConfig
@@ -18,7 +19,7 @@ from cigri.api.access import campaign_row
 from cigri.errors import InputError
 from cigri.grid import Grid
 from cigri.users import require_admin
-from cigri.states import CAMPAIGN_ACTIVE, CampaignState, TaskState, sql_in
+from cigri.states import CAMPAIGN_ACTIVE, CampaignState, TaskState
 
 if TYPE_CHECKING:
     from cigri.metascheduler.fairshare import Allocation, Scenario
@@ -169,8 +170,7 @@ def _loads(grid: Grid) -> list[_Load]:
     jobs: dict[tuple[int, bool], int] = defaultdict(int)
     for campaign_id, running, count in stored_jobs.held_tasks_per_campaign(grid.db.conn):
         jobs[(campaign_id, bool(running))] = count
-    campaigns = grid.db.execute(f"SELECT id, user, class FROM campaigns WHERE state IN {sql_in(CAMPAIGN_ACTIVE)} "
-                                "ORDER BY id").fetchall()
+    campaigns = stored_campaigns.active_by_class(grid.db.conn)
     return [_Load(i, user, grid.config.class_of(name).name, bag.count(grid.db, i, (TaskState.PENDING,)),
                   jobs[(i, False)], jobs[(i, True)]) for i, user, name in campaigns]
 

@@ -22,12 +22,14 @@ from cigri import admission, bag
 from cigri import db as database
 from cigri.api.access import owned_campaign, reopen
 from cigri.api.staging import Stage, StagedPart, staging
+from cigri.db import campaigns as stored_campaigns
+from cigri.db import tasks as stored_tasks
 from cigri.errors import InputError, LimitExceeded, Refused
 from cigri.grid import Grid
 from cigri.jdl import compat, parse_jdl
 from cigri.jdl.params import describe
 from cigri.jdl.parser import CampaignSpec, ParamSource, cluster_keys
-from cigri.states import CAMPAIGN_ACTIVE, CampaignState, TaskState, sql_in
+from cigri.states import CampaignState, TaskState
 from cigri.uploads import JDLText, Lines, Submitted, local_jdl
 
 
@@ -76,8 +78,7 @@ def extend(grid: Grid, campaign_id: int, lines: Lines, *, user: str, strict: boo
             raise InputError(f"{lines.name}: no parameters to add")
         with _ingest(grid, stage) as conn:
             campaign = _extensible(grid, conn, campaign_id, user)
-            admission.check_tasks(grid.config.admission, conn.execute(
-                "SELECT nb_tasks FROM campaigns WHERE id = ?", [campaign_id]).fetchone()[0] + part.count)
+            admission.check_tasks(grid.config.admission, stored_campaigns.nb_tasks(conn, campaign_id) + part.count)
             _refuse_names_taken(conn, campaign_id, part)
             _within_limits(grid, conn, campaign["user"], [part])
             _insert_tasks(conn, campaign_id, part)
@@ -181,13 +182,12 @@ def _within_limits(grid: Grid, conn: sqlite3.Connection, user: str, parts: list[
     bytes kept for all of them, ended ones included, until purged (a loop of submissions and
     cancels would otherwise fill the database)."""
     limits = grid.config.limits
-    active = [row[0] for row in conn.execute(
-        f"SELECT id FROM campaigns WHERE user = ? AND state IN {sql_in(CAMPAIGN_ACTIVE)}", [user])]
+    active = stored_campaigns.active_of(conn, user)
     pending = sum(bag.count(conn, i, (TaskState.PENDING,)) for i in active) + sum(p.count for p in parts)
     if pending > limits.pending_tasks:
         raise LimitExceeded(f"{user}: {pending:,} tasks would be pending, more than the {limits.pending_tasks:,} one "
                             "user may have waiting (limits.pending_tasks); submit the rest as these drain")
-    stored, kept_bytes, kept_tasks = _stored(conn, user)
+    stored, kept_bytes, kept_tasks = stored_campaigns.stored_by(conn, user)
     added_bytes, added_tasks = sum(p.bytes for p in parts), sum(p.count for p in parts)
     if stored + added_bytes > limits.param_bytes:
         raise LimitExceeded(f"{user}: {stored + added_bytes:,} bytes of parameters would be stored for your unfinished "
@@ -199,19 +199,11 @@ def _within_limits(grid: Grid, conn: sqlite3.Connection, user: str, parts: list[
                             "purge ended campaigns first: griddel --purge N")
 
 
-def _stored(conn: sqlite3.Connection, user: str) -> tuple[int, int, int]:
-    """``user``'s parameter bytes in unfinished campaigns, and bytes and tasks in all of them."""
-    row = conn.execute(f"SELECT coalesce(sum(CASE WHEN state IN {sql_in(CAMPAIGN_ACTIVE)} THEN param_bytes END), 0), "
-                       "coalesce(sum(param_bytes), 0), coalesce(sum(nb_tasks), 0) FROM campaigns WHERE user = ?",
-                       [user]).fetchone()
-    return int(row[0]), int(row[1]), int(row[2])
-
-
 def parameter_room(grid: Grid, user: str) -> int:
     """The parameter bytes ``user`` may still add (``limits.param_bytes`` and
     ``limits.kept_param_bytes``, less what is stored): the room the server's uploads of
     theirs share while they stream in (:mod:`cigri.server.limits`)."""
-    stored, kept, _ = _stored(grid.db.conn, user)
+    stored, kept, _ = stored_campaigns.stored_by(grid.db.conn, user)
     limits = grid.config.limits
     return max(0, min(limits.param_bytes - stored, limits.kept_param_bytes - kept))
 
@@ -220,12 +212,9 @@ def _store(conn: sqlite3.Connection, grid: Grid, spec: CampaignSpec, user: str, 
     """Write one campaign, its properties and its staged tasks inside the caller's transaction;
     return its id."""
     clusters = grid.cluster_ids()
-    campaign_id = conn.execute(
-        "INSERT INTO campaigns(name, user, state, jobs_type, jdl, submitted_at, class, priority) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        [spec.name, user, CampaignState.IN_TREATMENT, spec.jobs_type, json.dumps(spec.document),
-         database.now(), spec.class_name, spec.priority]).lastrowid
-    assert campaign_id is not None
+    campaign_id = stored_campaigns.insert(conn, name=spec.name, user=user, jobs_type=spec.jobs_type,
+                                          jdl=json.dumps(spec.document), now=database.now(),
+                                          class_name=spec.class_name, priority=spec.priority)
     rows = []
     for cluster, values in spec.clusters.items():
         for key in cluster_keys():
@@ -236,8 +225,7 @@ def _store(conn: sqlite3.Connection, grid: Grid, spec: CampaignSpec, user: str, 
                 elif key == "exec_file":  # CiGri's program with arguments (jdl.compat.command_words)
                     value = [word.replace("{CAMPAIGN_ID}", str(campaign_id)) for word in value]
                 rows.append((campaign_id, clusters[cluster], key, json.dumps(value)))
-    conn.executemany("INSERT INTO campaign_properties(campaign_id, cluster_id, name, value) "
-                     "VALUES (?, ?, ?, ?)", rows)
+    stored_campaigns.add_properties(conn, rows)
     _insert_tasks(conn, campaign_id, part)
     return campaign_id
 
@@ -268,17 +256,15 @@ def _insert_tasks(conn: sqlite3.Connection, campaign_id: int, part: StagedPart) 
     one statement: SQLite does the per-row work, and no index is maintained."""
     first_id = database.next_id(conn, "tasks")
     select, args = (_GENERATED, [part.count - 1]) if part.generated else (_STAGED, [part.first, part.last])
-    conn.execute(f"INSERT INTO tasks(campaign_id, name, param) {select.format(campaign=int(campaign_id))}", args)
-    last_id = conn.execute("SELECT max(id) FROM tasks").fetchone()[0]
+    last_id = stored_tasks.insert_block(conn, campaign_id, select, args)
     assert last_id - first_id + 1 == part.count, "the write lock keeps one submission's ids consecutive"
-    bag.add_block(conn, campaign_id, first_id, last_id)
-    conn.execute("UPDATE campaigns SET nb_tasks = nb_tasks + ?, param_bytes = param_bytes + ? WHERE id = ?",
-                 [part.count, part.bytes, campaign_id])
+    stored_tasks.add_block(conn, campaign_id, first_id, last_id)
+    stored_campaigns.add_tasks(conn, campaign_id, part.count, part.bytes)
 
 
 def _refuse_names_taken(conn: sqlite3.Connection, campaign_id: int, part: StagedPart) -> None:
     """InputError naming the first staged line whose task name the campaign already has."""
-    low, high = bag.span(conn, campaign_id)
+    low, high = stored_tasks.span(conn, campaign_id)
     taken = conn.execute(
         "SELECT position, name FROM staged.params WHERE rowid BETWEEN ? AND ? AND name IN "
         "(SELECT name FROM main.tasks WHERE id BETWEEN ? AND ? AND campaign_id = ?) ORDER BY rowid LIMIT 1",

@@ -6,8 +6,11 @@ behind it so far.
 - :mod:`cigri.db.tokens`, :mod:`cigri.db.events`, :mod:`cigri.db.notifications`: the SQL of
   API tokens, of events (and the blacklists they hold), of subscriptions, mail codes and the
   outbox. The use cases call these functions inside the transactions they open; for these
-  groups no SQL is written anywhere else.
-- :mod:`cigri.db.jobs`: the SQL whose subject is jobs, called the same way.
+  groups no SQL is written anywhere else;
+- :mod:`cigri.db.jobs`: the SQL whose subject is jobs, called the same way;
+- :mod:`cigri.db.campaigns`, :mod:`cigri.db.tasks`, :mod:`cigri.db.counts`: the SQL of
+  campaigns and what is kept per campaign, of tasks and the bag's blocks and counts, and of the
+  clusters' load samples, called the same way.
 
 Callers import the package (``from cigri import db as database``) and use the names below.
 """

@@ -100,3 +100,9 @@ def dicts(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
     query run on a plain connection, inside a transaction or not."""
     names = [column[0] for column in cursor.description]
     return [dict(zip(names, row)) for row in cursor]
+
+
+def connection(db: Database | sqlite3.Connection) -> sqlite3.Connection:
+    """The plain connection under ``db``, what the layer's functions take, for a caller that
+    reads through either (the metascheduler reads inside its own transaction)."""
+    return db.conn if isinstance(db, Database) else db

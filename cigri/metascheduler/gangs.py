@@ -17,6 +17,7 @@ import os
 import sqlite3
 from collections.abc import Iterable
 
+from cigri.db import campaigns as stored_campaigns
 from cigri.db import jobs as stored_jobs
 from cigri.states import KillReason
 
@@ -24,8 +25,7 @@ from cigri.states import KillReason
 def sizes(conn: sqlite3.Connection, campaign_ids: Iterable[int]) -> dict[int, int]:
     """Each campaign's gang size (1: no gang)."""
     ids = list(campaign_ids)
-    found = dict(conn.execute("SELECT id, json_extract(jdl, '$.gang') FROM campaigns WHERE id IN "
-                              "(SELECT value FROM json_each(?))", [json.dumps(ids)]).fetchall())
+    found = stored_campaigns.gangs(conn, ids)
     return {i: int(found.get(i) or 1) for i in ids}
 
 

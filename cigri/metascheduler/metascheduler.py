@@ -12,7 +12,6 @@ this step raise is set aside, its share of the transaction undone.
 from __future__ import annotations
 
 import heapq
-import json
 import logging
 import re
 import sqlite3
@@ -28,12 +27,13 @@ from cigri import faults, predictor
 from cigri.backends import Capacity
 from cigri.config import Config
 from cigri.cycle_context import CycleContext
+from cigri.db import campaigns as stored_campaigns
 from cigri.db import jobs as stored_jobs
 from cigri.db.events import refused_clusters
 from cigri.grid import Grid
 from cigri.metascheduler import fairshare, gangs, windows
 from cigri.metascheduler.schedulers import finalize, test, workqueue
-from cigri.states import TASK_OPEN, CampaignState, JobState, TaskState
+from cigri.states import TASK_OPEN, CampaignState, TaskState
 
 log = logging.getLogger("cigri.metascheduler")
 _NODE_LEVELS = {"nodes", "host", "network_address"}
@@ -119,9 +119,7 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float,
     offered = _within(capacities, room)
     cluster_names = {cid: name for cid, name in conn.execute("SELECT id, name FROM clusters")}
     set_aside = faults.set_aside_campaigns(conn)
-    rows = [r for r in conn.execute("SELECT id, name, user, state, class, priority FROM campaigns "
-                                    "WHERE state IN (?, ?) ORDER BY id",
-                                    [CampaignState.IN_TREATMENT, CampaignState.PAUSED]) if r[0] not in set_aside]
+    rows = [r for r in stored_campaigns.scheduled(conn) if r[0] not in set_aside]
     settings = grid.campaign_properties([r[0] for r in rows])
     costs: dict[int, tuple[int, float]] = {}  # (cores, memory GB) per task
     for row in rows:
@@ -165,9 +163,8 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float,
     init_cap = {r[0]: config.init_cap(r[4]) for r in rows}
     succeeded: dict[int, dict[int, int]] = defaultdict(dict)
     if any(init_cap.values()):
-        for campaign_id, cluster_id, count in conn.execute(
-                "SELECT campaign_id, cluster_id, terminated FROM campaign_stats WHERE campaign_id IN "
-                "(SELECT value FROM json_each(?))", [json.dumps([r[0] for r in rows if init_cap[r[0]]])]):
+        for campaign_id, cluster_id, count in stored_campaigns.terminated_per_cluster(
+                conn, [r[0] for r in rows if init_cap[r[0]]]):
             succeeded[campaign_id][cluster_id] = count
     campaigns = []
     for campaign_id, _, user, state, class_name, priority in rows:
@@ -278,13 +275,8 @@ def _ready_clusters(conn: sqlite3.Connection, settings: dict[int, dict[int, dict
     colombo has not blacklisted the cluster for the campaign, and the cluster has not refused
     its jobs (:func:`refused_clusters`)."""
     ready: dict[int, set[int]] = {}
-    done = {(c, k) for c, k in conn.execute(  # the campaigns under way's: not every script the grid ever ran
-        "SELECT j.campaign_id, j.cluster_id FROM campaigns c JOIN jobs j INDEXED BY jobs_scripts "
-        "ON j.campaign_id = c.id WHERE c.state IN (?, ?) AND j.kind != 'task' AND j.kind = 'prologue' "
-        "AND j.state = ?", [CampaignState.IN_TREATMENT, CampaignState.PAUSED, JobState.TERMINATED])}
-    blacklisted = {(c, k) for c, k in conn.execute(
-        "SELECT campaign_id, cluster_id FROM campaign_cluster_health INDEXED BY health_blacklisted "
-        "WHERE blacklisted_at IS NOT NULL")}
+    done = stored_campaigns.prologues_done(conn)
+    blacklisted = stored_campaigns.blacklisted_pairs(conn)
     blacklisted |= {(c, k) for c, clusters in refused_clusters(conn).items() for k in clusters}
     for campaign_id, clusters in settings.items():
         ready[campaign_id] = {k for k, values in clusters.items()
@@ -296,13 +288,10 @@ def _ready_clusters(conn: sqlite3.Connection, settings: dict[int, dict[int, dict
 def _queue_scripts(conn: sqlite3.Connection, ctx: CycleContext, isolated: Isolation) -> None:
     """Queue each prologue before a cluster's first task, and each epilogue after the last, on
     the clusters that take the campaign's jobs."""
-    owners = {c: user for c, user in conn.execute("SELECT id, user FROM campaigns WHERE state = ?",
-                                                  [CampaignState.IN_TREATMENT]) if c not in ctx.set_aside}
+    owners = {c: user for c, user in stored_campaigns.owners_in_treatment(conn) if c not in ctx.set_aside}
     refusals: dict[str, set[int]] = {}  # user -> the clusters that refuse their jobs
     refused = refused_clusters(conn)  # campaign -> the clusters that refused its jobs
-    queued = {(c, k, kind) for c, k, kind in conn.execute(
-        "SELECT j.campaign_id, j.cluster_id, j.kind FROM campaigns c JOIN jobs j INDEXED BY jobs_scripts "
-        "ON j.campaign_id = c.id WHERE c.state = ? AND j.kind != 'task'", [CampaignState.IN_TREATMENT])}
+    queued = stored_campaigns.scripts_queued(conn)
     for campaign_id, clusters in ctx.grid.campaign_properties(list(owners)).items():
         with isolated(campaign_id):
             if not any(values.get("prologue") or values.get("epilogue") for values in clusters.values()):
@@ -341,9 +330,7 @@ def _start(conn: sqlite3.Connection, ctx: CycleContext, gathered: Gathered,
     A gang campaign takes whole gangs (its tap lets at least one wait) and never queues ahead:
     its jobs start together, on cores the allocation found for all of them.
     """
-    taps = {(c, k): rate for c, k, rate in conn.execute(
-        "SELECT t.campaign_id, t.cluster_id, t.rate FROM campaigns c JOIN taps t ON t.campaign_id = c.id "
-        "WHERE c.state = ?", [CampaignState.IN_TREATMENT])}  # the campaigns that may start jobs
+    taps = stored_campaigns.open_taps(conn)
     waiting = stored_jobs.queued_tasks(conn)
     specs = {c.id: c for c in gathered.scenario.campaigns}
     share_of = {s.id: s for s in allocation.campaigns}

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from cigri.backends import Capacity, JobSpec, RemoteJob, node_size
+from cigri.backends import Capacity, JobSpec, node_size
 from cigri.backends._batch import Acting, Polled
 from cigri.backends._commands import AS_OWNER, as_owner
 from cigri.backends.oar import batch as batches

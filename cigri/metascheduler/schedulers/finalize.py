@@ -30,8 +30,9 @@ from typing import Any
 from cigri import bag
 from cigri import db as database
 from cigri.backends import Capacity
+from cigri.db import campaigns as stored_campaigns
 from cigri.db import jobs as stored_jobs
-from cigri.states import CampaignState, TaskState
+from cigri.states import TaskState
 
 log = logging.getLogger("cigri.finalize")
 BEST_EFFORT = ("best-effort", "besteffort")
@@ -64,15 +65,14 @@ def replicate(conn: sqlite3.Connection, capacities: Mapping[int, Capacity],
               replica_delay: float) -> int:
     """Give each straggler of each campaign at its tail one replica on a free slot; return how many.
 
-    ``settings`` is :func:`cigri.properties.campaign_properties` of the active campaigns and
+    ``settings`` is :func:`cigri.db.campaigns.properties` of the active campaigns and
     ``classes`` each class's ``finalize``. Runs after the allocation in the metascheduler's
     transaction, so it only uses slots no campaign with tasks in its bag could take this cycle.
     """
     kill_losers(conn)
     free = free_slots(conn, capacities)
     made = 0
-    for campaign_id, class_name in conn.execute("SELECT id, class FROM campaigns WHERE state = ? ORDER BY id",
-                                                [CampaignState.IN_TREATMENT]).fetchall():
+    for campaign_id, class_name in stored_campaigns.classes_in_treatment(conn):
         clusters = [cid for cid, values in settings.get(campaign_id, {}).items()
                     if cid in free and enabled(values, classes.get(class_name))]
         room = sum(free[cid] for cid in clusters)
@@ -104,8 +104,7 @@ def _stragglers(conn: sqlite3.Connection, campaign_id: int, since: float) -> lis
     and never a task a copy of which has failed or hit its walltime: its replica would end the
     same way, and colombo judges only a task's latest copy, so a chain of replicas each
     outliving the one before would keep the timeouts from ever counting (a livelock)."""
-    done, total = conn.execute("SELECT coalesce(sum(terminated), 0), coalesce(sum(duration_sum), 0) "
-                               "FROM campaign_stats WHERE campaign_id = ?", [campaign_id]).fetchone()
+    done, total = stored_campaigns.terminated_and_duration(conn, campaign_id)
     if not done:
         return []
     return stored_jobs.stragglers(conn, campaign_id, since - total / done)

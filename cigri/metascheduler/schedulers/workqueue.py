@@ -11,8 +11,9 @@ import sqlite3
 
 from cigri import bag
 from cigri import db as database
+from cigri.db import campaigns as stored_campaigns
 from cigri.db import jobs as stored_jobs
-from cigri.states import TaskState
+from cigri.db import tasks as stored_tasks
 
 
 def take_tasks(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, count: int) -> int:
@@ -21,11 +22,9 @@ def take_tasks(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, coun
     if not task_ids:
         return 0
     now = database.now()
-    conn.executemany(
-        "UPDATE tasks SET state = ?, attempts = attempts + 1 WHERE id = ? AND state = ?",
-        [(TaskState.WAITING, t, TaskState.PENDING) for t in task_ids])
+    stored_tasks.take_up(conn, task_ids)
     stored_jobs.add_task_jobs(conn, campaign_id, cluster_id, task_ids, now)
-    conn.execute("UPDATE campaigns SET started_at = coalesce(started_at, ?) WHERE id = ?", [now, campaign_id])
+    stored_campaigns.started(conn, campaign_id, now)
     return len(task_ids)
 
 

@@ -1,0 +1,86 @@
+"""The SQL of ``counts``: each cycle's sample of every cluster's load (its total and free slots,
+cigri's waiting and running jobs there), the time series ``gridclusters --history`` and the
+grid's usage read.
+
+The updator appends a sample per cluster each cycle and drops those past their retention in the
+same transaction; :mod:`cigri.api.clusters` reads them. Every function takes the connection the
+caller holds.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections.abc import Iterable
+from typing import Any
+
+from cigri.db.store import dicts
+
+_USAGE = """
+WITH samples AS (
+    SELECT cluster_id, at, waiting, running, total_slots, free_slots,
+           coalesce(lead(at) OVER (PARTITION BY cluster_id ORDER BY at), at + :period) - at AS span
+    FROM counts WHERE cluster_id IN (SELECT id FROM clusters) AND at >= :since),
+figures AS (
+    SELECT cluster_id, count(*) AS samples, min(at) AS since, max(at) AS until,
+           round(avg(total_slots), 3) AS mean_total_slots, round(avg(free_slots), 3) AS mean_free_slots,
+           round(avg(running), 3) AS mean_running, max(running) AS max_running,
+           round(avg(waiting), 3) AS mean_waiting, round(sum(running * span) / 3600, 3) AS cigri_job_hours
+    FROM samples GROUP BY cluster_id)
+SELECT c.name, coalesce(f.samples, 0) AS samples, f.since, f.until, f.mean_total_slots, f.mean_free_slots,
+       f.mean_running, f.max_running, f.mean_waiting, f.cigri_job_hours
+FROM clusters c LEFT JOIN figures f ON f.cluster_id = c.id ORDER BY c.name
+"""
+
+
+# Per bucket of :step seconds, the samples found first at or after each of its evenly spaced
+# instants (:sub apart; cigri.api.clusters.SAMPLES_PER_BUCKET of them), each found by one index seek: a month
+# of samples every 10 s on ten clusters (2.6M rows) is 40,000 seeks, not a scan of them all.
+_SERIES = """
+WITH RECURSIVE instants(k) AS (SELECT 0 UNION ALL SELECT k + 1 FROM instants WHERE k + 1 < :instants),
+picked AS (SELECT DISTINCT (SELECT id FROM counts INDEXED BY counts_by_cluster WHERE cluster_id = :cluster
+                            AND at >= :since + k * :sub AND at < min(:until, :since + (k + 1) * :sub)
+                            ORDER BY at LIMIT 1) AS id FROM instants)
+SELECT CAST((s.at - :since) / :step AS INTEGER) AS bucket, count(*) AS samples,
+       round(avg(s.total_slots), 3) AS total_slots, round(avg(s.total_slots - s.free_slots), 3) AS used_slots,
+       round(avg(s.free_slots), 3) AS free_slots, round(avg(s.running), 3) AS cigri_running,
+       round(avg(s.waiting), 3) AS cigri_waiting
+FROM picked JOIN counts s ON s.id = picked.id
+GROUP BY bucket ORDER BY bucket
+"""
+
+
+def add(conn: sqlite3.Connection, samples: Iterable[tuple[Any, ...]]) -> None:
+    """Append ``(at, cluster_id, waiting, running, total_slots, free_slots)`` samples."""
+    conn.executemany("INSERT INTO counts(at, cluster_id, waiting, running, total_slots, free_slots) "
+                     "VALUES (?, ?, ?, ?, ?, ?)", samples)
+
+
+def forget_before(conn: sqlite3.Connection, before: float) -> None:
+    """Delete the samples taken before ``before``: past their retention."""
+    conn.execute("DELETE FROM counts WHERE at < ?", [before])
+
+
+def forget_cluster(conn: sqlite3.Connection, cluster_id: int) -> None:
+    """Delete the cluster's samples (it is being removed)."""
+    conn.execute("DELETE FROM counts WHERE cluster_id = ?", [cluster_id])
+
+
+def first_sample(conn: sqlite3.Connection) -> float | None:
+    """When the oldest sample still kept was taken; None before any."""
+    first: float | None = conn.execute("SELECT min(at) FROM counts").fetchone()[0]
+    return first
+
+
+def usage(conn: sqlite3.Connection, since: float, period: float) -> list[dict[str, Any]]:
+    """Per cluster by name, the figures of its samples from ``since`` on (each sample standing
+    until the cluster's next one, the last for a cycle ``period``); None figures without one."""
+    return dicts(conn.execute(_USAGE, {"since": since, "period": period}))
+
+
+def series(conn: sqlite3.Connection, cluster_id: int, since: float, until: float, step: float,
+           sub: float) -> list[dict[str, Any]]:
+    """The cluster's means per ``bucket`` of ``step`` seconds from ``since`` to ``until``, over
+    the samples found first after each instant ``sub`` seconds apart."""
+    return dicts(conn.execute(_SERIES, {"since": since, "until": until, "step": step, "sub": sub,
+                                        "instants": math.ceil((until - since) / sub), "cluster": cluster_id}))
