@@ -229,7 +229,9 @@ def policies() -> dict[str, Any]:
     return {
         "pools": pools_report(),
         "init_cap": {name: {"failed_core_seconds": r["failed_core_seconds"], "failed_jobs": r["jobs"].get("failed", 0),
-                            "healthy_tasks_done": r["tasks"].get("terminated", 0)} for name, r in failing.items()},
+                            "healthy_tasks_done": r["tasks"].get("terminated", 0),
+                            "preempt_kills": r["kills"].get("preempt", 0),
+                            "work_thrown_away_s": r["wasted_by"].get("preempt", 0)} for name, r in failing.items()},
         "ramp_90pct_s": {name: full_after(r, 0.9 * RAMP_CAPPED["clusters"]["c1"]["cores"]) for name, r in ramps.items()},
         "gangs": {name: {**r["gangs"], "makespan_h": r["makespan_hours"], "bound_ratio": r["bound_ratio"]}
                   for name, r in gangs.items()},

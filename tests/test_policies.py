@@ -533,6 +533,28 @@ def test_a_class_without_doubling_gets_no_cap_after_its_first_success(
         ("fast", 2, False), ("plain", 2, True), ("trusted", 0, True)]
 
 
+def test_gather_marks_failing_a_campaign_with_failed_tasks_and_no_success_yet(
+        make_grid: Callable[[str], Grid], tmp_path: Path) -> None:  # noqa: F811
+    """From the campaigns' task counts: failed tasks and no terminated one is failing; a
+    campaign with a success too, or with nothing ended yet, is not."""
+    grid = make_grid('[clusters.a]\nbackend = "local"\n')
+    ids = grid.cluster_ids()
+    work = tmp_path / "work"
+    work.mkdir()
+    made = {}
+    for name, ended in (("broken", ["failed", "failed"]), ("mixed", ["failed", "terminated"]), ("fresh", [])):
+        document = {"name": name, "exec_file": "/bin/true", "exec_directory": str(work),
+                    "params": [str(i) for i in range(4)], "clusters": {"a": {}}}
+        made[name] = api.submit(grid, json.dumps(document), base_dir=work, user="ann")[0]
+        task_ids = [row[0] for row in grid.db.conn.execute("SELECT id FROM tasks WHERE campaign_id = ? ORDER BY id",
+                                                           [made[name]])]
+        for task_id, state in zip(task_ids, ended):
+            grid.db.conn.execute("UPDATE tasks SET state = ? WHERE id = ?", [state, task_id])
+    scenario = gather(grid, {ids["a"]: Capacity(8, 8)}, now()).scenario
+    assert {c.id: c.failing for c in scenario.campaigns} == {made["broken"]: True, made["mixed"]: False,
+                                                             made["fresh"]: False}
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ('[pools.P]\nclusters = ["a"]\n[pools.Q]\nclusters = ["a"]\n',
      "pools.Q.clusters: a is already in pool P; pools never overlap"),

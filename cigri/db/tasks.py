@@ -9,6 +9,7 @@ so a task moves with the job that moves it.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable
 from typing import Any
@@ -83,6 +84,15 @@ def counted_per_state(conn: sqlite3.Connection, campaign_id: int) -> dict[str, i
     """The campaign's tasks per state that ``task_counts`` counts (states with none are absent)."""
     return dict(conn.execute("SELECT state, n FROM task_counts WHERE campaign_id = ? AND n > 0",
                              [campaign_id]).fetchall())
+
+
+def failing(conn: sqlite3.Connection, campaign_ids: list[int]) -> set[int]:
+    """Those of the campaigns whose tasks have failed, some, and none has succeeded yet."""
+    return {row[0] for row in conn.execute(
+        "SELECT campaign_id FROM task_counts WHERE campaign_id IN (SELECT value FROM json_each(?)) "
+        "GROUP BY campaign_id HAVING sum(n) FILTER (WHERE state = ?) > 0 "
+        "AND coalesce(sum(n) FILTER (WHERE state = ?), 0) = 0",
+        [json.dumps(campaign_ids), TaskState.FAILED, TaskState.TERMINATED])}
 
 
 def requeue_never_run(conn: sqlite3.Connection, campaign_id: int) -> int:

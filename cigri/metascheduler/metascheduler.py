@@ -29,6 +29,7 @@ from cigri.config import Config
 from cigri.cycle_context import CycleContext
 from cigri.db import campaigns as stored_campaigns
 from cigri.db import jobs as stored_jobs
+from cigri.db import tasks as stored_tasks
 from cigri.db.events import refused_clusters
 from cigri.grid import Grid
 from cigri.metascheduler import fairshare, gangs, windows
@@ -113,6 +114,9 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float,
     cluster, and where some did and the class expands by doubling its ``cap`` is twice the jobs
     it holds there (DUCC: "twice the number of resources a job currently has"); without
     doubling, no cap: its full fair share at once.
+
+    A campaign some of whose tasks failed and none succeeded yet is ``failing``: no one's jobs
+    are killed to make room for it.
     """
     conn, config = grid.db.conn, grid.config
     room = cluster_caps.room(conn, now)
@@ -160,6 +164,7 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float,
     penalties = predictor.affinity_penalties(conn, [r[0] for r in rows], now)  # after flood kills
     throughputs = predictor.throughputs(conn, [r[0] for r in rows], now)
     gang = gangs.sizes(conn, [r[0] for r in rows])
+    failing = stored_tasks.failing(conn, [r[0] for r in rows])
     init_cap = {r[0]: config.init_cap(r[4]) for r in rows}
     succeeded: dict[int, dict[int, int]] = defaultdict(dict)
     if any(init_cap.values()):
@@ -201,7 +206,8 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float,
                 if init_cap[campaign_id] else None,
                 cap={cluster_names[k]: max(init_cap[campaign_id], 2 * held_on.get(k, 0))
                      for k, n in succeeded[campaign_id].items() if n and k in cluster_names}
-                if config.expands_by_doubling(class_name) else {}))
+                if config.expands_by_doubling(class_name) else {},
+                failing=campaign_id in failing))
     known = {c.name for c in clusters}
     scenario = fairshare.Scenario(
         clusters=clusters, campaigns=tuple(campaigns),
