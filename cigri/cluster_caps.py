@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
+from cigri.db import clusters as stored_clusters
 from cigri.db import jobs as stored_jobs
 
 LEARNED_SECONDS = 3600.0
@@ -27,8 +28,7 @@ LEARNED_SECONDS = 3600.0
 def caps(conn: sqlite3.Connection, now: float) -> dict[int, int]:
     """Each capped cluster's cap: the lower of ``max_jobs`` and a limit learned within the hour."""
     result = {}
-    for cluster_id, options, learned, learned_at in conn.execute(
-            "SELECT id, options, submit_limit, submit_limit_at FROM clusters"):
+    for cluster_id, options, learned, learned_at in stored_clusters.submit_limits(conn):
         bounds = [int(v) for v in [json.loads(options).get("max_jobs")] if v]
         if learned is not None and now - learned_at < LEARNED_SECONDS:
             bounds.append(learned)
@@ -49,5 +49,5 @@ def room(conn: sqlite3.Connection, now: float) -> dict[int, int]:
 def learn(conn: sqlite3.Connection, cluster_id: int, now: float) -> int:
     """The cluster refused one more job: what cigri holds there is its limit; return it."""
     limit = stored_jobs.active_per_cluster(conn).get(cluster_id, 0)
-    conn.execute("UPDATE clusters SET submit_limit = ?, submit_limit_at = ? WHERE id = ?", [limit, now, cluster_id])
+    stored_clusters.set_submit_limit(conn, cluster_id, limit, now)
     return limit

@@ -24,6 +24,7 @@ from typing import Any
 from cigri import db as database
 from cigri import faults
 from cigri.backends import Capacity
+from cigri.db import clusters as stored_clusters
 from cigri.db import events as stored
 from cigri.errors import BackendError
 from cigri.events import (CONNECTION_CODES, IMPORTED, MANUALLY_DISABLED, blacklist_cluster, close, close_cluster_problems,
@@ -70,8 +71,7 @@ class CycleContext:
         with database.write(self.grid.db) as conn:
             record(conn, code, f"{what} failed: {error}", cluster_id=cluster_id, campaign_id=campaign_id,
                    signature=what)
-            if first and conn.execute("UPDATE clusters SET failures = failures + 1 WHERE id = ? RETURNING failures",
-                                      [cluster_id]).fetchone()[0] >= limit:
+            if first and stored_clusters.count_failure(conn, cluster_id) >= limit:
                 blacklist_cluster(conn, cluster_id, f"{limit} cycle(s) in a row with a failed call; last: "
                                                     f"{what} ({code})")
                 log.warning("cluster %s blacklisted after %s failing cycle(s)", self.name(cluster_id), limit)
@@ -115,11 +115,9 @@ class CycleContext:
     def settle(self) -> None:
         """End of cycle: a cluster used without any failure starts its failure count again."""
         healthy = [cid for cid in self.capacities if cid not in self.failed]
-        if healthy and self.grid.db.execute(f"SELECT 1 FROM clusters WHERE failures > 0 AND id IN "
-                                            f"({','.join('?' * len(healthy))})", healthy).fetchone():
+        if healthy and stored_clusters.any_failures(self.grid.db.conn, healthy):
             with database.write(self.grid.db) as conn:
-                conn.execute(f"UPDATE clusters SET failures = 0 WHERE failures > 0 AND id IN "
-                             f"({','.join('?' * len(healthy))})", healthy)
+                stored_clusters.reset_failures(conn, healthy)
 
 
 def gather(grid: Grid) -> CycleContext:
@@ -144,7 +142,7 @@ def gather(grid: Grid) -> CycleContext:
         except Exception as error:  # any backend failure must not stop the other clusters
             if blacklisted:
                 with database.write(grid.db) as conn:
-                    conn.execute("UPDATE clusters SET checked_at = ? WHERE id = ?", [now, cluster_id])
+                    stored_clusters.mark_checked(conn, cluster_id, now)
             else:
                 ctx.cluster_failed(cluster_id, "capacity", error)
             continue

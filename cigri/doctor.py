@@ -27,6 +27,7 @@ from cigri import config as configuration
 from cigri import db as database
 from cigri.backends import open_backend
 from cigri.backends.local.pool import Spool, spool_problems
+from cigri.db import clusters as stored_clusters
 from cigri.errors import CigriError
 from cigri.locks import held
 from cigri.users import acting_user, grid_account, owner_of
@@ -205,7 +206,7 @@ def _database(path: Path) -> tuple[Check, dict[str, tuple[str, dict[str, object]
             pending = [m.name for m in database.migrations.pending(Database(conn))]
             newer = database.newer_migrations(Database(conn))
             clusters = {name: (backend, json.loads(options), bool(blacklisted)) for name, backend, options, blacklisted
-                        in conn.execute("SELECT name, backend, options, blacklisted FROM clusters")}
+                        in stored_clusters.definitions_and_blacklists(conn)}
         finally:
             conn.close()
     except (sqlite3.Error, ValueError) as error:

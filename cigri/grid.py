@@ -16,6 +16,7 @@ from cigri.backends.registry import BACKENDS
 from cigri.cluster_tokens import TokenStore
 from cigri.config import Config
 from cigri.db import campaigns as stored_campaigns
+from cigri.db import clusters as stored_clusters
 from cigri.db import events as stored_events
 from cigri.errors import CigriError, Refused
 from cigri.events import IMPORTED
@@ -34,8 +35,7 @@ class Grid:
         is refused until an admin lifts its hold: its options are CiGri's guesses, and what
         it holds of CiGri's may still run there."""
         if cluster_id not in self._backends:
-            row = self.db.execute("SELECT name, backend, options FROM clusters WHERE id = ?",
-                                  [cluster_id]).fetchone()
+            row = stored_clusters.definition(self.db.conn, cluster_id)
             name = row[0]
             if stored_events.holding_code(self.db.conn, cluster_id) == IMPORTED:
                 raise Refused(f"cluster {name}: imported from CiGri v3 and not contacted until an admin sets its "
@@ -59,7 +59,7 @@ class Grid:
         """Why ``user``'s jobs cannot run on some clusters (:func:`identity.refusal`), by name."""
         account, tokens = self.service_account(), self.tokens
         found = {}
-        for name, backend, options in self.db.execute("SELECT name, backend, options FROM clusters").fetchall():
+        for name, backend, options in stored_clusters.definitions(self.db.conn):
             if backend not in BACKENDS or not BACKENDS[backend].logins:  # the simulator's jobs are nobody's
                 continue
             why = identity.refusal(backend, json.loads(options), user, account,
@@ -84,16 +84,16 @@ class Grid:
         return {i: self._properties.get(i, {}) for i in campaign_ids}
 
     def cluster_ids(self) -> dict[str, int]:
-        return {name: cid for cid, name in self.db.execute("SELECT id, name FROM clusters")}
+        return {name: cid for cid, name in stored_clusters.names(self.db.conn).items()}
 
     def cluster_backends(self) -> dict[str, str]:
         """Each cluster's backend (``oar``, ``slurm``, ``local``, ``sim``), by name."""
-        return dict(self.db.execute("SELECT name, backend FROM clusters ORDER BY name"))
+        return stored_clusters.backends(self.db.conn)
 
     def cluster_homes(self, user: str) -> dict[str, str]:
         """What ``{HOME}`` means on each cluster for ``user``'s jobs (:func:`cluster_home`)."""
         return {name: cluster_home(backend, json.loads(options), user)
-                for name, backend, options in self.db.execute("SELECT name, backend, options FROM clusters")}
+                for name, backend, options in stored_clusters.definitions(self.db.conn)}
 
     def close(self) -> None:
         for backend in self._backends.values():
@@ -120,15 +120,11 @@ def open_grid(config: Config) -> Grid:
 def _sync_clusters(grid: Grid) -> None:
     """Configured clusters are upserted; admin-added ones are left alone."""
     wanted = {c.name: (c.backend, json.dumps(c.options, sort_keys=True)) for c in grid.config.clusters}
-    current = {name: (backend, options) for name, backend, options in grid.db.execute(
-        "SELECT name, backend, options FROM clusters WHERE source = 'config'")}
+    current = stored_clusters.configured(grid.db.conn)
     if current == wanted:
         return
     with database.write(grid.db) as conn:
         for name, (backend, options) in wanted.items():
-            conn.execute(
-                "INSERT INTO clusters(name, backend, options, source) VALUES (?, ?, ?, 'config') "
-                "ON CONFLICT(name) DO UPDATE SET backend = excluded.backend, options = excluded.options, "
-                "source = 'config'", [name, backend, options])
+            stored_clusters.upsert_configured(conn, name, backend, options)
         for name in set(current) - set(wanted):
-            conn.execute("UPDATE clusters SET source = 'admin' WHERE name = ?", [name])
+            stored_clusters.unconfigure(conn, name)

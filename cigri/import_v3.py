@@ -37,6 +37,7 @@ from typing import Any
 
 from cigri import bag
 from cigri import db as database
+from cigri.db import counts as stored_counts
 from cigri.db import events as stored_events
 from cigri.db import jobs as stored_jobs
 from cigri.db import notifications as stored_notifications
@@ -514,10 +515,8 @@ def _usage(conn: sqlite3.Connection, v3: dict[str, list[dict[str, Any]]], cluste
             sample = samples.setdefault((row["date"].timestamp(), clusters[row["cluster_id"]]),
                                         {"running": 0, "waiting": 0, "total_slots": None, "free_slots": None})
             sample["waiting"] = int(row["waiting"] or 0)
-    conn.executemany("INSERT INTO counts(at, cluster_id, waiting, running, total_slots, free_slots) "
-                     "VALUES (?, ?, ?, ?, ?, ?)",
-                     [(at, cluster_id, v["waiting"], v["running"], v["total_slots"], v["free_slots"])
-                      for (at, cluster_id), v in sorted(samples.items())])
+    stored_counts.add(conn, [(at, cluster_id, v["waiting"], v["running"], v["total_slots"], v["free_slots"])
+                             for (at, cluster_id), v in sorted(samples.items())])
     conn.execute("INSERT INTO v3_imports(kind, v3_id, cigri_id) VALUES ('usage', 0, ?)", [len(samples)])
     report.usage_samples = len(samples)
     if samples:

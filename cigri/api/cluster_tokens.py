@@ -9,6 +9,7 @@ from typing import Any
 
 from cigri.backends import identity
 from cigri.cluster_tokens import check_token
+from cigri.db import clusters as stored_clusters
 from cigri.db import jobs as stored_jobs
 from cigri.errors import NotFound, Refused
 from cigri.grid import Grid
@@ -16,7 +17,7 @@ from cigri.grid import Grid
 
 def _token_cluster(grid: Grid, cluster: str, user: str) -> str:
     """``user``'s login on ``cluster``, a cluster whose jobs run with their owner's token."""
-    row = grid.db.execute("SELECT backend, options FROM clusters WHERE name = ?", [cluster]).fetchone()
+    row = stored_clusters.backend_and_options(grid.db.conn, cluster)
     if row is None:
         raise NotFound(f"cluster {cluster}: no such cluster")
     options = json.loads(row[1])

@@ -10,6 +10,7 @@ from typing import Any
 from cigri import cluster_caps
 from cigri import db as database
 from cigri.db import campaigns as stored_campaigns
+from cigri.db import clusters as stored_clusters
 from cigri.db import counts as stored_counts
 from cigri.db import events as stored_events
 from cigri.db import jobs as stored_jobs
@@ -30,8 +31,7 @@ def list_clusters(grid: Grid, *, cluster_id: int | None = None) -> list[dict[str
     jobs = stored_jobs.use_per_cluster(grid.db.conn)
     stressed = stored_events.stressed_clusters(grid.db.conn)
     caps = cluster_caps.caps(grid.db.conn, database.now())
-    for row in grid.db.query("SELECT * FROM clusters WHERE ? IS NULL OR id = ? ORDER BY name",
-                             [cluster_id, cluster_id]):
+    for row in stored_clusters.listing(grid.db.conn, cluster_id):
         running, queued, waiting = jobs.get(row["id"], (0, 0, 0))
         entry: dict[str, Any] = {"id": row["id"], "name": row["name"], "backend": row["backend"],
                                  "source": row["source"], "blacklisted": bool(row["blacklisted"]),
@@ -83,7 +83,7 @@ def grid_usage(grid: Grid, *, since: float | None = None, until: float | None = 
     step = max(grid.config.settings.cycle_period, (until - since) / points)
     sub = step / SAMPLES_PER_BUCKET
     series = {}
-    for cluster_id, name in grid.db.execute("SELECT id, name FROM clusters ORDER BY name").fetchall():
+    for cluster_id, name in stored_clusters.ids_and_names(grid.db.conn):
         rows = stored_counts.series(grid.db.conn, cluster_id, since, until, step, sub)
         series[name] = [{"at": round(since + row.pop("bucket") * step, 3), **row} for row in rows]
     return {"from": since, "to": until, "step": step, "clusters": series}
@@ -98,8 +98,7 @@ def first_sample(grid: Grid) -> float | None:
 def cluster_table(grid: Grid) -> list[dict[str, Any]]:
     """Every cluster as the database holds it, with its backend options (``cigri cluster
     list``): names of hosts, accounts and files, never a secret's content."""
-    rows = list(grid.db.query(
-        "SELECT name, backend, options, source, blacklisted, blacklist_reason, id FROM clusters ORDER BY name"))
+    rows = stored_clusters.as_stored(grid.db.conn)
     for row in rows:
         row["options"] = json.loads(row["options"])
         row["blacklisted"] = bool(row["blacklisted"])
@@ -119,12 +118,9 @@ def insert_cluster(conn: sqlite3.Connection, name: str, backend: str, options: d
     from cigri.config import _cluster_configs
 
     [cluster] = _cluster_configs({name: {"backend": backend, **options}})  # validates, raises ConfigError
-    if conn.execute("SELECT 1 FROM clusters WHERE name = ?", [name]).fetchone():
+    if stored_clusters.exists(conn, name):
         raise Refused(f"cluster {name} already exists")
-    cluster_id = conn.execute("INSERT INTO clusters(name, backend, options, source) VALUES (?, ?, ?, 'admin') "
-                              "RETURNING id", [name, backend, json.dumps(cluster.options, sort_keys=True)]).fetchone()[0]
-    assert isinstance(cluster_id, int)
-    return cluster_id
+    return stored_clusters.insert_admin_added(conn, name, backend, json.dumps(cluster.options, sort_keys=True))
 
 
 def remove_cluster(grid: Grid, name: str, *, user: str) -> None:
@@ -132,7 +128,7 @@ def remove_cluster(grid: Grid, name: str, *, user: str) -> None:
     its usage samples and its own events (a campaign's rows would block it: blacklist instead)."""
     require_admin(grid.config, user, "removing a cluster")
     with database.write(grid.db) as conn:
-        row = conn.execute("SELECT id, source FROM clusters WHERE name = ?", [name]).fetchone()
+        row = stored_clusters.id_and_source(conn, name)
         if row is None:
             raise NotFound(f"cluster {name}: no such cluster")
         if row[1] == "config":
@@ -142,23 +138,21 @@ def remove_cluster(grid: Grid, name: str, *, user: str) -> None:
         stored_campaigns.forget_cluster_taps(conn, row[0])
         stored_counts.forget_cluster(conn, row[0])
         stored_events.delete_cluster_events(conn, row[0])
-        conn.execute("DELETE FROM clusters WHERE id = ?", [row[0]])
+        stored_clusters.delete(conn, row[0])
 
 
 def set_blacklist(grid: Grid, name: str, reason: str | None, *, user: str) -> None:
     """Blacklist (reason given) or unblacklist (reason None) a whole cluster (an admin's decision)."""
     require_admin(grid.config, user, "blacklisting a cluster" if reason is not None else "unblacklisting a cluster")
     with database.write(grid.db) as conn:
-        row = conn.execute("SELECT id, blacklist_event_id FROM clusters WHERE name = ?", [name]).fetchone()
+        row = stored_clusters.blacklist_holder(conn, name)
         if row is None:
             raise NotFound(f"cluster {name}: no such cluster")
         if row[1] is not None:  # the blacklist there was: an admin's decision replaces it
             close(conn, *stored_events.fixable(event_id=row[1]))
         event_id = None if reason is None else record(conn, MANUALLY_DISABLED, f"cluster {name} disabled by {user}: "
                                                       f"{reason}", cluster_id=row[0])
-        conn.execute("UPDATE clusters SET blacklisted = ?, blacklist_reason = ?, blacklisted_at = ?, failures = 0, "
-                     "blacklist_event_id = ? WHERE id = ?",
-                     [reason is not None, reason, database.now() if reason else None, event_id, row[0]])
+        stored_clusters.set_blacklist(conn, row[0], reason, database.now() if reason else None, event_id)
 
 
 def test_cluster(grid: Grid, name: str, directory: str | None, timeout: float, *, user: str) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from cigri import bag, faults
 from cigri import db as database
 from cigri.db import campaigns as stored_campaigns
+from cigri.db import clusters as stored_clusters
 from cigri.db import events as stored
 from cigri.db import jobs as stored_jobs
 from cigri.config import ClassConfig, Config, UserConfig
@@ -70,8 +71,7 @@ def _live(grid: Grid) -> dict[str, Any]:
     from cigri.metascheduler.metascheduler import allocate, gather
 
     capacities, unreachable = {}, []
-    for cluster_id, name, blacklisted, reason in grid.db.execute(
-            "SELECT id, name, blacklisted, blacklist_reason FROM clusters ORDER BY name"):
+    for cluster_id, name, blacklisted, reason in stored_clusters.blacklists(grid.db.conn):
         if blacklisted:
             unreachable.append({"name": name, "error": f"blacklisted: {reason}" if reason else "blacklisted"})
             continue

@@ -10,7 +10,9 @@ behind it so far.
 - :mod:`cigri.db.jobs`: the SQL whose subject is jobs, called the same way;
 - :mod:`cigri.db.campaigns`, :mod:`cigri.db.tasks`, :mod:`cigri.db.counts`: the SQL of
   campaigns and what is kept per campaign, of tasks and the bag's blocks and counts, and of the
-  clusters' load samples, called the same way.
+  clusters' load samples, called the same way;
+- :mod:`cigri.db.clusters`: the SQL of clusters, their definitions, blacklists, failure counts
+  and submit limits, called the same way.
 
 Callers import the package (``from cigri import db as database``) and use the names below.
 """

@@ -18,6 +18,7 @@ import sqlite3
 from collections.abc import Iterable
 
 from cigri.db import campaigns as stored_campaigns
+from cigri.db import clusters as stored_clusters
 from cigri.db import jobs as stored_jobs
 from cigri.states import KillReason
 
@@ -34,9 +35,7 @@ def cluster_cores(conn: sqlite3.Connection) -> dict[str, int]:
     pool's ``slots`` (0: one per CPU) or a simulated cluster's ``cores``; a cluster never seen
     is left out (a gang is then not checked against it)."""
     result = {}
-    for name, backend, options, seen in conn.execute(
-            "SELECT c.name, c.backend, c.options, (SELECT total_slots FROM counts WHERE cluster_id = c.id "
-            "AND total_slots IS NOT NULL ORDER BY at DESC LIMIT 1) FROM clusters c"):
+    for name, backend, options, seen in stored_clusters.latest_cores(conn):
         values = json.loads(options)
         if seen is not None:
             result[name] = int(seen)

@@ -28,6 +28,7 @@ from cigri.backends import Capacity
 from cigri.config import Config
 from cigri.cycle_context import CycleContext
 from cigri.db import campaigns as stored_campaigns
+from cigri.db import clusters as stored_clusters
 from cigri.db import jobs as stored_jobs
 from cigri.db import tasks as stored_tasks
 from cigri.db.events import refused_clusters
@@ -121,7 +122,7 @@ def gather(grid: Grid, capacities: Mapping[int, Capacity], now: float,
     conn, config = grid.db.conn, grid.config
     room = cluster_caps.room(conn, now)
     offered = _within(capacities, room)
-    cluster_names = {cid: name for cid, name in conn.execute("SELECT id, name FROM clusters")}
+    cluster_names = stored_clusters.names(conn)
     set_aside = faults.set_aside_campaigns(conn)
     rows = [r for r in stored_campaigns.scheduled(conn) if r[0] not in set_aside]
     settings = grid.campaign_properties([r[0] for r in rows])

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from cigri import __version__
 from starlette.concurrency import run_in_threadpool
 
+from cigri.db import clusters as stored_clusters
 from cigri.server.request import Session, peer_of, session
 
 router = APIRouter(tags=["health"])  # at the root, outside /api/v1
@@ -26,7 +27,7 @@ async def healthz(request: Request) -> JSONResponse:
     state.rate.take(f"healthz from {peer_of(request.scope)}")
     try:
         async with state.pool.grid() as grid:
-            await run_in_threadpool(lambda: grid.db.execute("SELECT count(*) FROM clusters").fetchone())
+            await run_in_threadpool(lambda: stored_clusters.count(grid.db.conn))
         database = "ok"
     except Exception as error:  # whatever keeps the database from answering is the answer
         database = f"{type(error).__name__}: {' '.join(str(error).split())}"
