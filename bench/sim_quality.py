@@ -363,8 +363,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="one JSON value")
     parser.add_argument("--seeds", type=int, default=8, help="runs of the step scenario averaged (default 8)")
-    parser.add_argument("--policies", action="store_true", help="only the seeds' remaining policies")
-    parser.add_argument("--algorithms", action="store_true", help="only the 2009 design's job-ratio algorithms")
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument("--policies", action="store_true", help="only the seeds' remaining policies")
+    only.add_argument("--algorithms", action="store_true", help="only the 2009 design's job-ratio algorithms")
     args = parser.parse_args()
     if args.seeds < 1:
         parser.error("--seeds: must be at least 1")
