@@ -168,6 +168,14 @@ class ClientSettings:
     ca_file: str = ""  # PEM certificates to trust for an https server (default: the system's)
 
 
+@dataclass(frozen=True)
+class DatabaseSettings:
+    """The ``[database]`` section: a PostgreSQL store (``CIGRI_DATABASE_URL``); empty: the SQLite
+    file ``cigri.database``. A password belongs in ``~/.pgpass`` or ``PGPASSFILE``, not here."""
+
+    url: str = ""  # postgresql://user@host[:port]/dbname[?target_session_attrs=read-write]
+
+
 POLICIES = ("fair_share", "fixed_share", "reserve")
 PLACEMENTS = ("spread", "pack")
 CLASS_KEYS: dict[str, type] = {"priority": int, "weight": float, "policy": str, "users": list, "clusters": list,
@@ -256,6 +264,7 @@ class Config:
     client: ClientSettings = ClientSettings()
     admission: Admission = Admission()  # [admission]: cigri.admission
     pools: tuple[PoolConfig, ...] = ()
+    database: DatabaseSettings = DatabaseSettings()
 
     def default_class(self) -> str:
         marked = [c.name for c in self.classes if c.default] or [c.name for c in self.classes if c.name == "default"]
@@ -292,6 +301,26 @@ class Config:
         return Path(self.settings.database)
 
     @property
+    def store_location(self) -> Path | str:
+        """Where the store is: ``[database] url`` when set, else the SQLite file."""
+        return self.database.url or self.database_path
+
+    @property
+    def owned_path(self) -> Path:
+        """The path whose owner is the grid's account: its SQLite file, or its home when the
+        store is PostgreSQL (no file of the grid's then)."""
+        return self.home if self.database.url else self.database_path
+
+    @property
+    def store_name(self) -> str:
+        """The store as messages name it: the SQLite file, or the URL without its password."""
+        if not self.database.url:
+            return str(self.database_path)
+        from cigri.db.postgres import shown
+
+        return shown(self.database.url)
+
+    @property
     def spool_path(self) -> Path:
         return Path(self.settings.spool)
 
@@ -302,7 +331,7 @@ class Config:
 
 SECTIONS: dict[str, type] = {"cigri": Settings, "runner": RunnerSettings, "notify": NotifySettings,
                              "metascheduler": MetaschedulerSettings, "server": ServerSettings,
-                             "limits": LimitSettings, "client": ClientSettings}
+                             "limits": LimitSettings, "client": ClientSettings, "database": DatabaseSettings}
 
 
 def _coerce(key: str, value: Any, kind: type) -> Any:
@@ -601,10 +630,17 @@ def load(overrides: dict[str, Any] | None = None, environ: dict[str, str] | None
     limits = LimitSettings(**values["limits"])
     _check_server(server, limits)
     pools = _pool_configs(shares["pools"])
+    database = DatabaseSettings(**values["database"])
+    _check_database(database)
     return Config(settings, runner, _cluster_configs(clusters), notify, metascheduler=metascheduler,
                   classes=_class_configs(shares["classes"], pools), users=_users(shares["users"]), server=server,
                   limits=limits, client=ClientSettings(**values["client"]), admission=from_toml(shares["admission"]),
-                  pools=pools)
+                  pools=pools, database=database)
+
+
+def _check_database(database: DatabaseSettings) -> None:
+    if database.url and not database.url.startswith(("postgresql://", "postgres://")):
+        raise ConfigError("database.url: expected postgresql://user@host[:port]/dbname (SQLite: cigri.database)")
 
 
 def _with_paths(settings: Settings) -> Settings:

@@ -53,7 +53,7 @@ class Grid:
         """The Unix account cigri runs as: the owner of its database (as for the admin role)."""
         from cigri.users import owner_of
 
-        return owner_of(self.config.database_path)
+        return owner_of(self.config.owned_path)
 
     def refusals(self, user: str) -> dict[str, str]:
         """Why ``user``'s jobs cannot run on some clusters (:func:`identity.refusal`), by name."""
@@ -112,7 +112,7 @@ def open_grid(config: Config) -> Grid:
             Path(path).mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as error:  # the environment (a file in the way, no permission), as in database.connect
             raise CigriError(f"cannot create directory {error.filename or path}: {error.strerror}") from None
-    grid = Grid(config, database.connect(config.database_path))
+    grid = Grid(config, database.open_store(config.store_location))
     _sync_clusters(grid)
     return grid
 

@@ -44,7 +44,7 @@ def is_admin(config: Config, user: str) -> bool:
         if group is not None and (user in group.gr_mem or _primary_gid(user) == group.gr_gid):
             return True
     try:
-        return owner_of(config.database_path) == user
+        return owner_of(config.owned_path) == user
     except OSError:
         return False
 
@@ -57,7 +57,7 @@ def owner_of(path: os.PathLike[str] | str) -> str:
 def grid_account(config: Config) -> str | None:
     """The account the grid is: the owner of its database, else of its home (whoever runs the
     grid's first command there makes the database); None before either exists."""
-    found = next((path for path in (config.database_path, config.home) if path.exists()), None)
+    found = next((path for path in (config.owned_path, config.home) if path.exists()), None)
     return None if found is None else owner_of(found)
 
 

@@ -55,10 +55,10 @@ def _grid(command: str):
     unit's ExecStartPre, before which nobody (but root) is one. Creating it takes write access
     to its directory, which the role adds nothing to."""
     config = configuration.load(overrides)
-    if config.database_path.exists():
+    if config.owned_path.exists():
         require_admin(config, api.current_user(), f"cigri {command}")
     elif command not in CREATORS and server_address(config) is not None:
-        raise InputError(f"cigri {command} works on the grid's database, and {config.database_path} is none: "
+        raise InputError(f"cigri {command} works on the grid's database, and {config.store_name} is none: "
                          "run it on the server's host, as the grid's account")
     if command in DRIVERS:
         _as_the_grids_account(config, command)
@@ -345,7 +345,7 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Print one JSON va
 def db_init() -> None:
     """Create the database (and apply migrations): an admin, or on a fresh install the account that will own it."""
     grid = _grid("db init")
-    print(f"{grid.config.database_path}: schema {db.schema_version(grid.db)}")
+    print(f"{grid.config.store_name}: schema {db.schema_version(grid.db)}")
 
 
 @db_app.command("upgrade")
@@ -353,14 +353,14 @@ def db_init() -> None:
 def db_upgrade() -> None:
     """Apply pending migrations (on a fresh install, create the database, as db init)."""
     grid = _grid("db upgrade")
-    print(f"{grid.config.database_path}: schema {db.schema_version(grid.db)}")
+    print(f"{grid.config.store_name}: schema {db.schema_version(grid.db)}")
 
 
 @db_app.command("path")
 @common.errors_to_exit
 def db_path() -> None:
     """Print where the database is."""
-    print(configuration.load(overrides).database_path)
+    print(configuration.load(overrides).store_name)
 
 
 @cluster_app.command("list")

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import REAL_SYSTEMS, Cigri, busy_jobs, require_root, wait_for
+from harness import REAL_SYSTEMS, STORE, Cigri, busy_jobs, require_root, wait_for
 
 SYSTEMS_USED = pytest.StashKey[tuple[str, ...]]()
 
@@ -91,6 +91,35 @@ def _one_test_per_system(request: pytest.FixtureRequest) -> Iterator[None]:
     finally:
         for handle in reversed(held):
             handle.close()  # closing releases the lock
+
+
+@pytest.fixture(scope="session")
+def _postgres_server() -> Iterator[str | None]:
+    """With ``CIGRI_TEST_STORE=postgresql``, one PostgreSQL server per xdist worker."""
+    if STORE != "postgresql":
+        yield None
+        return
+    from postgres import server
+
+    with server() as url:
+        yield url
+
+
+@pytest.fixture(autouse=True)
+def _store(_postgres_server: str | None, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each test's grid in a database of its own on that server (``CIGRI_DATABASE_URL``, which
+    every configuration the test loads and every command it runs reads); SQLite otherwise."""
+    if _postgres_server is None:
+        yield
+        return
+    from postgres import drop_database, fresh_database
+
+    name = "t_" + format(abs(hash(request.node.nodeid)), "x")
+    monkeypatch.setenv("CIGRI_DATABASE_URL", fresh_database(_postgres_server, name))
+    try:
+        yield
+    finally:
+        drop_database(_postgres_server, name)
 
 
 @pytest.fixture

@@ -64,6 +64,7 @@ def require_root(why: str) -> None:
 
 
 FULL = os.environ.get("CIGRI_TEST_FULL") == "1"
+STORE = os.environ.get("CIGRI_TEST_STORE", "sqlite")  # postgresql: every grid's store on a throwaway server
 # Read once: fixtures clear CIGRI_* variables from the environment of the test they set up.
 TEST_CLUSTERS = os.environ.get("CIGRI_TEST_CLUSTERS", "/tmp/cigri-clusters")
 
@@ -183,6 +184,8 @@ class Cigri:
                if not k.startswith("CIGRI_") and k not in ("FORCE_COLOR", "NO_COLOR", "PYTHONBREAKPOINT")}
         env.update(CIGRI_HOME=str(self.home), CIGRI_CONFIG=str(self.config),
                    XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+        if os.environ.get("CIGRI_DATABASE_URL"):  # the test's own database (conftest._store)
+            env["CIGRI_DATABASE_URL"] = os.environ["CIGRI_DATABASE_URL"]
         self.env = env
         self.daemons: list[subprocess.Popen[bytes]] = []
 

@@ -118,6 +118,17 @@ class Stage:
         raise InputError(f"{describe(part.source, position)}: duplicate task name {name!r} "
                          f"(first at {describe(part.source, first)}; the first word of a line names its task)")
 
+    def rows(self, part: StagedPart) -> Iterator[tuple[str, str]]:
+        """The part's tasks (name, parameter line) in submission order; for ``nb_jobs``, the numbers."""
+        if part.generated:
+            return ((str(i), str(i)) for i in range(part.count))
+        return iter(self.conn.execute("SELECT name, param FROM params WHERE rowid BETWEEN ? AND ? ORDER BY rowid",
+                                      [part.first, part.last]))
+
+    def position(self, row: int) -> int:
+        """Where staged row ``row`` was in its input (the line or index that names it in errors)."""
+        return int(self.conn.execute("SELECT position FROM params WHERE rowid = ?", [row]).fetchone()[0])
+
     def close(self) -> None:
         self.conn.close()
         self.path.unlink(missing_ok=True)

@@ -62,7 +62,7 @@ def submit_all(grid: Grid, jdls: Sequence[JDLText], *, user: str, strict: bool =
             parts.append(part)
         with _ingest(grid, stage) as conn:
             _within_limits(grid, conn, user, parts)
-            return [Submitted(_store(conn, grid, spec, user, part), part.count, spec.warnings)
+            return [Submitted(_store(conn, grid, spec, user, part, stage), part.count, spec.warnings)
                     for spec, part in zip(specs, parts)]
 
 
@@ -79,9 +79,9 @@ def extend(grid: Grid, campaign_id: int, lines: Lines, *, user: str, strict: boo
         with _ingest(grid, stage) as conn:
             campaign = _extensible(grid, conn, campaign_id, user)
             admission.check_tasks(grid.config.admission, stored_campaigns.nb_tasks(conn, campaign_id) + part.count)
-            _refuse_names_taken(conn, campaign_id, part)
             _within_limits(grid, conn, campaign["user"], [part])
-            _insert_tasks(conn, campaign_id, part)
+            first_id = _insert_tasks(conn, campaign_id, part, stage)
+            _refuse_names_taken(conn, campaign_id, part, first_id, stage)
             reopen(conn, "id = ?", [campaign_id])
     return Submitted(campaign_id, part.count, warnings)
 
@@ -208,7 +208,7 @@ def parameter_room(grid: Grid, user: str) -> int:
     return max(0, min(limits.param_bytes - stored, limits.kept_param_bytes - kept))
 
 
-def _store(conn: sqlite3.Connection, grid: Grid, spec: CampaignSpec, user: str, part: StagedPart) -> int:
+def _store(conn: sqlite3.Connection, grid: Grid, spec: CampaignSpec, user: str, part: StagedPart, stage: Stage) -> int:
     """Write one campaign, its properties and its staged tasks inside the caller's transaction;
     return its id."""
     clusters = grid.cluster_ids()
@@ -226,15 +226,19 @@ def _store(conn: sqlite3.Connection, grid: Grid, spec: CampaignSpec, user: str, 
                     value = [word.replace("{CAMPAIGN_ID}", str(campaign_id)) for word in value]
                 rows.append((campaign_id, clusters[cluster], key, json.dumps(value)))
     stored_campaigns.add_properties(conn, rows)
-    _insert_tasks(conn, campaign_id, part)
+    _insert_tasks(conn, campaign_id, part, stage)
     return campaign_id
 
 
 @contextmanager
 def _ingest(grid: Grid, stage: Stage) -> Iterator[sqlite3.Connection]:
-    """The write transaction of a submission, with the stage attached (ATTACH cannot run inside
-    a transaction), and without a foreign-key lookup per task: every task references the
-    campaign this transaction created or checked."""
+    """The write transaction of a submission. On SQLite the stage is attached (ATTACH cannot
+    run inside a transaction), and without a foreign-key lookup per task: every task references
+    the campaign this transaction created or checked. PostgreSQL gets the stage's rows by COPY."""
+    if not isinstance(grid.db.conn, sqlite3.Connection):
+        with database.write(grid.db) as written:
+            yield written
+        return
     conn = grid.db.conn
     conn.execute("ATTACH DATABASE ? AS staged", [str(stage.path)])
     conn.execute("PRAGMA foreign_keys = OFF")
@@ -251,25 +255,30 @@ _GENERATED = ("WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WH
 _STAGED = "SELECT {campaign}, name, param FROM staged.params WHERE rowid BETWEEN ? AND ? ORDER BY rowid"
 
 
-def _insert_tasks(conn: sqlite3.Connection, campaign_id: int, part: StagedPart) -> None:
+def _insert_tasks(conn: sqlite3.Connection, campaign_id: int, part: StagedPart, stage: Stage) -> int:
     """Copy a part's tasks into the bag as one block of fresh tasks (see :mod:`cigri.bag`), in
-    one statement: SQLite does the per-row work, and no index is maintained."""
+    one statement (SQLite does the per-row work, and no index is maintained) or one COPY
+    (PostgreSQL); return the block's first task id."""
     first_id = database.next_id(conn, "tasks")
-    select, args = (_GENERATED, [part.count - 1]) if part.generated else (_STAGED, [part.first, part.last])
-    last_id = stored_tasks.insert_block(conn, campaign_id, select, args)
+    if isinstance(conn, sqlite3.Connection):
+        select, args = (_GENERATED, [part.count - 1]) if part.generated else (_STAGED, [part.first, part.last])
+        last_id = stored_tasks.insert_block(conn, campaign_id, select, args)
+    else:
+        last_id = stored_tasks.copy_block(conn, campaign_id, first_id, stage.rows(part))
     assert last_id - first_id + 1 == part.count, "the write lock keeps one submission's ids consecutive"
     stored_tasks.add_block(conn, campaign_id, first_id, last_id)
     stored_campaigns.add_tasks(conn, campaign_id, part.count, part.bytes)
+    return first_id
 
 
-def _refuse_names_taken(conn: sqlite3.Connection, campaign_id: int, part: StagedPart) -> None:
-    """InputError naming the first staged line whose task name the campaign already has."""
-    low, high = stored_tasks.span(conn, campaign_id)
-    taken = conn.execute(
-        "SELECT position, name FROM staged.params WHERE rowid BETWEEN ? AND ? AND name IN "
-        "(SELECT name FROM main.tasks WHERE id BETWEEN ? AND ? AND campaign_id = ?) ORDER BY rowid LIMIT 1",
-        [part.first, part.last, low, high, campaign_id]).fetchone()
+def _refuse_names_taken(conn: sqlite3.Connection, campaign_id: int, part: StagedPart, first_id: int,
+                        stage: Stage) -> None:
+    """InputError naming the first line just added (tasks ``first_id`` on) whose task name the
+    campaign already had; the caller's transaction then writes nothing."""
+    low, _ = stored_tasks.span(conn, campaign_id)
+    taken = stored_tasks.first_name_taken(conn, campaign_id, first_id, first_id + part.count - 1, low)
     if taken is not None:
-        raise InputError(f"{describe(part.source, taken[0])}: duplicate task name {taken[1]!r} (already in campaign "
-                         f"{campaign_id}; the first word of a line names its task)")
+        task_id, name = taken
+        raise InputError(f"{describe(part.source, stage.position(part.first + task_id - first_id))}: duplicate task "
+                         f"name {name!r} (already in campaign {campaign_id}; the first word of a line names its task)")
 

@@ -209,7 +209,7 @@ def refuse_others_database(config: Config) -> None:
     site's, made group-writable in the past) is refused, since every rule about who may do what
     could be bypassed by writing it; root may still open any (it could anyway)."""
     try:
-        owner = os.stat(config.database_path).st_uid
+        owner = os.stat(config.owned_path).st_uid
     except OSError:
         return
     if owner != os.geteuid() and os.geteuid() != 0:
@@ -217,5 +217,5 @@ def refuse_others_database(config: Config) -> None:
             name = pwd.getpwuid(owner).pw_name
         except KeyError:
             name = str(owner)
-        raise CigriError(f"{config.database_path} belongs to {name}: a shared grid is used through its server "
+        raise CigriError(f"{config.owned_path} belongs to {name}: a shared grid is used through its server "
                          "(set CIGRI_SERVER, or [client] server, to its socket or URL)")

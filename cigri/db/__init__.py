@@ -1,7 +1,8 @@
-"""The data layer: the one SQLite database, its schema, and the SQL of the table groups moved
-behind it so far.
+"""The data layer: the one store (a SQLite file, or a PostgreSQL database), its schema, and the
+SQL of every table group.
 
-- :mod:`cigri.db.store`: opening and migrating the file, :func:`write` transactions, ids, time;
+- :mod:`cigri.db.store`: opening and migrating the store, :func:`write` transactions, ids, time;
+- :mod:`cigri.db.postgres`: the PostgreSQL store, running the same statements over psycopg;
 - :mod:`cigri.db.schema`: the migrations, m001 to the newest, in one sequence;
 - :mod:`cigri.db.tokens`, :mod:`cigri.db.events`, :mod:`cigri.db.notifications`: the SQL of
   API tokens, of events (and the blacklists they hold), of subscriptions, mail codes and the
@@ -25,7 +26,7 @@ from cigri.db.schema import (
     newer_migrations,
     schema_version,
 )
-from cigri.db.store import BUSY_TIMEOUT_MS, connect, next_id, now, write
+from cigri.db.store import BUSY_TIMEOUT_MS, connect, next_id, now, open_store, write
 
 __all__ = ["BUSY_TIMEOUT_MS", "KNOWN_MIGRATIONS", "NEVER_REUSED", "connect", "migration", "migrations",
-           "newer_migrations", "next_id", "now", "schema_version", "write"]
+           "newer_migrations", "next_id", "now", "open_store", "schema_version", "write"]

@@ -9,9 +9,13 @@ know was written by a newer cigri (:func:`newer_migrations`) and is refused.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
+
+if TYPE_CHECKING:
+    from cigri.db import postgres
 
 migrations = Migrations("cigri")
 KNOWN_MIGRATIONS: list[str] = []
@@ -29,8 +33,13 @@ def newer_migrations(db: Database) -> list[str]:
     return [m.name for m in migrations.applied(db) if m.name not in KNOWN_MIGRATIONS]
 
 
-def schema_version(db: Database) -> str:
+def schema_version(db: Database | postgres.Database) -> str:
     """The newest migration applied to ``db``, as ``cigri db init`` and ``upgrade`` print it."""
+    if not isinstance(db, Database):
+        from cigri.db import postgres
+
+        names = postgres.applied_migrations(db.conn)
+        return names[-1] if names else "none"
     applied = migrations.applied(db)
     return applied[-1].name if applied else "none"
 

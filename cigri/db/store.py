@@ -1,9 +1,10 @@
-"""The connection: opening the SQLite file (WAL, a busy timeout, private to its owner),
-migrating it, and the write transactions every state change goes through.
+"""The connection: opening the store, migrating it, and the write transactions every state
+change goes through. The store is a SQLite file (WAL, a busy timeout, private to its owner) or,
+given a ``postgresql://`` URL, a PostgreSQL database (:mod:`cigri.db.postgres`).
 
-Every state change goes through :func:`write`, a ``BEGIN IMMEDIATE`` transaction: the write
-lock is taken up front, so concurrent processes queue on the busy timeout instead of failing
-with "database is locked" when a read transaction tries to upgrade.
+Every state change goes through :func:`write`, a ``BEGIN IMMEDIATE`` transaction on SQLite:
+the write lock is taken up front, so concurrent processes queue on the busy timeout instead of
+failing with "database is locked" when a read transaction tries to upgrade.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlite_utils import Database
 
@@ -21,7 +22,25 @@ from cigri import clock
 from cigri.db.schema import KNOWN_MIGRATIONS, migrations, newer_migrations
 from cigri.errors import CigriError
 
+if TYPE_CHECKING:
+    from cigri.db import postgres
+
 BUSY_TIMEOUT_MS = 60_000
+
+
+def is_url(location: Path | str) -> bool:
+    """A PostgreSQL store's URL, not a SQLite file's path."""
+    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
+
+
+def open_store(location: Path | str) -> Database:
+    """The store at ``location``: a PostgreSQL URL (psycopg imported only then), else a SQLite file.
+    Typed as SQLite's: the layer's annotations name sqlite3's connection, which PostgreSQL's mimics."""
+    if is_url(location):
+        from cigri.db import postgres
+
+        return cast(Database, postgres.connect(str(location)))
+    return connect(Path(location))
 
 
 def connect(path: Path) -> Database:
@@ -73,8 +92,14 @@ def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
 
 
 @contextmanager
-def write(db: Database) -> Iterator[sqlite3.Connection]:
+def write(db: Database | postgres.Database) -> Iterator[sqlite3.Connection]:
     """One state change = one transaction holding the write lock from its start."""
+    if not isinstance(db, Database):
+        from cigri.db import postgres
+
+        with postgres.write(db) as conn:
+            yield conn  # type: ignore[misc]
+        return
     try:
         with _immediate(db.conn):
             yield db.conn
@@ -91,6 +116,10 @@ def next_id(conn: sqlite3.Connection, table: str) -> int:
     """The id the next row inserted into ``table`` gets (one of :data:`~cigri.db.schema.NEVER_REUSED`): past
     every id it ever gave, purged rows' included. Under the write lock, a statement's rows
     then take the ids from there on, consecutively."""
+    if not isinstance(conn, sqlite3.Connection):
+        from cigri.db import postgres
+
+        return postgres.next_id(conn, table)
     row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", [table]).fetchone()
     return (row[0] if row else 0) + 1
 

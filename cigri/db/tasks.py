@@ -259,3 +259,25 @@ def failed_per_bucket(conn: sqlite3.Connection, campaign_id: int, since: float, 
     ``since`` their last job ended in (``end`` for those with none; -1: before ``since``)."""
     return dict(conn.execute(_FAILED, {"campaign": campaign_id, "since": since, "until": until, "step": step,
                                        "end": end}).fetchall())
+
+
+def copy_block(conn: Any, campaign_id: int, first_id: int, rows: Iterable[tuple[str, str]]) -> int:
+    """PostgreSQL: COPY the campaign's tasks (name, param), ids from ``first_id`` on in order, and
+    move the ids' sequence past them; return the highest id (``first_id - 1`` if none)."""
+    last_id = first_id - 1
+    with conn.raw.cursor().copy("COPY tasks(id, campaign_id, name, param) FROM STDIN") as copy:
+        for last_id, (name, param) in enumerate(rows, first_id):
+            copy.write_row((last_id, campaign_id, name, param))
+    if last_id >= first_id:
+        conn.execute("SELECT setval(pg_get_serial_sequence('tasks', 'id'), ?)", [last_id])
+    return last_id
+
+
+def first_name_taken(conn: sqlite3.Connection, campaign_id: int, first: int, last: int, low: int) -> tuple[int, str] | None:
+    """The first of the campaign's tasks ``first..last`` (just added) whose name one of its
+    earlier tasks (ids ``low..first - 1``) has: (task id, name)."""
+    row = conn.execute(
+        "SELECT id, name FROM tasks WHERE id BETWEEN ? AND ? AND campaign_id = ? AND name IN "
+        "(SELECT name FROM tasks WHERE id BETWEEN ? AND ? AND campaign_id = ?) ORDER BY id LIMIT 1",
+        [first, last, campaign_id, low, first - 1, campaign_id]).fetchone()
+    return None if row is None else (int(row[0]), str(row[1]))

@@ -47,7 +47,7 @@ class GridPool:
         async with self.available:
             grid = self.free.pop() if self.free else None
             if grid is None:
-                grid = await run_in_threadpool(lambda: Grid(self.config, database.connect(self.config.database_path)))
+                grid = await run_in_threadpool(lambda: Grid(self.config, database.open_store(self.config.store_location)))
                 self.opened += 1
             try:
                 yield grid

@@ -1,5 +1,5 @@
-"""A throwaway PostgreSQL server for the import tests: Debian's ``postgresql`` package (``.ci/run``
-installs it), a data directory and a port of its own under /tmp, listening on 127.0.0.1 only,
+"""A throwaway PostgreSQL server for the tests (the import's CiGri site, and cigri's own store
+with ``CIGRI_TEST_STORE=postgresql``): Debian's ``postgresql`` package (``.ci/run`` installs it), a data directory and a port of its own under /tmp, listening on 127.0.0.1 only,
 run as ``postgres`` when the tests run as root (the server refuses root). Its superuser ``cigri``
 is trusted; any other role logs in with its password (SCRAM), as at a site."""
 
@@ -54,3 +54,20 @@ def server() -> Iterator[str]:
             subprocess.run([str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
                            capture_output=True, user=entry.pw_uid, group=entry.pw_gid, cwd=root)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def fresh_database(server_url: str, name: str) -> str:
+    """A new, empty database ``name`` on the server (dropped first if a past run left it); its URL."""
+    import psycopg
+
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE template0 ENCODING \'UTF8\'')
+    return server_url.rsplit("/", 1)[0] + "/" + name
+
+
+def drop_database(server_url: str, name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

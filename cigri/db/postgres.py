@@ -1,0 +1,174 @@
+"""The PostgreSQL store: the same tables and the same SQL as SQLite's, over psycopg 3.
+
+The data layer's statements are written once, with SQLite's ``?`` and ``:name`` placeholders;
+:class:`Connection` gives them sqlite3's calls (``execute``, ``executemany``, cursors with
+``fetchone``/``fetchall``/``description``/``rowcount``) and rewrites the placeholders into
+psycopg's. What the two dialects cannot say alike is in :mod:`cigri.db.dialect`.
+
+Every state change is one transaction holding one advisory lock from its start
+(:func:`write`), the same single-writer order SQLite's ``BEGIN IMMEDIATE`` gives: what the
+cycle proves on SQLite (a task never lost, never run twice) holds here by the same argument.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from decimal import Decimal
+from importlib import resources
+from typing import Any
+
+import psycopg
+from psycopg import conninfo
+from psycopg.adapt import Loader
+from psycopg.pq import TransactionStatus
+
+from cigri.db.schema import KNOWN_MIGRATIONS
+from cigri.errors import CigriError
+
+WRITE_LOCK = 0x63696772  # "cigr": the advisory lock every write transaction holds
+MIGRATIONS_TABLE = "cigri_migrations"
+# What is not a placeholder: a string literal, a quoted identifier, a comment, a cast (::).
+_TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|::|\?|:(?P<name>[A-Za-z_]\w*)|%")
+
+
+@functools.lru_cache(maxsize=2048)
+def translate(sql: str) -> str:
+    """``sql`` with SQLite's placeholders as psycopg's: ``?`` → ``%s``, ``:name`` → ``%(name)s``,
+    and every literal ``%`` doubled, in strings too (psycopg reads it as a placeholder's start)."""
+
+    def one(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token == "?":
+            return "%s"
+        if match.group("name"):
+            return f"%({match.group('name')})s"
+        return token.replace("%", "%%")
+
+    return _TOKENS.sub(one, sql)
+
+
+class _NumericLoader(Loader):
+    """``numeric`` (PostgreSQL's ``sum`` of integers) as SQLite gives it: an int when whole."""
+
+    def load(self, data: Any) -> int | float:
+        value = Decimal(bytes(data).decode())
+        return int(value) if value == value.to_integral_value() else float(value)
+
+
+class Connection:
+    """sqlite3.Connection's calls over a psycopg connection in autocommit mode: a statement
+    outside :func:`write` commits alone, as SQLite's do with ``isolation_level=None``."""
+
+    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+        self.raw = raw
+
+    def execute(self, sql: str, parameters: Sequence[Any] | Mapping[str, Any] = ()) -> Any:  # a cursor, as sqlite3's
+        if not parameters:  # no placeholder to rewrite; a literal % must then stay single
+            return self.raw.execute(sql)  # type: ignore[arg-type]
+        return self.raw.execute(translate(sql), parameters)  # type: ignore[arg-type]
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any] | Mapping[str, Any]]) -> Any:
+        cursor = self.raw.cursor()
+        cursor.executemany(translate(sql), rows)  # type: ignore[arg-type]
+        return cursor
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.raw.info.transaction_status != TransactionStatus.IDLE
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+class Database:
+    """An open PostgreSQL store: what a :class:`~cigri.grid.Grid` holds, as it holds SQLite's
+    ``sqlite_utils.Database``: its :class:`Connection` as ``conn``."""
+
+    def __init__(self, conn: Connection, url: str) -> None:
+        self.conn = conn
+        self.url = url
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def shown(url: str) -> str:
+    """The URL as it may appear in a message or a listing: its password replaced."""
+    try:
+        parts = conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "postgresql://…"
+    user = f"{parts['user']}@" if parts.get("user") else ""
+    port = f":{parts['port']}" if parts.get("port") else ""
+    return f"postgresql://{user}{parts.get('host', '')}{port}/{parts.get('dbname', '')}"
+
+
+def connect(url: str) -> Database:
+    """Open the store at ``url`` (creating its schema on first use); refuse one a newer cigri wrote."""
+    try:
+        raw = psycopg.connect(url, autocommit=True, application_name="cigri")
+    except psycopg.Error as error:
+        raise CigriError(f"database {shown(url)}: {_first_line(error)}") from None
+    raw.adapters.register_loader("numeric", _NumericLoader)
+    db = Database(Connection(raw), url)
+    try:
+        _migrate(db)
+    except psycopg.Error as error:
+        raw.close()
+        raise CigriError(f"database {shown(url)}: {_first_line(error)}") from None
+    return db
+
+
+def applied_migrations(conn: Connection) -> list[str]:
+    if conn.execute("SELECT to_regclass(?)", [MIGRATIONS_TABLE]).fetchone()[0] is None:
+        return []
+    return [name for (name,) in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE} ORDER BY id")]
+
+
+def _migrate(db: Database) -> None:
+    """Create the schema on a fresh database: every migration this cigri knows is in it.
+
+    PostgreSQL stores start at the newest schema, so they record every known migration as
+    applied; a migration added later carries its PostgreSQL statements beside SQLite's."""
+    with write(db) as conn:  # concurrent first opens queue on the lock
+        applied = applied_migrations(conn)
+        if newer := [name for name in applied if name not in KNOWN_MIGRATIONS]:
+            raise CigriError(f"database {shown(db.url)}: written by a newer cigri (schema {newer[-1]}; this one "
+                             f"knows up to {KNOWN_MIGRATIONS[-1]}): run that cigri, or restore a backup")
+        if applied:
+            return
+        conn.raw.execute(resources.files("cigri.db").joinpath("postgres.sql").read_text())
+        conn.executemany(f"INSERT INTO {MIGRATIONS_TABLE}(name, applied_at) VALUES (?, now())",
+                         [[name] for name in KNOWN_MIGRATIONS])
+
+
+@contextmanager
+def write(db: Database) -> Iterator[Connection]:
+    """One state change = one transaction holding the write lock from its start."""
+    conn = db.conn
+    try:
+        conn.execute("BEGIN")
+        try:
+            conn.execute("SELECT pg_advisory_xact_lock(?)", [WRITE_LOCK])
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction and not conn.raw.closed:
+                conn.execute("ROLLBACK")
+            raise
+    except psycopg.OperationalError as error:  # the server gone, the connection lost
+        raise CigriError(f"database {shown(db.url)}: {_first_line(error)}") from None
+
+
+def next_id(conn: Connection, table: str) -> int:
+    """The id the next row inserted into ``table`` gets, as :func:`cigri.db.store.next_id`."""
+    sequence = conn.execute("SELECT pg_get_serial_sequence(?, 'id')", [table]).fetchone()[0]
+    last, called = conn.execute(f"SELECT last_value, is_called FROM {sequence}").fetchone()
+    return int(last) + 1 if called else int(last)
+
+
+def _first_line(error: psycopg.Error) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
