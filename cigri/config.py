@@ -42,6 +42,7 @@ class Settings:
     spool: str = ""
     log_dir: str = ""
     cycle_period: float = 10.0
+    leader_lease: float = 20.0  # PostgreSQL: seconds a server's lead on the cycles lasts unrenewed
     default_walltime: str = "01:00:00"
     default_resources: str = "core=1"
     stderr_tail_lines: int = 5
@@ -631,16 +632,21 @@ def load(overrides: dict[str, Any] | None = None, environ: dict[str, str] | None
     _check_server(server, limits)
     pools = _pool_configs(shares["pools"])
     database = DatabaseSettings(**values["database"])
-    _check_database(database)
+    _check_database(database, settings)
     return Config(settings, runner, _cluster_configs(clusters), notify, metascheduler=metascheduler,
                   classes=_class_configs(shares["classes"], pools), users=_users(shares["users"]), server=server,
                   limits=limits, client=ClientSettings(**values["client"]), admission=from_toml(shares["admission"]),
                   pools=pools, database=database)
 
 
-def _check_database(database: DatabaseSettings) -> None:
-    if database.url and not database.url.startswith(("postgresql://", "postgres://")):
+def _check_database(database: DatabaseSettings, settings: Settings) -> None:
+    if not database.url:
+        return
+    if not database.url.startswith(("postgresql://", "postgres://")):
         raise ConfigError("database.url: expected postgresql://user@host[:port]/dbname (SQLite: cigri.database)")
+    if not settings.cycle_period < settings.leader_lease < math.inf:
+        raise ConfigError("cigri.leader_lease: must be longer than cigri.cycle_period (the lead is renewed "
+                          "each cycle) and finite")
 
 
 def _with_paths(settings: Settings) -> Settings:
@@ -664,6 +670,7 @@ def _check(settings: Settings, runner: RunnerSettings) -> None:
         raise ConfigError(f"cigri.default_walltime: {error}") from None
     if not 0 < settings.cycle_period < math.inf:  # also rejects nan
         raise ConfigError("cigri.cycle_period: must be > 0 and finite")
+
     for key in ("stderr_tail_lines", "max_resubmit", "autofix_delay", "failure_rate_min", "stuck_delay",
                 "counts_retention_days"):
         if not getattr(settings, key) >= 0:

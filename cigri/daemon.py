@@ -8,6 +8,7 @@ own transaction, so a half-done cycle leaves nothing to repair.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import signal
@@ -19,8 +20,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from cigri.cycle import run_logged
-from cigri.errors import Busy
+from cigri.errors import Busy, CigriError, Fenced
 from cigri.grid import Grid
+from cigri.leadership import Leadership
 from cigri.locks import cycle_lock_path, daemon_lock_path, held
 
 log = logging.getLogger("cigri.daemon")
@@ -79,19 +81,25 @@ def cycle_loop(grid: Grid, stop: Stop, max_cycles: int | None = None,
     sees the status as each cycle starts and ends. Return how many cycles ran."""
     status = LoopStatus()
     cycles = 0
-    while not stop.is_set() and (max_cycles is None or cycles < max_cycles):
-        status.started_at = time.time()
-        report(status)
-        try:
-            run_logged(grid)
-            status.failures_in_a_row, status.last_error = 0, None
-        except Busy as error:
-            log.info("%s", error)
-        except Exception as error:  # logged by run_logged; every change is its own transaction
-            status.failures_in_a_row += 1
-            status.last_error = f"{type(error).__name__}: {' '.join(str(error).split())}"
-        status.ended_at = time.time()
-        report(status)
-        cycles += 1
-        stop.wait(grid.config.settings.cycle_period)
+    leadership = Leadership(grid)
+    try:
+        while not stop.is_set() and (max_cycles is None or cycles < max_cycles):
+            status.started_at = time.time()
+            report(status)
+            try:
+                if leadership.lead():  # a standby server (PostgreSQL) waits for the lease
+                    run_logged(grid)
+                status.failures_in_a_row, status.last_error = 0, None
+            except (Busy, Fenced) as error:
+                log.info("%s", error)
+            except Exception as error:  # logged by run_logged; every change is its own transaction
+                status.failures_in_a_row += 1
+                status.last_error = f"{type(error).__name__}: {' '.join(str(error).split())}"
+            status.ended_at = time.time()
+            report(status)
+            cycles += 1
+            stop.wait(grid.config.settings.cycle_period)
+    finally:
+        with contextlib.suppress(CigriError):  # the store gone: the lease expires by itself
+            leadership.release()
     return cycles

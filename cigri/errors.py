@@ -80,6 +80,11 @@ class Busy(CigriError):
     http_status = 503
 
 
+class Fenced(CigriError):
+    """This process lost the lead on the cycles (its lease expired, another took over): the
+    write it tried is refused, and nothing of its transaction is kept."""
+
+
 class BackendError(CigriError):
     """A cluster did not answer as expected; the cycle turns it into an event named ``code``."""
 

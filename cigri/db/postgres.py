@@ -8,6 +8,9 @@ psycopg's. What the two dialects cannot say alike is in :mod:`cigri.db.dialect`.
 Every state change is one transaction holding one advisory lock from its start
 (:func:`write`), the same single-writer order SQLite's ``BEGIN IMMEDIATE`` gives: what the
 cycle proves on SQLite (a task never lost, never run twice) holds here by the same argument.
+A handle that runs the cycles carries its lease's epoch (``fence``): each of its writes renews
+the lease in the same transaction, or is refused (:class:`~cigri.errors.Fenced`) once another
+server has taken over.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from psycopg import conninfo
 from psycopg.adapt import Loader
 from psycopg.pq import TransactionStatus
 
-from cigri.db.schema import KNOWN_MIGRATIONS
-from cigri.errors import CigriError
+from cigri.db.schema import KNOWN_MIGRATIONS, POSTGRES_BASELINE, POSTGRES_MIGRATIONS
+from cigri.db import leader
+from cigri.errors import CigriError, Fenced
 
 WRITE_LOCK = 0x63696772  # "cigr": the advisory lock every write transaction holds
 MIGRATIONS_TABLE = "cigri_migrations"
@@ -90,6 +94,7 @@ class Database:
     def __init__(self, conn: Connection, url: str) -> None:
         self.conn = conn
         self.url = url
+        self.fence: tuple[int, float] | None = None  # (epoch, lease) while this handle runs the cycles
 
     def close(self) -> None:
         self.conn.close()
@@ -129,20 +134,25 @@ def applied_migrations(conn: Connection) -> list[str]:
 
 
 def _migrate(db: Database) -> None:
-    """Create the schema on a fresh database: every migration this cigri knows is in it.
-
-    PostgreSQL stores start at the newest schema, so they record every known migration as
-    applied; a migration added later carries its PostgreSQL statements beside SQLite's."""
+    """Bring the schema up to this cigri's, in one transaction: on a fresh database, the
+    baseline (``postgres.sql``: every migration up to :data:`POSTGRES_BASELINE` at once), then
+    each later migration's own PostgreSQL statements, in the one sequence SQLite follows."""
     with write(db) as conn:  # concurrent first opens queue on the lock
         applied = applied_migrations(conn)
         if newer := [name for name in applied if name not in KNOWN_MIGRATIONS]:
             raise CigriError(f"database {shown(db.url)}: written by a newer cigri (schema {newer[-1]}; this one "
                              f"knows up to {KNOWN_MIGRATIONS[-1]}): run that cigri, or restore a backup")
-        if applied:
-            return
-        conn.raw.execute(resources.files("cigri.db").joinpath("postgres.sql").read_text())
-        conn.executemany(f"INSERT INTO {MIGRATIONS_TABLE}(name, applied_at) VALUES (?, now())",
-                         [[name] for name in KNOWN_MIGRATIONS])
+        if not applied:
+            conn.raw.execute(resources.files("cigri.db").joinpath("postgres.sql").read_text())
+            applied = KNOWN_MIGRATIONS[:KNOWN_MIGRATIONS.index(POSTGRES_BASELINE) + 1]
+            _record(conn, applied)
+        for name in KNOWN_MIGRATIONS[len(applied):]:
+            conn.raw.execute(POSTGRES_MIGRATIONS[name])
+            _record(conn, [name])
+
+
+def _record(conn: Connection, names: list[str]) -> None:
+    conn.executemany(f"INSERT INTO {MIGRATIONS_TABLE}(name, applied_at) VALUES (?, now())", [[name] for name in names])
 
 
 @contextmanager
@@ -153,6 +163,8 @@ def write(db: Database) -> Iterator[Connection]:
         conn.execute("BEGIN")
         try:
             conn.execute("SELECT pg_advisory_xact_lock(?)", [WRITE_LOCK])
+            if db.fence is not None and not leader.renew(conn, *db.fence):
+                raise Fenced(f"epoch {db.fence[0]}: another server runs the cycles now; this write is refused")
             yield conn
             conn.execute("COMMIT")
         except BaseException:

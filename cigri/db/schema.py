@@ -21,11 +21,25 @@ migrations = Migrations("cigri")
 KNOWN_MIGRATIONS: list[str] = []
 
 
+POSTGRES_BASELINE = "m018_mail_confirmations"  # cigri/db/postgres.sql is the schema up to this one
+POSTGRES_MIGRATIONS: dict[str, str] = {}  # each later migration's statements for PostgreSQL
+
+
 def migration(function: Callable[[Database], None]) -> Callable[[Database], None]:
     """Register a schema migration, remembering its name: a database that has applied one this
     cigri does not know was written by a newer cigri, whose schema this code must not write."""
     KNOWN_MIGRATIONS.append(function.__name__)
     return migrations()(function)
+
+
+def both(postgres: str) -> Callable[[Callable[[Database], None]], Callable[[Database], None]]:
+    """Register a migration written after the PostgreSQL baseline, with its PostgreSQL statements."""
+
+    def register(function: Callable[[Database], None]) -> Callable[[Database], None]:
+        POSTGRES_MIGRATIONS[function.__name__] = postgres
+        return migration(function)
+
+    return register
 
 
 def newer_migrations(db: Database) -> list[str]:
@@ -524,4 +538,28 @@ def m018_mail_confirmations(db: Database) -> None:
         tries INTEGER NOT NULL DEFAULT 0              -- wrong codes typed
     );
     CREATE INDEX mail_codes_of ON mail_codes(user, address);
+    """)
+
+
+@both(postgres="""
+    CREATE TABLE leader (
+        id BIGINT PRIMARY KEY CHECK (id = 1),
+        holder TEXT NOT NULL,
+        epoch BIGINT NOT NULL,
+        since DOUBLE PRECISION NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL
+    );
+""")
+def m019_leader(db: Database) -> None:
+    """Several servers over one store, one running the cycles: the lease it holds (``holder``,
+    the store's clock for ``since`` and ``expires_at``) and its fencing ``epoch``, one more at
+    every change of holder (:mod:`cigri.leadership`)."""
+    db.executescript("""
+    CREATE TABLE leader (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        holder TEXT NOT NULL,                         -- host:pid of the process running the cycles
+        epoch INTEGER NOT NULL,                       -- the fencing token: its writes carry it
+        since REAL NOT NULL,
+        expires_at REAL NOT NULL
+    );
     """)

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from sqlite_utils import Database
 
@@ -26,6 +26,18 @@ if TYPE_CHECKING:
     from cigri.db import postgres
 
 BUSY_TIMEOUT_MS = 60_000
+
+
+class Connection(Protocol):
+    """What the layer's functions need of a connection: sqlite3's, or PostgreSQL's
+    (:class:`cigri.db.postgres.Connection`, which runs the same statements)."""
+
+    def execute(self, sql: str, parameters: Any = ..., /) -> Any: ...
+
+    def executemany(self, sql: str, rows: Any, /) -> Any: ...
+
+    @property
+    def in_transaction(self) -> bool: ...
 
 
 def is_url(location: Path | str) -> bool:

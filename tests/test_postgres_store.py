@@ -1,0 +1,181 @@
+"""The PostgreSQL store on a real server (Debian's postgresql, tests/postgres.py): its schema and
+migrations, the write lock, the lease and its fencing epoch (also on SQLite), and the URL kept
+out of messages."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from postgres import drop_database, fresh_database, server
+
+from cigri import config
+from cigri.db import KNOWN_MIGRATIONS, leader, open_store, schema_version, store, write
+from cigri.db.postgres import WRITE_LOCK, shown, translate
+from cigri.errors import CigriError, ConfigError, Fenced
+
+
+@pytest.fixture(scope="module")
+def pg_server() -> Iterator[str]:
+    with server() as url:
+        yield url
+
+
+@pytest.fixture
+def pg_url(pg_server: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    name = "s_" + request.node.name.replace("[", "_").replace("]", "").replace("-", "_")[:50].lower()
+    yield fresh_database(pg_server, name)
+    drop_database(pg_server, name)
+
+
+@pytest.mark.parametrize(("sqlite", "psycopg"), [
+    ("SELECT * FROM t WHERE a = ? AND b = ?", "SELECT * FROM t WHERE a = %s AND b = %s"),
+    ("SELECT :since + k * :sub", "SELECT %(since)s + k * %(sub)s"),
+    ("SELECT '50%', name FROM t WHERE name LIKE ? ESCAPE '\\'", "SELECT '50%%', name FROM t WHERE name LIKE %s ESCAPE '\\'"),
+    ("SELECT x::bigint, 'a?b', \"odd?name\" FROM t -- why?\nWHERE y = ?",
+     "SELECT x::bigint, 'a?b', \"odd?name\" FROM t -- why?\nWHERE y = %s"),
+    ("SELECT 'it''s ?' , ?", "SELECT 'it''s ?' , %s"),
+])
+def test_placeholders_become_psycopgs_and_literals_stay(sqlite: str, psycopg: str) -> None:
+    assert translate(sqlite) == psycopg
+
+
+def test_a_fresh_store_gets_the_whole_schema_and_every_migration(pg_url: str) -> None:
+    db = open_store(pg_url)
+    assert schema_version(db) == KNOWN_MIGRATIONS[-1]
+    tables = {name for (name,) in db.conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+    assert {"campaigns", "tasks", "jobs", "events", "leader", "task_counts", "cigri_migrations"} <= tables
+    recorded = [name for (name,) in db.conn.execute("SELECT name FROM cigri_migrations ORDER BY id")]
+    assert recorded == KNOWN_MIGRATIONS
+    db.close()
+    again = open_store(pg_url)  # a second open applies nothing
+    assert [n for (n,) in again.conn.execute("SELECT name FROM cigri_migrations ORDER BY id")] == KNOWN_MIGRATIONS
+    again.close()
+
+
+def test_a_store_a_newer_cigri_wrote_is_refused_in_one_line(pg_url: str) -> None:
+    open_store(pg_url).close()
+    db = open_store(pg_url)
+    db.conn.execute("INSERT INTO cigri_migrations(name, applied_at) VALUES ('m999_future', now())")
+    db.close()
+    with pytest.raises(CigriError, match=r"written by a newer cigri \(schema m999_future") as refused:
+        open_store(pg_url)
+    assert "\n" not in str(refused.value)
+
+
+def test_the_schema_tables_match_sqlites(pg_url: str, tmp_path: Path) -> None:
+    """Column for column: a statement written for one store finds the same columns in the other."""
+    lite = store.connect(tmp_path / "cigri.db")
+    pg = open_store(pg_url)
+    lite_tables = {name for (name,) in lite.conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '\\_%' "
+        "ESCAPE '\\'")}
+    for table in lite_tables:
+        lite_columns = [row[1] for row in lite.conn.execute(f"PRAGMA table_info({table})")]
+        pg_columns = [name for (name,) in pg.conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
+            [table])]
+        assert pg_columns == lite_columns, table
+    lite_indexes = {name for (name,) in lite.conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL AND name NOT LIKE 'idx\\_%' ESCAPE '\\'")}
+    pg_indexes = {name for (name,) in pg.conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = 'public'")}
+    assert lite_indexes <= pg_indexes
+
+
+def test_writes_queue_on_one_lock(pg_url: str) -> None:
+    """A second writer waits for the first to commit, as on SQLite: one state change at a time."""
+    first, second = open_store(pg_url), open_store(pg_url)
+    holding, waited = threading.Event(), []
+
+    def hold() -> None:
+        with write(first):
+            holding.set()
+            time.sleep(0.5)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    holding.wait(5)
+    started = time.monotonic()
+    with write(second) as conn:
+        waited.append(time.monotonic() - started)
+        assert conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = ?",
+                            [WRITE_LOCK & 0xFFFFFFFF]).fetchone()[0] == 1
+    thread.join()
+    assert waited[0] >= 0.3
+
+
+def test_a_write_that_fails_leaves_nothing(pg_url: str) -> None:
+    db = open_store(pg_url)
+    with pytest.raises(RuntimeError), write(db) as conn:
+        conn.execute("INSERT INTO clusters(name, backend) VALUES ('c1', 'local')")
+        raise RuntimeError("midway")
+    assert db.conn.execute("SELECT count(*) FROM clusters").fetchone()[0] == 0
+    assert not db.conn.in_transaction
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[store.Database]:
+    if request.param == "sqlite":
+        db = open_store(tmp_path / "cigri.db")
+    else:
+        db = open_store(request.getfixturevalue("pg_url"))
+    yield db
+    db.close()
+
+
+def test_the_lease_goes_to_one_holder_and_its_epoch_grows_at_each_takeover(any_store: store.Database) -> None:
+    with write(any_store) as conn:
+        assert leader.claim(conn, "a:1", 0.5) == 1
+        assert leader.claim(conn, "b:2", 0.5) is None  # held
+        assert leader.claim(conn, "a:1", 0.5) == 1  # kept
+    time.sleep(0.7)
+    with write(any_store) as conn:
+        assert leader.renew(conn, 1, 0.5) is False  # expired: a's next write would be fenced
+        assert leader.claim(conn, "b:2", 5) == 2
+        assert leader.claim(conn, "a:1", 5) is None
+        assert leader.renew(conn, 2, 5) is True
+        leader.release(conn, 2)
+        assert leader.claim(conn, "a:1", 5) == 3  # given up: taken at once
+        assert leader.current(conn)["holder"] == "a:1"
+
+
+def test_a_fenced_handle_writes_nothing(pg_url: str) -> None:
+    """The leader that froze past its lease wakes up with an old epoch: its write rolls back."""
+    old, new = open_store(pg_url), open_store(pg_url)
+    with write(old) as conn:
+        epoch = leader.claim(conn, "old:1", 0.3)
+    old.fence = (epoch, 0.3)
+    with write(old) as conn:  # while the lease holds, its writes go through and renew it
+        conn.execute("INSERT INTO clusters(name, backend) VALUES ('kept', 'local')")
+    time.sleep(0.5)
+    with write(new) as conn:
+        assert leader.claim(conn, "new:2", 5) == epoch + 1
+    with pytest.raises(Fenced, match=f"epoch {epoch}"), write(old) as conn:
+        conn.execute("INSERT INTO clusters(name, backend) VALUES ('lost', 'local')")
+    assert [n for (n,) in new.conn.execute("SELECT name FROM clusters ORDER BY id")] == ["kept"]
+
+
+def test_the_url_is_shown_without_its_password() -> None:
+    assert shown("postgresql://cigri:s3cret@db.example.org:5433/grid") == "postgresql://cigri@db.example.org:5433/grid"
+    assert "s3cret" not in shown("postgresql://db.example.org/grid?password=s3cret")
+
+
+def test_an_unreachable_store_is_one_line_without_the_password() -> None:
+    with pytest.raises(CigriError) as refused:
+        open_store("postgresql://cigri:s3cret@127.0.0.1:1/grid?connect_timeout=2")
+    assert "s3cret" not in str(refused.value) and "\n" not in str(refused.value)
+    assert str(refused.value).startswith("database postgresql://cigri@127.0.0.1:1/grid:")
+
+
+def test_the_configuration_takes_a_postgresql_url_only() -> None:
+    loaded = config.load(environ={"CIGRI_DATABASE_URL": "postgresql://cigri@db/grid", "CIGRI_HOME": "/tmp/x"},
+                         system_files=False)
+    assert loaded.store_location == "postgresql://cigri@db/grid"
+    with pytest.raises(ConfigError, match="database.url: expected postgresql://"):
+        config.load(environ={"CIGRI_DATABASE_URL": "mysql://db/grid"}, system_files=False)
+    with pytest.raises(ConfigError, match="cigri.leader_lease: must be longer than cigri.cycle_period"):
+        config.load(environ={"CIGRI_DATABASE_URL": "postgresql://db/grid", "CIGRI_LEADER_LEASE": "5"},
+                    system_files=False)
