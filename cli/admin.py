@@ -18,9 +18,10 @@ from cigri import config as configuration
 from cigri.backends.registry import BACKENDS
 from cigri.client import TOKEN_FILE, prepare_token_file, save_token, server_address
 from cigri.cycle import run_logged
-from cigri.daemon import daemon_running, run_daemon
+from cigri.daemon import daemon_lock, daemon_running, run_daemon
 from cigri.doctor import diagnose
 from cigri.errors import Busy, CigriError, InputError, Refused
+from cigri.leadership import Leadership
 from cigri.users import grid_account, require_admin
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, help="Administer the cigri grid.")
@@ -87,7 +88,13 @@ def cycle(as_json: bool = typer.Option(False, "--json", help="Print the cycle re
     logs.log_to_file(grid.config.log_path / "cigri.log", grid.config.settings)
     if daemon_running(grid):  # they drive this grid's cycles (and the cycle lock keeps any two apart)
         raise Busy(f"a cigri daemon or server runs the cycles of {grid.config.home}: not running one beside it")
-    report = run_logged(grid)
+    leadership = Leadership(grid)
+    if not leadership.lead():  # PostgreSQL: a server elsewhere holds the lease
+        raise Busy(f"another server runs the cycles of {grid.config.store_name}: not running one beside it")
+    try:
+        report = run_logged(grid)
+    finally:
+        leadership.release()
     if as_json:
         common.print_json(report.__dict__)
     else:
@@ -354,6 +361,28 @@ def db_upgrade() -> None:
     """Apply pending migrations (on a fresh install, create the database, as db init)."""
     grid = _grid("db upgrade")
     print(f"{grid.config.store_name}: schema {db.schema_version(grid.db)}")
+
+
+@db_app.command("copy")
+@common.errors_to_exit
+def db_copy(to: str = typer.Option(..., "--to", metavar="<url>",
+                                   help="The fresh PostgreSQL database: postgresql://user@host[:port]/dbname "
+                                        "(its password in ~/.pgpass, never here).")) -> None:
+    """Copy this SQLite grid, running campaigns included, into a fresh PostgreSQL database; then set [database] url to it."""
+    from cigri.db import postgres
+    from cigri.db.copy import copy_store
+
+    if not to.startswith(("postgresql://", "postgres://")):
+        raise InputError("--to: expected postgresql://user@host[:port]/dbname")
+    if postgres.carries_password(to):
+        raise InputError("--to: no password on a command line; put it in ~/.pgpass (or PGPASSFILE)")
+    grid = _grid("db copy")
+    if grid.config.database.url:
+        raise InputError("cigri db copy: this grid's store is already PostgreSQL ([database] url)")
+    with daemon_lock(grid):  # no cycle writes while the file is read: stop the server or daemon first
+        copied = copy_store(grid.db, postgres.connect(to))
+    print(f"{grid.config.store_name} -> {postgres.shown(to)}: " + ", ".join(f"{n} {t}" for t, n in copied.items() if n))
+    print(f"now set [database] url = \"{postgres.shown(to)}\" (or CIGRI_DATABASE_URL) and start cigri again")
 
 
 @db_app.command("path")

@@ -23,7 +23,7 @@ for cmd in "${!summary[@]}"; do
   if [ "$cmd" = cigri ]; then
     {
       echo "[SUBCOMMANDS]"
-      for sub in "cycle" "daemon" "server" "doctor" "shares" "classes" "users" "simulate" "db init" "db upgrade" "db path" "cluster list" "cluster add" \
+      for sub in "cycle" "daemon" "server" "doctor" "shares" "classes" "users" "simulate" "db init" "db upgrade" "db copy" "db path" "cluster list" "cluster add" \
                  "cluster test" "cluster remove" "cluster blacklist" "cluster unblacklist" "cluster cancel-campaigns" \
                  "purge" "import-v3" "token create" "token list" "token revoke" "man"; do
         echo ".SS \"cigri $sub\""

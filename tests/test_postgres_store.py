@@ -4,16 +4,19 @@ out of messages."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from harness import Cigri
 from postgres import drop_database, fresh_database, server
 
 from cigri import config
 from cigri.db import KNOWN_MIGRATIONS, leader, open_store, schema_version, store, write
+from cigri.db.copy import TABLES
 from cigri.db.postgres import WRITE_LOCK, shown, translate
 from cigri.errors import CigriError, ConfigError, Fenced
 
@@ -179,3 +182,31 @@ def test_the_configuration_takes_a_postgresql_url_only() -> None:
     with pytest.raises(ConfigError, match="cigri.leader_lease: must be longer than cigri.cycle_period"):
         config.load(environ={"CIGRI_DATABASE_URL": "postgresql://db/grid", "CIGRI_LEADER_LEASE": "5"},
                     system_files=False)
+
+
+def test_db_copy_brings_a_running_sqlite_grid_over_table_for_table(cigri: Cigri, pg_url: str) -> None:
+    cigri.env.pop("CIGRI_DATABASE_URL", None)  # the grid copied is SQLite's, whatever store the suite uses
+    program = cigri.script("task.sh", "sleep 30\n")
+    first = cigri.submit(cigri.jdl("a", params=["x 1", "y 2", "z 3"], exec_file=str(program)))
+    second = cigri.submit(cigri.jdl("b", params=["w 4"], exec_file=str(program)))
+    cigri.run("griddel", str(second))
+    cigri.cycle()
+    copied = cigri.run("cigri", "db", "copy", "--to", pg_url).stdout
+    assert "2 campaigns" in copied and "4 tasks" in copied and "3 jobs" in copied
+    lite = sqlite3.connect(cigri.home / "cigri.db")
+    pg = open_store(pg_url)
+    for table in TABLES:
+        lite_rows = sorted(map(tuple, lite.execute(f"SELECT * FROM {table}")), key=repr)
+        pg_rows = sorted(map(tuple, pg.conn.execute(f"SELECT * FROM {table}")), key=repr)
+        assert pg_rows == lite_rows, table
+    assert any(row for row in lite.execute("SELECT * FROM jobs WHERE campaign_id = ?", [first]))
+    highest = lite.execute("SELECT seq FROM sqlite_sequence WHERE name = 'tasks'").fetchone()[0]
+    assert store.next_id(pg.conn, "tasks") == highest + 1  # ids go on past every one SQLite gave
+    refused = cigri.run("cigri", "db", "copy", "--to", pg_url, expect=1).stderr
+    assert refused.startswith("cigri: postgresql://") and "not empty" in refused and refused.count("\n") == 1
+
+
+def test_db_copy_refuses_a_password_on_the_command_line(cigri: Cigri) -> None:
+    cigri.env.pop("CIGRI_DATABASE_URL", None)
+    refused = cigri.run("cigri", "db", "copy", "--to", "postgresql://cigri:s3cret@127.0.0.1/grid", expect=2).stderr
+    assert "no password on a command line" in refused and "s3cret" not in refused

@@ -111,6 +111,14 @@ def shown(url: str) -> str:
     return f"postgresql://{user}{parts.get('host', '')}{port}/{parts.get('dbname', '')}"
 
 
+def carries_password(url: str) -> bool:
+    """Whether ``url`` holds a password (refused on a command line: ``ps`` shows it to everyone)."""
+    try:
+        return "password" in conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return False
+
+
 def connect(url: str) -> Database:
     """Open the store at ``url`` (creating its schema on first use); refuse one a newer cigri wrote."""
     try:
