@@ -70,7 +70,7 @@ def test_grid_usage_of_a_month_reads_at_most_eight_samples_a_bucket(grid: Grid) 
         if day_start == day_end:  # a bucket within one day has that day's value exactly
             assert bucket["cigri_running"] == (50 if day_start % 2 else 10)
     plan = " ".join(row[3] for row in grid.db.execute(
-        "EXPLAIN QUERY PLAN " + stored_counts._SERIES,
+        "EXPLAIN QUERY PLAN " + stored_counts._series(grid.db.conn),
         {"since": 0, "until": 1, "step": 1, "sub": 1, "instants": 1, "cluster": 1}).fetchall())
     assert "INDEX counts_by_cluster" in plan and "SCAN counts" not in plan and "SCAN s " not in plan
 

@@ -11,6 +11,7 @@ from typing import Any
 from cigri import bag, predictor
 from cigri import db as database
 from cigri.db import campaigns as stored_campaigns
+from cigri.db import dialect
 from cigri.db import events as stored
 from cigri.db import jobs as stored_jobs
 from cigri.db import tasks as stored_tasks
@@ -161,11 +162,12 @@ def list_campaigns(grid: Grid, *, user: str | None = None, include_finished: boo
     where: list[str] = []
     args: list[Any] = []
     if user:
-        where.append("user = ?")
+        where.append('"user" = ?')
         args.append(user)
     if name is not None:
-        where.append("name GLOB ?")
-        args.append(name)
+        matches, pattern = dialect.glob(grid.db.conn, "name", name)
+        where.append(matches)
+        args.append(pattern)
     if since is not None:
         where.append("submitted_at >= ?")
         args.append(since)
@@ -208,12 +210,15 @@ def campaign_tasks(grid: Grid, campaign_id: int, *, user: str, states: Sequence[
     chosen = f"AND state IN {sql_in(tuple(TaskState(state) for state in states))} " if states else ""
     if states and TaskState.PENDING not in states:
         chosen += f"AND {bag.INDEXED} "
+    patterns: list[Any] = []
     if name is not None:
-        chosen += "AND name GLOB ? "
+        matches, pattern = dialect.glob(grid.db.conn, "name", name)
+        chosen += f"AND {matches} "
+        patterns.append(pattern)
     low, high = stored_tasks.span(grid.db.conn, campaign_id)
     left = -1 if limit is None else limit
     while left != 0:
-        page = stored_tasks.page(grid.db.conn, campaign_id, low, high, chosen, [] if name is None else [name],
+        page = stored_tasks.page(grid.db.conn, campaign_id, low, high, chosen, patterns,
                                  TASK_PAGE if left < 0 else min(left, TASK_PAGE), offset)
         if not page:
             return

@@ -15,6 +15,7 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
+from cigri.db import dialect
 from cigri.db.store import dicts
 from cigri.states import CAMPAIGN_ACTIVE, CampaignState, JobState, sql_in
 
@@ -26,7 +27,7 @@ _CAMPAIGN_TABLES = ("campaign_cluster_health", "affinity_penalties", "campaign_s
 
 def owner_and_state(conn: sqlite3.Connection, campaign_id: int) -> tuple[int, str, str] | None:
     """``(id, user, state)`` of the campaign; None if there is none."""
-    row = conn.execute("SELECT id, user, state FROM campaigns WHERE id = ?", [campaign_id]).fetchone()
+    row = conn.execute('SELECT id, "user", state FROM campaigns WHERE id = ?', [campaign_id]).fetchone()
     return None if row is None else (row[0], row[1], row[2])
 
 
@@ -38,7 +39,7 @@ def row(conn: sqlite3.Connection, campaign_id: int) -> dict[str, Any] | None:
 
 def owner(conn: sqlite3.Connection, campaign_id: int) -> str:
     """The user who owns the campaign (which exists)."""
-    return str(conn.execute("SELECT user FROM campaigns WHERE id = ?", [campaign_id]).fetchone()[0])
+    return str(conn.execute('SELECT "user" FROM campaigns WHERE id = ?', [campaign_id]).fetchone()[0])
 
 
 def is_active(conn: sqlite3.Connection, campaign_id: int) -> bool:
@@ -66,7 +67,7 @@ def move(conn: sqlite3.Connection, campaign_id: int, before: CampaignState, afte
 
 def owners(conn: sqlite3.Connection) -> list[str]:
     """The users who own a campaign, by name."""
-    return [r[0] for r in conn.execute("SELECT DISTINCT user FROM campaigns ORDER BY user")]
+    return [r[0] for r in conn.execute('SELECT DISTINCT "user" FROM campaigns ORDER BY "user"')]
 
 
 def listing(conn: sqlite3.Connection, clause: str, args: list[Any], order: str, limit: int,
@@ -74,7 +75,7 @@ def listing(conn: sqlite3.Connection, clause: str, args: list[Any], order: str, 
     """The rows of the campaigns ``clause`` (a fixed ``WHERE`` on ``campaigns``, with ``args``;
     or empty) chooses, by id in ``order`` (``ASC`` or ``DESC``), ``limit`` (-1: all) after ``offset``."""
     return dicts(conn.execute(f"SELECT * FROM campaigns {clause} ORDER BY id {order} LIMIT ? OFFSET ?",
-                              [*args, limit, offset]))
+                              [*args, dialect.NO_LIMIT if limit < 0 else limit, offset]))
 
 
 def ended_before(conn: sqlite3.Connection, ended: tuple[CampaignState, ...], before: float) -> list[int]:
@@ -112,7 +113,7 @@ def delete(conn: sqlite3.Connection, campaign_id: int) -> None:
 
 def imported(conn: sqlite3.Connection, v3_id: int) -> tuple[int, str] | None:
     """``(id, owner)`` of the campaign CiGri's campaign ``v3_id`` became at ``cigri import-v3``."""
-    row = conn.execute("SELECT c.id, c.user FROM v3_imports v JOIN campaigns c ON c.id = v.cigri_id "
+    row = conn.execute('SELECT c.id, c."user" FROM v3_imports v JOIN campaigns c ON c.id = v.cigri_id '
                        "WHERE v.kind = 'campaign' AND v.v3_id = ?", [v3_id]).fetchone()
     return None if row is None else (row[0], row[1])
 
@@ -125,14 +126,14 @@ def nb_tasks(conn: sqlite3.Connection, campaign_id: int) -> int:
 def active_of(conn: sqlite3.Connection, user: str) -> list[int]:
     """The ids of ``user``'s campaigns under way."""
     return [r[0] for r in conn.execute(
-        f"SELECT id FROM campaigns WHERE user = ? AND state IN {sql_in(CAMPAIGN_ACTIVE)}", [user])]
+        f'SELECT id FROM campaigns WHERE "user" = ? AND state IN {sql_in(CAMPAIGN_ACTIVE)}', [user])]
 
 
 def stored_by(conn: sqlite3.Connection, user: str) -> tuple[int, int, int]:
     """``user``'s parameter bytes in unfinished campaigns, and bytes and tasks in all of them."""
     bytes_active, bytes_kept, tasks_kept = conn.execute(
         f"SELECT coalesce(sum(CASE WHEN state IN {sql_in(CAMPAIGN_ACTIVE)} THEN param_bytes END), 0), "
-        "coalesce(sum(param_bytes), 0), coalesce(sum(nb_tasks), 0) FROM campaigns WHERE user = ?", [user]).fetchone()
+        'coalesce(sum(param_bytes), 0), coalesce(sum(nb_tasks), 0) FROM campaigns WHERE "user" = ?', [user]).fetchone()
     return int(bytes_active), int(bytes_kept), int(tasks_kept)
 
 
@@ -140,10 +141,10 @@ def insert(conn: sqlite3.Connection, *, name: str, user: str, jobs_type: str, jd
            priority: int) -> int:
     """Store a new campaign, in treatment from ``now``; return its id."""
     campaign_id = conn.execute(
-        "INSERT INTO campaigns(name, user, state, jobs_type, jdl, submitted_at, class, priority) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        [name, user, CampaignState.IN_TREATMENT, jobs_type, jdl, now, class_name, priority]).lastrowid
-    assert campaign_id is not None
+        'INSERT INTO campaigns(name, "user", state, jobs_type, jdl, submitted_at, class, priority) '
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        [name, user, CampaignState.IN_TREATMENT, jobs_type, jdl, now, class_name, priority]).fetchone()[0]
+    assert isinstance(campaign_id, int)
     return campaign_id
 
 
@@ -162,7 +163,7 @@ def add_tasks(conn: sqlite3.Connection, campaign_id: int, count: int, param_byte
 def active_by_class(conn: sqlite3.Connection) -> list[tuple[int, str, str]]:
     """``(id, user, class)`` of the campaigns under way, in id order."""
     return [(r[0], r[1], r[2]) for r in conn.execute(
-        f"SELECT id, user, class FROM campaigns WHERE state IN {sql_in(CAMPAIGN_ACTIVE)} ORDER BY id")]
+        f'SELECT id, "user", class FROM campaigns WHERE state IN {sql_in(CAMPAIGN_ACTIVE)} ORDER BY id')]
 
 
 def last_end(conn: sqlite3.Connection, campaign_id: int) -> float | None:
@@ -181,21 +182,21 @@ def properties(conn: sqlite3.Connection, campaign_ids: list[int]) -> dict[int, d
     marks = ",".join("?" * len(campaign_ids))
     for campaign_id, cluster_id, name, value in conn.execute(
             f"SELECT campaign_id, cluster_id, name, value FROM campaign_properties "
-            f"WHERE campaign_id IN ({marks}) ORDER BY rowid", campaign_ids):
+            f"WHERE campaign_id IN ({marks}) ORDER BY {dialect.insertion_order(conn)}", campaign_ids):
         result[campaign_id].setdefault(cluster_id, {})[name] = json.loads(value)
     return result
 
 
 def under_way(conn: sqlite3.Connection) -> list[tuple[int, str]]:
     """``(id, user)`` of the campaigns in treatment or paused."""
-    return [(r[0], r[1]) for r in conn.execute("SELECT id, user FROM campaigns WHERE state IN (?, ?)",
+    return [(r[0], r[1]) for r in conn.execute('SELECT id, "user" FROM campaigns WHERE state IN (?, ?)',
                                                [CampaignState.IN_TREATMENT, CampaignState.PAUSED])]
 
 
 def scheduled(conn: sqlite3.Connection) -> list[tuple[int, str, str, str, str, int]]:
     """``(id, name, user, state, class, priority)`` of the campaigns in treatment or paused, in id order."""
     return [(r[0], r[1], r[2], r[3], r[4], r[5]) for r in conn.execute(
-        "SELECT id, name, user, state, class, priority FROM campaigns "
+        'SELECT id, name, "user", state, class, priority FROM campaigns '
         "WHERE state IN (?, ?) ORDER BY id", [CampaignState.IN_TREATMENT, CampaignState.PAUSED])]
 
 
@@ -207,7 +208,7 @@ def in_treatment(conn: sqlite3.Connection) -> list[int]:
 
 def owners_in_treatment(conn: sqlite3.Connection) -> list[tuple[int, str]]:
     """``(id, user)`` of the campaigns in treatment (not paused)."""
-    return [(r[0], r[1]) for r in conn.execute("SELECT id, user FROM campaigns WHERE state = ?",
+    return [(r[0], r[1]) for r in conn.execute('SELECT id, "user" FROM campaigns WHERE state = ?',
                                                [CampaignState.IN_TREATMENT])]
 
 
@@ -237,24 +238,26 @@ def finish(conn: sqlite3.Connection, campaign_id: int, end: CampaignState, now: 
 
 def gangs(conn: sqlite3.Connection, campaign_ids: list[int]) -> dict[int, Any]:
     """The ``gang`` of the campaigns' JDL (None where it has none)."""
-    return dict(conn.execute("SELECT id, json_extract(jdl, '$.gang') FROM campaigns WHERE id IN "
-                             "(SELECT value FROM json_each(?))", [json.dumps(campaign_ids)]).fetchall())
+    return dict(conn.execute(f"SELECT id, {dialect.json_integer(conn, 'jdl', 'gang')} FROM campaigns "
+                             f"WHERE id IN {dialect.ids_in(conn)}", [json.dumps(campaign_ids)]).fetchall())
 
 
 def prologues_done(conn: sqlite3.Connection) -> set[tuple[int, int]]:
     """``(campaign, cluster)`` where a campaign under way's prologue terminated: from the
     campaigns under way, not every script the grid ever ran."""
     return {(c, k) for c, k in conn.execute(
-        "SELECT j.campaign_id, j.cluster_id FROM campaigns c JOIN jobs j INDEXED BY jobs_scripts "
-        "ON j.campaign_id = c.id WHERE c.state IN (?, ?) AND j.kind != 'task' AND j.kind = 'prologue' "
-        "AND j.state = ?", [CampaignState.IN_TREATMENT, CampaignState.PAUSED, JobState.TERMINATED])}
+        "SELECT j.campaign_id, j.cluster_id FROM campaigns c "
+        f"JOIN jobs j {dialect.indexed_by(conn, 'jobs_scripts')} ON j.campaign_id = c.id WHERE c.state IN (?, ?) "
+        "AND j.kind != 'task' AND j.kind = 'prologue' AND j.state = ?",
+        [CampaignState.IN_TREATMENT, CampaignState.PAUSED, JobState.TERMINATED])}
 
 
 def scripts_queued(conn: sqlite3.Connection) -> set[tuple[int, int, str]]:
     """``(campaign, cluster, kind)`` of every prologue and epilogue job of the campaigns in treatment."""
     return {(c, k, kind) for c, k, kind in conn.execute(
-        "SELECT j.campaign_id, j.cluster_id, j.kind FROM campaigns c JOIN jobs j INDEXED BY jobs_scripts "
-        "ON j.campaign_id = c.id WHERE c.state = ? AND j.kind != 'task'", [CampaignState.IN_TREATMENT])}
+        "SELECT j.campaign_id, j.cluster_id, j.kind FROM campaigns c "
+        f"JOIN jobs j {dialect.indexed_by(conn, 'jobs_scripts')} ON j.campaign_id = c.id "
+        "WHERE c.state = ? AND j.kind != 'task'", [CampaignState.IN_TREATMENT])}
 
 
 def clusters_left(conn: sqlite3.Connection, campaign_id: int) -> int:
@@ -262,9 +265,9 @@ def clusters_left(conn: sqlite3.Connection, campaign_id: int) -> int:
     if any, has not failed (a fix runs it again)."""
     return int(conn.execute(
         "SELECT count(*) FROM campaign_properties p WHERE p.campaign_id = ? AND p.name = 'exec_file' "
-        "AND coalesce((SELECT j.state NOT IN (?, ?, ?, ?) FROM jobs j WHERE j.campaign_id = p.campaign_id "
-        "AND j.cluster_id = p.cluster_id AND j.kind != 'task' AND j.kind = 'prologue' "
-        "ORDER BY j.id DESC LIMIT 1), 0) = 0",
+        "AND coalesce((SELECT CASE WHEN j.state NOT IN (?, ?, ?, ?) THEN 1 ELSE 0 END FROM jobs j "
+        "WHERE j.campaign_id = p.campaign_id AND j.cluster_id = p.cluster_id AND j.kind != 'task' "
+        "AND j.kind = 'prologue' ORDER BY j.id DESC LIMIT 1), 0) = 0",
         [campaign_id, JobState.SUBMITTING, JobState.WAITING, JobState.RUNNING, JobState.TERMINATED]
     ).fetchone()[0])
 
@@ -285,7 +288,8 @@ def count_exit_errors(conn: sqlite3.Connection, campaign_id: int, cluster_id: in
     they were last reset and when the pair was blacklisted (None: it is not)."""
     errors, base, blacklisted = conn.execute(
         "INSERT INTO campaign_cluster_health(campaign_id, cluster_id, exit_errors) VALUES (?, ?, ?) "
-        "ON CONFLICT(campaign_id, cluster_id) DO UPDATE SET exit_errors = exit_errors + excluded.exit_errors "
+        "ON CONFLICT(campaign_id, cluster_id) DO UPDATE "
+        "SET exit_errors = campaign_cluster_health.exit_errors + excluded.exit_errors "
         "RETURNING exit_errors, terminated_base, blacklisted_at", [campaign_id, cluster_id, new_errors]).fetchone()
     return errors, base, blacklisted
 
@@ -293,53 +297,53 @@ def count_exit_errors(conn: sqlite3.Connection, campaign_id: int, cluster_id: in
 def blacklists(conn: sqlite3.Connection) -> list[tuple[int, int, float, int]]:
     """``(event_id, cluster_id, checked_at, strikes)`` of every campaign's blacklist on a cluster."""
     return [(r[0], r[1], r[2], r[3]) for r in conn.execute(
-        "SELECT event_id, cluster_id, checked_at, strikes FROM campaign_cluster_health INDEXED BY health_blacklisted "
-        "WHERE blacklisted_at IS NOT NULL")]
+        "SELECT event_id, cluster_id, checked_at, strikes FROM campaign_cluster_health "
+        f"{dialect.indexed_by(conn, 'health_blacklisted')} WHERE blacklisted_at IS NOT NULL")]
 
 
 def blacklisted_pairs(conn: sqlite3.Connection) -> set[tuple[int, int]]:
     """``(campaign, cluster)`` of every campaign's blacklist on a cluster."""
     return {(c, k) for c, k in conn.execute(
-        "SELECT campaign_id, cluster_id FROM campaign_cluster_health INDEXED BY health_blacklisted "
+        f"SELECT campaign_id, cluster_id FROM campaign_cluster_health {dialect.indexed_by(conn, 'health_blacklisted')} "
         "WHERE blacklisted_at IS NOT NULL")}
 
 
 # --- figures: ended jobs per campaign and cluster, terminated ones per minute ---------------------
 
-# The updator adds each ended job of a task to its pair's figures, in the transaction ending it.
-_RECORD_ENDING = """
+def record_ending(conn: sqlite3.Connection, job_id: int) -> None:
+    """Add the ended job to its campaign's figures on its cluster (the updator does, in the
+    transaction ending it)."""
+    first_start = dialect.least(conn, "coalesce(campaign_stats.first_start, excluded.first_start)",
+                        "coalesce(excluded.first_start, campaign_stats.first_start)")
+    last_end = dialect.greatest(conn, "coalesce(campaign_stats.last_end, excluded.last_end)",
+                        "coalesce(excluded.last_end, campaign_stats.last_end)")
+    conn.execute(f"""
 INSERT INTO campaign_stats(campaign_id, cluster_id, terminated, failed, duration_sum, duration_sq_sum,
                            first_start, last_end)
-SELECT campaign_id, cluster_id, state = 'terminated', state != 'terminated',
-       iif(state = 'terminated', coalesce(finished_at - started_at, 0), 0),
-       iif(state = 'terminated', coalesce((finished_at - started_at) * (finished_at - started_at), 0), 0),
+SELECT campaign_id, cluster_id, CASE WHEN state = 'terminated' THEN 1 ELSE 0 END,
+       CASE WHEN state != 'terminated' THEN 1 ELSE 0 END,
+       CASE WHEN state = 'terminated' THEN coalesce(finished_at - started_at, 0) ELSE 0 END,
+       CASE WHEN state = 'terminated' THEN coalesce((finished_at - started_at) * (finished_at - started_at), 0)
+            ELSE 0 END,
        started_at, finished_at
 FROM jobs WHERE id = ? AND true
 ON CONFLICT(campaign_id, cluster_id) DO UPDATE SET
-    terminated = terminated + excluded.terminated, failed = failed + excluded.failed,
-    duration_sum = duration_sum + excluded.duration_sum,
-    duration_sq_sum = duration_sq_sum + excluded.duration_sq_sum,
-    first_start = min(coalesce(first_start, excluded.first_start), coalesce(excluded.first_start, first_start)),
-    last_end = max(coalesce(last_end, excluded.last_end), coalesce(excluded.last_end, last_end))
-"""
-
-# The updator counts each terminated task job into its minute, in the transaction ending it.
-_COUNT_MINUTE = """
-INSERT INTO throughput_minutes(campaign_id, cluster_id, minute, terminated)
-SELECT campaign_id, cluster_id, CAST(finished_at / 60 AS INTEGER), 1 FROM jobs
-WHERE id = ? AND state = 'terminated' AND kind = 'task' AND finished_at IS NOT NULL AND true
-ON CONFLICT(campaign_id, cluster_id, minute) DO UPDATE SET terminated = terminated + 1
-"""
-
-
-def record_ending(conn: sqlite3.Connection, job_id: int) -> None:
-    """Add the ended job to its campaign's figures on its cluster."""
-    conn.execute(_RECORD_ENDING, [job_id])
+    terminated = campaign_stats.terminated + excluded.terminated, failed = campaign_stats.failed + excluded.failed,
+    duration_sum = campaign_stats.duration_sum + excluded.duration_sum,
+    duration_sq_sum = campaign_stats.duration_sq_sum + excluded.duration_sq_sum,
+    first_start = {first_start}, last_end = {last_end}
+""", [job_id])
 
 
 def count_minute(conn: sqlite3.Connection, job_id: int) -> None:
-    """Count the job, if a terminated task's, into its campaign's terminated tasks of its minute on its cluster."""
-    conn.execute(_COUNT_MINUTE, [job_id])
+    """Count the job, if a terminated task's, into its campaign's terminated tasks of its minute
+    on its cluster (the updator does, in the transaction ending it)."""
+    conn.execute(f"""
+INSERT INTO throughput_minutes(campaign_id, cluster_id, minute, terminated)
+SELECT campaign_id, cluster_id, {dialect.truncated(conn, "finished_at / 60")}, 1 FROM jobs
+WHERE id = ? AND state = 'terminated' AND kind = 'task' AND finished_at IS NOT NULL AND true
+ON CONFLICT(campaign_id, cluster_id, minute) DO UPDATE SET terminated = throughput_minutes.terminated + 1
+""", [job_id])
 
 
 def forget_minutes(conn: sqlite3.Connection, before: int) -> None:
@@ -363,8 +367,8 @@ def terminated_on(conn: sqlite3.Connection, campaign_id: int, cluster_id: int) -
 def terminated_per_cluster(conn: sqlite3.Connection, campaign_ids: list[int]) -> list[tuple[int, int, int]]:
     """``(campaign, cluster, terminated)`` for the campaigns' clusters with an ended job."""
     return [(r[0], r[1], r[2]) for r in conn.execute(
-        "SELECT campaign_id, cluster_id, terminated FROM campaign_stats WHERE campaign_id IN "
-        "(SELECT value FROM json_each(?))", [json.dumps(campaign_ids)])]
+        f"SELECT campaign_id, cluster_id, terminated FROM campaign_stats WHERE campaign_id IN {dialect.ids_in(conn)}",
+        [json.dumps(campaign_ids)])]
 
 
 def figures_per_cluster(conn: sqlite3.Connection, campaign_id: int) -> list[tuple[Any, ...]]:

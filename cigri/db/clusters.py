@@ -104,8 +104,9 @@ def count(conn: sqlite3.Connection) -> int:
 
 def listing(conn: sqlite3.Connection, cluster_id: int | None) -> list[dict[str, Any]]:
     """Every cluster's row (``cluster_id``: that one's only), by name."""
-    return dicts(conn.execute("SELECT * FROM clusters WHERE ? IS NULL OR id = ? ORDER BY name",
-                              [cluster_id, cluster_id]))
+    if cluster_id is None:
+        return dicts(conn.execute("SELECT * FROM clusters ORDER BY name"))
+    return dicts(conn.execute("SELECT * FROM clusters WHERE id = ? ORDER BY name", [cluster_id]))
 
 
 def as_stored(conn: sqlite3.Connection) -> list[dict[str, Any]]:
@@ -147,7 +148,7 @@ def set_blacklist(conn: sqlite3.Connection, cluster_id: int, reason: str | None,
     (``reason`` None); its failure count starts again either way."""
     conn.execute("UPDATE clusters SET blacklisted = ?, blacklist_reason = ?, blacklisted_at = ?, failures = 0, "
                  "blacklist_event_id = ? WHERE id = ?",
-                 [reason is not None, reason, blacklisted_at, event_id, cluster_id])
+                 [int(reason is not None), reason, blacklisted_at, event_id, cluster_id])
 
 
 def count_failure(conn: sqlite3.Connection, cluster_id: int) -> int:

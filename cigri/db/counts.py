@@ -14,18 +14,26 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
+from cigri.db import dialect
 from cigri.db.store import dicts
 
-_USAGE = """
+
+def _rounded(value: str) -> str:
+    """``value`` to 3 decimals, a float on either store: PostgreSQL rounds only a NUMERIC (a
+    no-op cast on SQLite), and an average of integers is one there."""
+    return f"CAST(round(CAST({value} AS NUMERIC), 3) AS DOUBLE PRECISION)"
+
+
+_USAGE = f"""
 WITH samples AS (
     SELECT cluster_id, at, waiting, running, total_slots, free_slots,
            coalesce(lead(at) OVER (PARTITION BY cluster_id ORDER BY at), at + :period) - at AS span
     FROM counts WHERE cluster_id IN (SELECT id FROM clusters) AND at >= :since),
 figures AS (
     SELECT cluster_id, count(*) AS samples, min(at) AS since, max(at) AS until,
-           round(avg(total_slots), 3) AS mean_total_slots, round(avg(free_slots), 3) AS mean_free_slots,
-           round(avg(running), 3) AS mean_running, max(running) AS max_running,
-           round(avg(waiting), 3) AS mean_waiting, round(sum(running * span) / 3600, 3) AS cigri_job_hours
+           {_rounded("avg(total_slots)")} AS mean_total_slots, {_rounded("avg(free_slots)")} AS mean_free_slots,
+           {_rounded("avg(running)")} AS mean_running, max(running) AS max_running,
+           {_rounded("avg(waiting)")} AS mean_waiting, {_rounded("sum(running * span) / 3600")} AS cigri_job_hours
     FROM samples GROUP BY cluster_id)
 SELECT c.name, coalesce(f.samples, 0) AS samples, f.since, f.until, f.mean_total_slots, f.mean_free_slots,
        f.mean_running, f.max_running, f.mean_waiting, f.cigri_job_hours
@@ -33,18 +41,22 @@ FROM clusters c LEFT JOIN figures f ON f.cluster_id = c.id ORDER BY c.name
 """
 
 
-# Per bucket of :step seconds, the samples found first at or after each of its evenly spaced
-# instants (:sub apart; cigri.api.clusters.SAMPLES_PER_BUCKET of them), each found by one index seek: a month
-# of samples every 10 s on ten clusters (2.6M rows) is 40,000 seeks, not a scan of them all.
-_SERIES = """
+def _series(conn: sqlite3.Connection) -> str:
+    """Per bucket of :step seconds, the samples found first at or after each of its evenly spaced
+    instants (:sub apart; cigri.api.clusters.SAMPLES_PER_BUCKET of them), each found by one index
+    seek: a month of samples every 10 s on ten clusters (2.6M rows) is 40,000 seeks, not a scan
+    of them all."""
+    by_cluster = dialect.indexed_by(conn, "counts_by_cluster")
+    end = dialect.least(conn, ":until", ":since + (k + 1) * :sub")
+    return f"""
 WITH RECURSIVE instants(k) AS (SELECT 0 UNION ALL SELECT k + 1 FROM instants WHERE k + 1 < :instants),
-picked AS (SELECT DISTINCT (SELECT id FROM counts INDEXED BY counts_by_cluster WHERE cluster_id = :cluster
-                            AND at >= :since + k * :sub AND at < min(:until, :since + (k + 1) * :sub)
+picked AS (SELECT DISTINCT (SELECT id FROM counts {by_cluster} WHERE cluster_id = :cluster
+                            AND at >= :since + k * :sub AND at < {end}
                             ORDER BY at LIMIT 1) AS id FROM instants)
-SELECT CAST((s.at - :since) / :step AS INTEGER) AS bucket, count(*) AS samples,
-       round(avg(s.total_slots), 3) AS total_slots, round(avg(s.total_slots - s.free_slots), 3) AS used_slots,
-       round(avg(s.free_slots), 3) AS free_slots, round(avg(s.running), 3) AS cigri_running,
-       round(avg(s.waiting), 3) AS cigri_waiting
+SELECT {dialect.truncated(conn, "(s.at - :since) / :step")} AS bucket, count(*) AS samples,
+       {_rounded("avg(s.total_slots)")} AS total_slots, {_rounded("avg(s.total_slots - s.free_slots)")} AS used_slots,
+       {_rounded("avg(s.free_slots)")} AS free_slots, {_rounded("avg(s.running)")} AS cigri_running,
+       {_rounded("avg(s.waiting)")} AS cigri_waiting
 FROM picked JOIN counts s ON s.id = picked.id
 GROUP BY bucket ORDER BY bucket
 """
@@ -82,5 +94,5 @@ def series(conn: sqlite3.Connection, cluster_id: int, since: float, until: float
            sub: float) -> list[dict[str, Any]]:
     """The cluster's means per ``bucket`` of ``step`` seconds from ``since`` to ``until``, over
     the samples found first after each instant ``sub`` seconds apart."""
-    return dicts(conn.execute(_SERIES, {"since": since, "until": until, "step": step, "sub": sub,
+    return dicts(conn.execute(_series(conn), {"since": since, "until": until, "step": step, "sub": sub,
                                         "instants": math.ceil((until - since) / sub), "cluster": cluster_id}))

@@ -13,6 +13,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from cigri.db import dialect
 from cigri.db.store import dicts
 from cigri.states import CAMPAIGN_ACTIVE, CampaignState, JobState, sql_in
 
@@ -26,7 +27,8 @@ def aggregate(conn: sqlite3.Connection, code: str, campaign_id: int | None, clus
     """The newest event an occurrence adds to (same code, campaign, cluster, signature and
     state): its id and examples; None if there is none yet."""
     row = conn.execute(
-        "SELECT id, examples FROM events WHERE code = ? AND campaign_id IS ? AND cluster_id IS ? "
+        "SELECT id, examples FROM events WHERE code = ? AND campaign_id IS NOT DISTINCT FROM ? "
+        "AND cluster_id IS NOT DISTINCT FROM ? "
         "AND signature = ? AND state = ? ORDER BY id DESC LIMIT 1",
         [code, campaign_id, cluster_id, signature, state]).fetchone()
     return None if row is None else (row[0], json.loads(row[1]))
@@ -80,7 +82,7 @@ def close(conn: sqlite3.Connection, where: str, args: Iterable[object], now: flo
     ids = [r[0] for r in conn.execute(f"SELECT id FROM events WHERE state = 'open' AND ({where})", list(args))]
     if not ids:
         return ids
-    closed = "(SELECT value FROM json_each(?))"
+    closed = dialect.ids_in(conn)
     conn.execute(f"UPDATE events SET state = 'closed', closed_at = ? WHERE id IN {closed}", [now, json.dumps(ids)])
     conn.execute("UPDATE clusters SET blacklisted = 0, blacklist_reason = NULL, blacklisted_at = NULL, "
                  f"blacklist_event_id = NULL, failures = 0 WHERE blacklist_event_id IN {closed}", [json.dumps(ids)])
@@ -218,7 +220,7 @@ def unreported_script_failures(conn: sqlite3.Connection) -> list[tuple[Any, ...]
     covers yet: (job, campaign, cluster, kind, state, exit code)."""
     return conn.execute(  # of the campaigns under way: not every script the grid ever ran
         "SELECT j.id, j.campaign_id, j.cluster_id, j.kind, j.state, j.exit_code "
-        "FROM campaigns c JOIN jobs j INDEXED BY jobs_scripts ON j.campaign_id = c.id "
+        f"FROM campaigns c JOIN jobs j {dialect.indexed_by(conn, 'jobs_scripts')} ON j.campaign_id = c.id "
         "WHERE c.state IN (?, ?) AND j.kind != 'task' AND j.state NOT IN (?, ?, ?, ?) "
         "AND NOT EXISTS (SELECT 1 FROM event_jobs e WHERE e.job_id = j.id)",
         [CampaignState.IN_TREATMENT, CampaignState.PAUSED,
@@ -254,13 +256,14 @@ def listing(conn: sqlite3.Connection, *, event_id: int | None = None, campaign_i
     if global_only:
         where.append("e.class = 'cluster' AND e.campaign_id IS NULL")
     if readable_by is not None:
-        where.append("(p.user = ? OR e.campaign_id IS NULL)")
+        where.append('(p."user" = ? OR e.campaign_id IS NULL)')
         args.append(readable_by)
     if not include_closed:
         where.append("e.state = 'open'")
     rows = dicts(conn.execute(f"SELECT {LISTED} FROM events e LEFT JOIN clusters c ON c.id = e.cluster_id "
                                f"LEFT JOIN campaigns p ON p.id = e.campaign_id WHERE {' AND '.join(where)} "
-                               "ORDER BY e.id LIMIT ? OFFSET ?", [*args, -1 if limit is None else limit, offset]))
+                               "ORDER BY e.id LIMIT ? OFFSET ?",
+                               [*args, dialect.NO_LIMIT if limit is None else limit, offset]))
     for row in rows:
         row["examples"] = json.loads(row["examples"])
     return rows
@@ -268,7 +271,7 @@ def listing(conn: sqlite3.Connection, *, event_id: int | None = None, campaign_i
 
 def task_names(conn: sqlite3.Connection, task_ids: list[int]) -> dict[int, str]:
     """The names of the tasks events name in their examples, in one query."""
-    return dict(conn.execute("SELECT id, name FROM tasks WHERE id IN (SELECT value FROM json_each(?))",
+    return dict(conn.execute(f"SELECT id, name FROM tasks WHERE id IN {dialect.ids_in(conn)}",
                              [json.dumps(task_ids)]).fetchall()) if task_ids else {}
 
 
@@ -290,7 +293,7 @@ def unnotified(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     campaign's ``owner`` and cluster's name, ``examples`` decoded."""
     rows = dicts(conn.execute(
         "SELECT e.id, e.class, e.code, e.severity, e.state, e.campaign_id, c.name AS cluster, e.message, "
-        "e.stderr_tail, e.count, e.count - e.notified_count AS new, e.examples, p.user AS owner "
+        'e.stderr_tail, e.count, e.count - e.notified_count AS new, e.examples, p."user" AS owner '
         "FROM events e LEFT JOIN clusters c ON c.id = e.cluster_id "
         "LEFT JOIN campaigns p ON p.id = e.campaign_id WHERE e.count > e.notified_count ORDER BY e.id"))
     for row in rows:

@@ -13,10 +13,11 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
+from cigri.db import dialect
 from cigri.db.store import dicts
 from cigri.states import JOB_ACTIVE, JobState, KillReason, TaskState, sql_in
 
-_SHOWN = ("SELECT j.*, c.name AS cluster, t.name AS task, t.param, p.user AS user FROM jobs j "
+_SHOWN = ('SELECT j.*, c.name AS cluster, t.name AS task, t.param, p."user" AS "user" FROM jobs j '
           "JOIN clusters c ON c.id = j.cluster_id JOIN campaigns p ON p.id = j.campaign_id "
           "LEFT JOIN tasks t ON t.id = j.task_id")  # a job as the API shows it
 
@@ -85,9 +86,9 @@ def to_submit(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     their campaign's user, by cluster and batch: what the runner sends."""
     return dicts(conn.execute(
         "SELECT j.id, j.campaign_id, j.cluster_id, j.kind, j.batch, j.run_group, j.task_id, t.name AS task, t.param, "
-        "c.user "
+        'c."user" '
         "FROM jobs j JOIN campaigns c ON c.id = j.campaign_id LEFT JOIN tasks t ON t.id = j.task_id "
-        "WHERE j.state = ? AND j.kill_reason IS NULL ORDER BY j.cluster_id, CAST(j.batch AS INTEGER), j.id",
+        "WHERE j.state = ? AND j.kill_reason IS NULL ORDER BY j.cluster_id, CAST(j.batch AS BIGINT), j.id",
         [JobState.SUBMITTING]))
 
 
@@ -170,7 +171,7 @@ def to_kill(conn: sqlite3.Connection) -> list[tuple[int, int, str, str | None, i
     """``(id, cluster, user, remote id, task, kill reason)`` of the active jobs with a pending
     kill request: what nikita cancels."""
     return conn.execute(
-        "SELECT j.id, j.cluster_id, c.user, j.remote_id, j.task_id, j.kill_reason FROM jobs j "
+        'SELECT j.id, j.cluster_id, c."user", j.remote_id, j.task_id, j.kill_reason FROM jobs j '
         f"JOIN campaigns c ON c.id = j.campaign_id WHERE j.kill_reason IS NOT NULL AND j.state IN {sql_in(JOB_ACTIVE)}"
     ).fetchall()
 
@@ -303,24 +304,24 @@ def held_tasks_per_pair(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
     """``(campaign, cluster, running, count)`` of the active task jobs not asked to die, counted
     apart by whether they run (``running`` 1) or not yet (0)."""
     return conn.execute(
-        f"SELECT campaign_id, cluster_id, state = ?, count(*) FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} "
-        "AND kind = 'task' AND kill_reason IS NULL GROUP BY campaign_id, cluster_id, state = ?",
-        [JobState.RUNNING, JobState.RUNNING]).fetchall()
+        "SELECT campaign_id, cluster_id, CASE WHEN state = ? THEN 1 ELSE 0 END, count(*) FROM jobs "
+        f"WHERE state IN {sql_in(JOB_ACTIVE)} AND kind = 'task' AND kill_reason IS NULL GROUP BY 1, 2, 3",
+        [JobState.RUNNING]).fetchall()
 
 
 def held_tasks_per_campaign(conn: sqlite3.Connection) -> list[tuple[int, int, int]]:
     """``(campaign, running, count)`` of the active task jobs not asked to die, counted apart by
     whether they run (``running`` 1) or not yet (0)."""
     return conn.execute(
-        f"SELECT campaign_id, state = ?, count(*) FROM jobs WHERE state IN {sql_in(JOB_ACTIVE)} "
-        "AND kind = 'task' AND kill_reason IS NULL GROUP BY campaign_id, state = ?",
-        [JobState.RUNNING, JobState.RUNNING]).fetchall()
+        "SELECT campaign_id, CASE WHEN state = ? THEN 1 ELSE 0 END, count(*) FROM jobs "
+        f"WHERE state IN {sql_in(JOB_ACTIVE)} AND kind = 'task' AND kill_reason IS NULL GROUP BY 1, 2",
+        [JobState.RUNNING]).fetchall()
 
 
 def active_tasks_per_cluster(conn: sqlite3.Connection, campaign_id: int) -> dict[int, int]:
     """The campaign's active task jobs on each cluster."""
     return dict(conn.execute(
-        "SELECT cluster_id, count(*) FROM jobs INDEXED BY jobs_by_campaign WHERE campaign_id = ? "
+        f"SELECT cluster_id, count(*) FROM jobs {dialect.indexed_by(conn, 'jobs_by_campaign')} WHERE campaign_id = ? "
         f"AND state IN {sql_in(JOB_ACTIVE)} AND kind = 'task' GROUP BY cluster_id", [campaign_id]).fetchall())
 
 
@@ -330,10 +331,11 @@ def running_tasks_with_ages(conn: sqlite3.Connection, campaign_ids: list[int], n
     started after since)`` of these campaigns."""
     marks = ",".join("?" * len(campaign_ids))
     return conn.execute(
-        f"SELECT campaign_id, cluster_id, count(*), sum(max(0, ? - started_at)), "
-        f"count(*) FILTER (WHERE started_at > ?) FROM jobs "
+        # an age is never negative: a start after now (a clock set back) counts as 0
+        f"SELECT campaign_id, cluster_id, count(*), sum(CASE WHEN started_at < ? THEN ? - started_at "
+        f"WHEN started_at IS NOT NULL THEN 0 END), count(*) FILTER (WHERE started_at > ?) FROM jobs "
         f"WHERE state = ? AND kind = 'task' AND campaign_id IN ({marks}) GROUP BY campaign_id, cluster_id",
-        [now, since, JobState.RUNNING, *campaign_ids]).fetchall()
+        [now, now, since, JobState.RUNNING, *campaign_ids]).fetchall()
 
 
 def terminated_tasks_since(conn: sqlite3.Connection, campaign_ids: list[int],
@@ -342,7 +344,7 @@ def terminated_tasks_since(conn: sqlite3.Connection, campaign_ids: list[int],
     after ``since``, through the index of terminated jobs."""
     marks = ",".join("?" * len(campaign_ids))
     return conn.execute(
-        f"SELECT campaign_id, cluster_id, count(*) FROM jobs INDEXED BY jobs_terminated "
+        f"SELECT campaign_id, cluster_id, count(*) FROM jobs {dialect.indexed_by(conn, 'jobs_terminated')} "
         f"WHERE state = 'terminated' AND kind = 'task' AND campaign_id IN ({marks}) AND finished_at > ? "
         f"AND started_at > ? GROUP BY campaign_id, cluster_id", [*campaign_ids, since, since]).fetchall()
 
@@ -376,7 +378,7 @@ def of_campaign(conn: sqlite3.Connection, campaign_id: int, *, active_only: bool
     active = f" AND j.state IN ({','.join('?' * len(JOB_ACTIVE))})" if active_only else ""
     return dicts(conn.execute(f"{_SHOWN} WHERE j.campaign_id = ?{active} ORDER BY j.id LIMIT ? OFFSET ?",
                               [campaign_id, *(JOB_ACTIVE if active_only else ()),
-                               -1 if limit is None else limit, offset]))
+                               dialect.NO_LIMIT if limit is None else limit, offset]))
 
 
 def of_tasks(conn: sqlite3.Connection, task_ids: list[int]) -> list[dict[str, Any]]:
@@ -385,12 +387,12 @@ def of_tasks(conn: sqlite3.Connection, task_ids: list[int]) -> list[dict[str, An
     return dicts(conn.execute(
         "SELECT j.id, j.task_id, c.name AS cluster, j.state, j.remote_id, j.exit_code, j.node, "
         "j.started_at, j.finished_at FROM jobs j JOIN clusters c ON c.id = j.cluster_id "
-        "WHERE j.task_id IN (SELECT value FROM json_each(?)) ORDER BY j.id", [json.dumps(task_ids)]))
+        f"WHERE j.task_id IN {dialect.ids_in(conn)} ORDER BY j.id", [json.dumps(task_ids)]))
 
 
 def owner_and_state(conn: sqlite3.Connection, job_id: int) -> tuple[int, str, str] | None:
     """``(campaign, state, campaign's user)`` of the job; None if there is no such job."""
-    row = conn.execute("SELECT j.campaign_id, j.state, p.user FROM jobs j JOIN campaigns p ON p.id = j.campaign_id "
+    row = conn.execute('SELECT j.campaign_id, j.state, p."user" FROM jobs j JOIN campaigns p ON p.id = j.campaign_id '
                        "WHERE j.id = ?", [job_id]).fetchone()
     return None if row is None else (row[0], row[1], row[2])
 
@@ -436,7 +438,7 @@ def count_active_of(conn: sqlite3.Connection, cluster: str, user: str) -> int:
     """How many of ``user``'s jobs are active on the cluster named ``cluster``."""
     count = conn.execute(
         f"SELECT count(*) FROM jobs j JOIN campaigns c ON c.id = j.campaign_id JOIN clusters k ON k.id = j.cluster_id "
-        f"WHERE k.name = ? AND c.user = ? AND j.state IN {sql_in(JOB_ACTIVE)}", [cluster, user]).fetchone()[0]
+        f'WHERE k.name = ? AND c."user" = ? AND j.state IN {sql_in(JOB_ACTIVE)}', [cluster, user]).fetchone()[0]
     assert isinstance(count, int)
     return count
 
@@ -445,8 +447,9 @@ def terminated_buckets(conn: sqlite3.Connection, campaign_id: int, start: float,
                        points: int) -> list[tuple[int, int]]:
     """``(bucket, count)`` of the campaign's task jobs terminated from ``start`` to ``end``, in
     ``points`` buckets of ``step`` seconds, through the index of terminated jobs."""
+    bucket = dialect.least(conn, dialect.truncated(conn, "(finished_at - ?) / ?"), "?")
     return conn.execute(
-        "SELECT min(CAST((finished_at - ?) / ? AS INTEGER), ?), count(*) FROM jobs INDEXED BY jobs_terminated "
+        f"SELECT {bucket}, count(*) FROM jobs {dialect.indexed_by(conn, 'jobs_terminated')} "
         "WHERE campaign_id = ? AND state = 'terminated' AND kind = 'task' AND finished_at >= ? "
         "AND finished_at <= ? GROUP BY 1", [start, step, points - 1, campaign_id, start, end]).fetchall()
 
@@ -455,9 +458,9 @@ def terminated_per_bucket(conn: sqlite3.Connection, campaign_id: int, since: flo
                           step: float) -> list[tuple[int, int, int]]:
     """``(cluster, bucket, count)`` of the campaign's task jobs terminated from ``since`` to
     before ``until``, in buckets of ``step`` seconds, through the index of terminated jobs."""
-    return conn.execute("""
-SELECT cluster_id, CAST((finished_at - :since) / :step AS INTEGER) AS bucket, count(*) AS terminated
-FROM jobs INDEXED BY jobs_terminated
+    return conn.execute(f"""
+SELECT cluster_id, {dialect.truncated(conn, "(finished_at - :since) / :step")} AS bucket, count(*) AS terminated
+FROM jobs {dialect.indexed_by(conn, "jobs_terminated")}
 WHERE campaign_id = :campaign AND state = 'terminated' AND kind = 'task' AND finished_at >= :since
       AND finished_at < :until
 GROUP BY cluster_id, bucket
@@ -466,8 +469,8 @@ GROUP BY cluster_id, bucket
 
 def terminated_before(conn: sqlite3.Connection, campaign_id: int, before: float) -> int:
     """How many of the campaign's task jobs terminated before ``before``."""
-    count = conn.execute("SELECT count(*) FROM jobs INDEXED BY jobs_terminated WHERE campaign_id = ? "
-                         "AND state = 'terminated' AND kind = 'task' AND finished_at < ?",
+    count = conn.execute(f"SELECT count(*) FROM jobs {dialect.indexed_by(conn, 'jobs_terminated')} "
+                         "WHERE campaign_id = ? AND state = 'terminated' AND kind = 'task' AND finished_at < ?",
                          [campaign_id, before]).fetchone()[0]
     assert isinstance(count, int)
     return count
@@ -478,10 +481,10 @@ def ran_between(conn: sqlite3.Connection, since: float, until: float, *, everyon
     """``(campaign, cluster, cluster's name, campaign's user, started at, finished at or until)``
     of the jobs that ran some time between ``since`` and ``until``: ``user``'s, or everyone's."""
     return conn.execute(
-        "SELECT j.campaign_id, j.cluster_id, k.name, c.user, j.started_at, coalesce(j.finished_at, ?) "
+        'SELECT j.campaign_id, j.cluster_id, k.name, c."user", j.started_at, coalesce(j.finished_at, ?) '
         "FROM jobs j JOIN campaigns c ON c.id = j.campaign_id JOIN clusters k ON k.id = j.cluster_id "
         "WHERE j.started_at IS NOT NULL AND j.started_at < ? AND coalesce(j.finished_at, ?) > ? "
-        "AND (? OR c.user = ?)", [until, until, until, since, everyone, user]).fetchall()
+        'AND (? OR c."user" = ?)', [until, until, until, since, everyone, user]).fetchall()
 
 
 def delete_campaign_jobs(conn: sqlite3.Connection, campaign_id: int) -> None:
@@ -563,12 +566,12 @@ def gang_starts(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
     return conn.execute(
         "SELECT count(j.started_at), count(*), min(j.started_at), max(j.started_at) FROM jobs j "
         "JOIN campaigns c ON c.id = j.campaign_id WHERE j.kind = 'task' AND j.run_group IS NOT NULL "
-        "AND coalesce(json_extract(c.jdl, '$.gang'), 1) > 1 GROUP BY j.run_group").fetchall()
+        f"AND coalesce({dialect.json_integer(conn, 'c.jdl', 'gang')}, 1) > 1 GROUP BY j.run_group").fetchall()
 
 
 def last_first_start(conn: sqlite3.Connection) -> float | None:
     """When the last task to start first started; None before any did."""
     last: float | None = conn.execute(
         "SELECT max(first_start) FROM (SELECT min(started_at) AS first_start FROM jobs "
-        "WHERE kind = 'task' AND started_at IS NOT NULL GROUP BY task_id)").fetchone()[0]
+        "WHERE kind = 'task' AND started_at IS NOT NULL GROUP BY task_id) AS firsts").fetchone()[0]
     return last

@@ -14,6 +14,7 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
+from cigri.db import dialect
 from cigri.db.store import dicts
 from cigri.states import CAMPAIGN_ACTIVE, JOB_ACTIVE, TASK_OPEN, TaskState, sql_in
 
@@ -89,7 +90,7 @@ def counted_per_state(conn: sqlite3.Connection, campaign_id: int) -> dict[str, i
 def failing(conn: sqlite3.Connection, campaign_ids: list[int]) -> set[int]:
     """Those of the campaigns whose tasks have failed, some, and none has succeeded yet."""
     return {row[0] for row in conn.execute(
-        "SELECT campaign_id FROM task_counts WHERE campaign_id IN (SELECT value FROM json_each(?)) "
+        f"SELECT campaign_id FROM task_counts WHERE campaign_id IN {dialect.ids_in(conn)} "
         "GROUP BY campaign_id HAVING sum(n) FILTER (WHERE state = ?) > 0 "
         "AND coalesce(sum(n) FILTER (WHERE state = ?), 0) = 0",
         [json.dumps(campaign_ids), TaskState.FAILED, TaskState.TERMINATED])}
@@ -204,8 +205,9 @@ def undecided_endings(conn: sqlite3.Connection, campaign_id: int, undecided: tup
         "SELECT j.id, j.task_id, j.cluster_id, j.remote_id, j.state, j.exit_code, j.kill_reason, "
         # from the campaign's tasks in flight (the bag's index), then their jobs: never from
         # the jobs by state, which would read every failed job the grid ever had
-        "t.name, t.resubmits, t.walltime_kills FROM tasks t INDEXED BY tasks_bag CROSS JOIN jobs j "
-        f"ON j.task_id = t.id WHERE t.campaign_id = ? AND t.state IN (?, ?) AND {indexed('t')} "
+        f"t.name, t.resubmits, t.walltime_kills FROM tasks t {dialect.indexed_by(conn, 'tasks_bag')} "
+        f"{dialect.ordered_join(conn)} jobs j ON j.task_id = t.id "
+        f"WHERE t.campaign_id = ? AND t.state IN (?, ?) AND {indexed('t')} "
         f"AND j.state IN ({','.join('?' * len(undecided))}) "
         # Only the task's latest job: an earlier attempt's ending was decided when it ended,
         # and deciding it again would re-queue the task while its current attempt runs. And
@@ -241,23 +243,22 @@ def state_totals(conn: sqlite3.Connection) -> dict[str, int]:
     return dict(conn.execute("SELECT state, count(*) FROM tasks GROUP BY state").fetchall())
 
 
-# The campaign's failed tasks (through the bag's index), each at its last job's end, or at the
-# campaign's end (now, while it runs) for a task that failed without an ended job (a prologue
-# failed on every cluster); bucket -1 holds those before the window.
-_FAILED = f"""
-WITH ends AS (SELECT coalesce((SELECT max(j.finished_at) FROM jobs j WHERE j.task_id = t.id), :end) AS at
-              FROM tasks t INDEXED BY tasks_bag
-              WHERE t.campaign_id = :campaign AND t.state = 'failed' AND {indexed('t')})
-SELECT CASE WHEN at < :since THEN -1 ELSE CAST((at - :since) / :step AS INTEGER) END AS bucket, count(*)
-FROM ends WHERE at < :until GROUP BY bucket
-"""
-
-
 def failed_per_bucket(conn: sqlite3.Connection, campaign_id: int, since: float, until: float, step: float,
                       end: float) -> dict[int, int]:
     """``{bucket: tasks}``: the campaign's failed tasks by the bucket of ``step`` seconds from
     ``since`` their last job ended in (``end`` for those with none; -1: before ``since``)."""
-    return dict(conn.execute(_FAILED, {"campaign": campaign_id, "since": since, "until": until, "step": step,
+    # The failed tasks are read through the bag's index, each at its last job's end, or at the
+    # campaign's end (now, while it runs) for a task that failed without an ended job (a
+    # prologue failed on every cluster).
+    bucket = dialect.truncated(conn, "(at - :since) / :step")
+    failed = f"""
+WITH ends AS (SELECT coalesce((SELECT max(j.finished_at) FROM jobs j WHERE j.task_id = t.id), :end) AS at
+              FROM tasks t {dialect.indexed_by(conn, "tasks_bag")}
+              WHERE t.campaign_id = :campaign AND t.state = 'failed' AND {indexed('t')})
+SELECT CASE WHEN at < :since THEN -1 ELSE {bucket} END AS bucket, count(*)
+FROM ends WHERE at < :until GROUP BY bucket
+"""
+    return dict(conn.execute(failed, {"campaign": campaign_id, "since": since, "until": until, "step": step,
                                        "end": end}).fetchall())
 
 

@@ -12,20 +12,20 @@ from typing import Any
 
 from cigri.db.store import dicts
 
-COLUMNS = "id, user, note, created_by, created_at, expires_at, last_used_at, revoked_at"  # never the hash
+COLUMNS = 'id, "user", note, created_by, created_at, expires_at, last_used_at, revoked_at'  # never the hash
 
 
 def count_valid(conn: sqlite3.Connection, user: str, now: float) -> int:
     """How many of ``user``'s tokens are valid at ``now``: what ``limits.tokens_per_user`` bounds."""
-    return conn.execute("SELECT count(*) FROM tokens WHERE user = ? AND revoked_at IS NULL AND expires_at > ?",
+    return conn.execute('SELECT count(*) FROM tokens WHERE "user" = ? AND revoked_at IS NULL AND expires_at > ?',
                         [user, now]).fetchone()[0]
 
 
 def forget_ended(conn: sqlite3.Connection, user: str, now: float, keep: int) -> None:
     """Delete ``user``'s revoked or expired tokens but the newest ``keep``, so that a loop of
     creating and revoking tokens keeps a user's rows bounded."""
-    conn.execute("DELETE FROM tokens WHERE user = ? AND (revoked_at IS NOT NULL OR expires_at <= ?) AND id NOT IN "
-                 "(SELECT id FROM tokens WHERE user = ? AND (revoked_at IS NOT NULL OR expires_at <= ?) "
+    conn.execute('DELETE FROM tokens WHERE "user" = ? AND (revoked_at IS NOT NULL OR expires_at <= ?) AND id NOT IN '
+                 '(SELECT id FROM tokens WHERE "user" = ? AND (revoked_at IS NOT NULL OR expires_at <= ?) '
                  "ORDER BY id DESC LIMIT ?)", [user, now, user, now, keep])
 
 
@@ -33,7 +33,7 @@ def insert(conn: sqlite3.Connection, *, user: str, secret_hash: str, note: str, 
            expires_at: float) -> int:
     """Store a new token (its secret's hash only); return its id."""
     token_id = conn.execute(
-        "INSERT INTO tokens(user, hash, note, created_by, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?) "
+        'INSERT INTO tokens("user", hash, note, created_by, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?) '
         "RETURNING id", [user, secret_hash, note, created_by, created_at, expires_at]).fetchone()[0]
     assert isinstance(token_id, int)
     return token_id
@@ -41,13 +41,14 @@ def insert(conn: sqlite3.Connection, *, user: str, secret_hash: str, note: str, 
 
 def listing(conn: sqlite3.Connection, user: str | None) -> list[dict[str, Any]]:
     """``user``'s tokens (everyone's for None), oldest first, as rows of :data:`COLUMNS`."""
-    return dicts(conn.execute(f"SELECT {COLUMNS} FROM tokens {'' if user is None else 'WHERE user = ?'} ORDER BY id",
+    whose = "" if user is None else 'WHERE "user" = ?'
+    return dicts(conn.execute(f"SELECT {COLUMNS} FROM tokens {whose} ORDER BY id",
                               [] if user is None else [user]))
 
 
 def owner(conn: sqlite3.Connection, token_id: int) -> str | None:
     """Whose token ``token_id`` is; None if there is no such token."""
-    row = conn.execute("SELECT user FROM tokens WHERE id = ?", [token_id]).fetchone()
+    row = conn.execute('SELECT "user" FROM tokens WHERE id = ?', [token_id]).fetchone()
     return None if row is None else row[0]
 
 
@@ -59,7 +60,7 @@ def revoke(conn: sqlite3.Connection, token_id: int, now: float) -> None:
 def by_hash(conn: sqlite3.Connection, secret_hash: str) -> tuple[int, str, float, float | None, float | None] | None:
     """``(id, user, expires_at, revoked_at, last_used_at)`` of the token whose secret hashes to
     ``secret_hash``; None if none does."""
-    row = conn.execute("SELECT id, user, expires_at, revoked_at, last_used_at FROM tokens WHERE hash = ?",
+    row = conn.execute('SELECT id, "user", expires_at, revoked_at, last_used_at FROM tokens WHERE hash = ?',
                        [secret_hash]).fetchone()
     return None if row is None else (row[0], row[1], row[2], row[3], row[4])
 
