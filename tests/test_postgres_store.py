@@ -4,21 +4,23 @@ out of messages."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from harness import Cigri
-from postgres import drop_database, fresh_database, server
+from postgres import drop_database, fresh_database, replicated, server
 
 from cigri import config
 from cigri.db import KNOWN_MIGRATIONS, leader, open_store, schema_version, store, write
 from cigri.db.copy import TABLES
 from cigri.db.postgres import WRITE_LOCK, shown, translate
-from cigri.errors import CigriError, ConfigError, Fenced
+from cigri.errors import CigriError, ConfigError, Fenced, Unavailable
 
 
 @pytest.fixture(scope="module")
@@ -210,3 +212,42 @@ def test_db_copy_refuses_a_password_on_the_command_line(cigri: Cigri) -> None:
     cigri.env.pop("CIGRI_DATABASE_URL", None)
     refused = cigri.run("cigri", "db", "copy", "--to", "postgresql://cigri:s3cret@127.0.0.1/grid", expect=2).stderr
     assert "no password on a command line" in refused and "s3cret" not in refused
+
+
+def test_a_store_follows_its_primary_to_the_promoted_replica() -> None:
+    """A multi-host URL and a synchronous replica: the primary killed, the store answers in one
+    line (Unavailable) until the replica is promoted, then goes on with every committed row."""
+    with replicated() as (primary, standby):
+        url = (f"postgresql://cigri@127.0.0.1:{primary.port},127.0.0.1:{standby.port}/postgres"
+               "?target_session_attrs=read-write&connect_timeout=3")
+        db = open_store(url)
+        for n in range(50):  # fifty commits, each acknowledged once the replica has it
+            with write(db) as conn:
+                conn.execute("INSERT INTO clusters(name, backend) VALUES (?, 'local')", [f"c{n}"])
+        primary.kill()
+        with pytest.raises(Unavailable) as lost:
+            db.conn.execute("SELECT count(*) FROM clusters")
+        assert "\n" not in str(lost.value) and str(lost.value).startswith("database postgresql://cigri@")
+        with pytest.raises(Unavailable):  # the replica is read-only until promoted: no server to write to
+            with write(db):
+                pass
+        standby.promote()
+        started = time.monotonic()
+        with write(db) as conn:
+            conn.execute("INSERT INTO clusters(name, backend) VALUES ('after', 'local')")
+        assert time.monotonic() - started < 10
+        names = [n for (n,) in db.conn.execute("SELECT name FROM clusters ORDER BY id")]
+        assert names == [f"c{n}" for n in range(50)] + ["after"]
+
+
+def test_a_connection_lost_inside_a_write_is_never_carried_on_outside_it(pg_server: str, pg_url: str) -> None:
+    db = open_store(pg_url)
+    with pytest.raises(Unavailable, match="lost inside a transaction"), write(db) as conn:
+        conn.execute("INSERT INTO clusters(name, backend) VALUES ('half', 'local')")
+        with psycopg.connect(pg_server, autocommit=True) as admin:  # the server ends this session
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'cigri' "
+                          "AND datname = ?".replace("?", "%s"), [pg_url.rsplit("/", 1)[1]])
+        with contextlib.suppress(Unavailable):
+            conn.execute("SELECT 1")  # finds the session gone
+        conn.execute("INSERT INTO clusters(name, backend) VALUES ('after-loss', 'local')")
+    assert db.conn.execute("SELECT count(*) FROM clusters").fetchone()[0] == 0  # reconnected: nothing kept

@@ -30,10 +30,11 @@ from psycopg.pq import TransactionStatus
 
 from cigri.db.schema import KNOWN_MIGRATIONS, POSTGRES_BASELINE, POSTGRES_MIGRATIONS
 from cigri.db import leader
-from cigri.errors import CigriError, Fenced
+from cigri.errors import CigriError, Fenced, Unavailable
 
 WRITE_LOCK = 0x63696772  # "cigr": the advisory lock every write transaction holds
 MIGRATIONS_TABLE = "cigri_migrations"
+CONNECT_TIMEOUT = 10  # seconds to reach the server, unless the URL says (connect_timeout)
 # What is not a placeholder: a string literal, a quoted identifier, a comment, a cast (::).
 _TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|::|\?|:(?P<name>[A-Za-z_]\w*)|%")
 
@@ -64,24 +65,56 @@ class _NumericLoader(Loader):
 
 class Connection:
     """sqlite3.Connection's calls over a psycopg connection in autocommit mode: a statement
-    outside :func:`write` commits alone, as SQLite's do with ``isolation_level=None``."""
+    outside :func:`write` commits alone, as SQLite's do with ``isolation_level=None``.
 
-    def __init__(self, raw: psycopg.Connection[Any]) -> None:
-        self.raw = raw
+    A connection lost (the server restarted, the primary failed over to a replica that a
+    multi-host URL also names) is opened again at the next statement, unless it was lost inside
+    a transaction: that transaction is gone, and its caller is told (Unavailable), never
+    carried on outside it."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.writing = False  # inside write(): a lost connection must not be replaced silently
+        self.raw = self._open()
+
+    def _open(self) -> psycopg.Connection[Any]:
+        try:
+            raw = psycopg.connect(self.url, autocommit=True, application_name="cigri",
+                                  **({} if "connect_timeout" in conninfo.conninfo_to_dict(self.url) else
+                                     {"connect_timeout": CONNECT_TIMEOUT}))
+        except psycopg.Error as error:
+            raise Unavailable(f"database {shown(self.url)}: {_first_line(error)}") from None
+        raw.adapters.register_loader("numeric", _NumericLoader)
+        return raw
+
+    def _usable(self) -> psycopg.Connection[Any]:
+        if self.raw.closed or self.raw.broken:
+            if self.writing:
+                raise Unavailable(f"database {shown(self.url)}: the connection was lost inside a transaction, "
+                                  "which was not kept")
+            self.raw = self._open()
+        return self.raw
 
     def execute(self, sql: str, parameters: Sequence[Any] | Mapping[str, Any] = ()) -> Any:  # a cursor, as sqlite3's
-        if not parameters:  # no placeholder to rewrite; a literal % must then stay single
-            return self.raw.execute(sql)  # type: ignore[arg-type]
-        return self.raw.execute(translate(sql), parameters)  # type: ignore[arg-type]
+        raw = self._usable()
+        try:
+            if not parameters:  # no placeholder to rewrite; a literal % must then stay single
+                return raw.execute(sql)  # type: ignore[arg-type]
+            return raw.execute(translate(sql), parameters)  # type: ignore[arg-type]
+        except psycopg.OperationalError as error:  # the server's state, not the statement's
+            raise Unavailable(f"database {shown(self.url)}: {_first_line(error)}") from None
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any] | Mapping[str, Any]]) -> Any:
-        cursor = self.raw.cursor()
-        cursor.executemany(translate(sql), rows)  # type: ignore[arg-type]
+        cursor = self._usable().cursor()
+        try:
+            cursor.executemany(translate(sql), rows)  # type: ignore[arg-type]
+        except psycopg.OperationalError as error:
+            raise Unavailable(f"database {shown(self.url)}: {_first_line(error)}") from None
         return cursor
 
     @property
     def in_transaction(self) -> bool:
-        return self.raw.info.transaction_status != TransactionStatus.IDLE
+        return not (self.raw.closed or self.raw.broken) and self.raw.info.transaction_status != TransactionStatus.IDLE
 
     def close(self) -> None:
         self.raw.close()
@@ -121,16 +154,11 @@ def carries_password(url: str) -> bool:
 
 def connect(url: str) -> Database:
     """Open the store at ``url`` (creating its schema on first use); refuse one a newer cigri wrote."""
-    try:
-        raw = psycopg.connect(url, autocommit=True, application_name="cigri")
-    except psycopg.Error as error:
-        raise CigriError(f"database {shown(url)}: {_first_line(error)}") from None
-    raw.adapters.register_loader("numeric", _NumericLoader)
-    db = Database(Connection(raw), url)
+    db = Database(Connection(url), url)
     try:
         _migrate(db)
     except psycopg.Error as error:
-        raw.close()
+        db.close()
         raise CigriError(f"database {shown(url)}: {_first_line(error)}") from None
     return db
 
@@ -167,20 +195,20 @@ def _record(conn: Connection, names: list[str]) -> None:
 def write(db: Database) -> Iterator[Connection]:
     """One state change = one transaction holding the write lock from its start."""
     conn = db.conn
+    conn.execute("BEGIN")
+    conn.writing = True
     try:
-        conn.execute("BEGIN")
-        try:
-            conn.execute("SELECT pg_advisory_xact_lock(?)", [WRITE_LOCK])
-            if db.fence is not None and not leader.renew(conn, *db.fence):
-                raise Fenced(f"epoch {db.fence[0]}: another server runs the cycles now; this write is refused")
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction and not conn.raw.closed:
-                conn.execute("ROLLBACK")
-            raise
-    except psycopg.OperationalError as error:  # the server gone, the connection lost
-        raise CigriError(f"database {shown(db.url)}: {_first_line(error)}") from None
+        conn.execute("SELECT pg_advisory_xact_lock(?)", [WRITE_LOCK])
+        if db.fence is not None and not leader.renew(conn, *db.fence):
+            raise Fenced(f"epoch {db.fence[0]}: another server runs the cycles now; this write is refused")
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    finally:
+        conn.writing = False
 
 
 def next_id(conn: Connection, table: str) -> int:

@@ -146,4 +146,4 @@ def dicts(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
 def connection(db: Database | sqlite3.Connection) -> sqlite3.Connection:
     """The plain connection under ``db``, what the layer's functions take, for a caller that
     reads through either (the metascheduler reads inside its own transaction)."""
-    return db.conn if isinstance(db, Database) else db
+    return db.conn if hasattr(db, "conn") else db  # a store (SQLite's or PostgreSQL's), else a connection
