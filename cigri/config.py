@@ -644,9 +644,8 @@ def _check_database(database: DatabaseSettings, settings: Settings) -> None:
         return
     if not database.url.startswith(("postgresql://", "postgres://")):
         raise ConfigError("database.url: expected postgresql://user@host[:port]/dbname (SQLite: cigri.database)")
-    if not settings.cycle_period < settings.leader_lease < math.inf:
-        raise ConfigError("cigri.leader_lease: must be longer than cigri.cycle_period (the lead is renewed "
-                          "each cycle) and finite")
+    if not 0 < settings.leader_lease < math.inf:
+        raise ConfigError("cigri.leader_lease: must be > 0 and finite")
 
 
 def _with_paths(settings: Settings) -> Settings:

@@ -116,6 +116,7 @@ def _store(_postgres_server: str | None, monkeypatch: pytest.MonkeyPatch, reques
 
     name = "t_" + format(abs(hash(request.node.nodeid)), "x")
     monkeypatch.setenv("CIGRI_DATABASE_URL", fresh_database(_postgres_server, name))
+    monkeypatch.setenv("CIGRI_LEADER_LEASE", "5")  # a daemon killed by a test is replaced within seconds
     try:
         yield
     finally:

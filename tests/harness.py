@@ -184,8 +184,9 @@ class Cigri:
                if not k.startswith("CIGRI_") and k not in ("FORCE_COLOR", "NO_COLOR", "PYTHONBREAKPOINT")}
         env.update(CIGRI_HOME=str(self.home), CIGRI_CONFIG=str(self.config),
                    XDG_CONFIG_HOME=str(tmp_path / "xdg"))
-        if os.environ.get("CIGRI_DATABASE_URL"):  # the test's own database (conftest._store)
-            env["CIGRI_DATABASE_URL"] = os.environ["CIGRI_DATABASE_URL"]
+        for name in ("CIGRI_DATABASE_URL", "CIGRI_LEADER_LEASE"):  # the test's own database (conftest._store)
+            if os.environ.get(name):
+                env[name] = os.environ[name]
         self.env = env
         self.daemons: list[subprocess.Popen[bytes]] = []
 
@@ -275,20 +276,25 @@ class Cigri:
 
     # --- looking inside ------------------------------------------------------------------
 
-    def campaign_state(self, campaign_id: int) -> str:
-        conn = sqlite3.connect(f"file:{self.home / 'cigri.db'}?mode=ro", uri=True, timeout=30)
+    def query(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+        """Rows of ``sql`` read from the grid's store: its SQLite file (read-only), or the
+        PostgreSQL database the test runs on (``CIGRI_TEST_STORE=postgresql``)."""
+        url = self.env.get("CIGRI_DATABASE_URL")
+        if url:
+            from cigri.db.postgres import Connection as PostgresConnection
+        conn: Any = PostgresConnection(url) if url else sqlite3.connect(f"file:{self.home / 'cigri.db'}?mode=ro",
+                                                                        uri=True, timeout=30)
         try:
-            return conn.execute("SELECT state FROM campaigns WHERE id = ?", [campaign_id]).fetchone()[0]
+            return [tuple(row) for row in conn.execute(sql, params or [])]
         finally:
             conn.close()
 
+    def campaign_state(self, campaign_id: int) -> str:
+        return str(self.query("SELECT state FROM campaigns WHERE id = ?", [campaign_id])[0][0])
+
     def db_counts(self) -> dict[str, int]:
-        conn = sqlite3.connect(self.home / "cigri.db")
-        try:
-            return {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-                    for table in ("campaigns", "tasks", "jobs", "campaign_properties", "events")}
-        finally:
-            conn.close()
+        return {table: int(self.query(f"SELECT count(*) FROM {table}")[0][0])
+                for table in ("campaigns", "tasks", "jobs", "campaign_properties", "events")}
 
     def spool(self) -> Path:
         return self.home / "spool" / "local"
