@@ -28,6 +28,7 @@ from cigri import db as database
 from cigri.backends import open_backend
 from cigri.backends.local.pool import Spool, spool_problems
 from cigri.db import clusters as stored_clusters
+from cigri.db import leader
 from cigri.errors import CigriError
 from cigri.locks import held
 from cigri.users import acting_user, grid_account, owner_of
@@ -56,8 +57,12 @@ def diagnose(overrides: dict[str, object] | None = None) -> list[Check]:
     account = grid_account(config) or acting_user()
     checks += _ownership(config, account)
     checks += _server(config)
-    db_check, clusters = _database(config.database_path)
-    checks.append(db_check)
+    if config.database.url:
+        db_checks, clusters = _postgresql(config.database.url)
+        checks += db_checks
+    else:
+        db_check, clusters = _database(config.database_path)
+        checks.append(db_check)
     spool = str(config.spool_path)
     configured = {c.name: (c.backend, c.options) for c in config.clusters}
     for name, (backend, options, blacklisted) in {**{n: (*v, False) for n, v in configured.items()},
@@ -84,8 +89,9 @@ def _private(path: Path, what: str, directory: bool) -> Check | None:
 
 
 def _permissions(config: configuration.Config) -> list[Check]:
-    paths = [(config.database_path, "database", False), (config.database_path.parent, "database directory", True),
-             (config.spool_path, "spool", True), (config.log_path, "logs", True),
+    sqlite = [] if config.database.url else [(config.database_path, "database", False),
+                                             (config.database_path.parent, "database directory", True)]
+    paths = [*sqlite, (config.spool_path, "spool", True), (config.log_path, "logs", True),
              (config.log_path / "cigri.log", "log file", False)]
     if config.server.tls_key:
         paths.append((Path(config.server.tls_key), "server.tls_key", False))
@@ -103,7 +109,7 @@ def _permissions(config: configuration.Config) -> list[Check]:
 def _ownership(config: configuration.Config, account: str) -> list[Check]:
     """The grid's own files are its account's: one that root left (a cycle or a server run as root)
     is a file the server cannot write."""
-    paths = [config.home, config.database_path, config.spool_path, config.log_path, config.log_path / "cigri.log",
+    paths = [config.home, config.owned_path, config.spool_path, config.log_path, config.log_path / "cigri.log",
              config.home / "cycle.lock", config.home / "daemon.lock"]
     paths += [config.spool_path / c.name / name for c in config.clusters if c.backend == "local"
               for name in ("", "spool.db", "jobs")]
@@ -218,6 +224,44 @@ def _database(path: Path) -> tuple[Check, dict[str, tuple[str, dict[str, object]
     if pending:
         return Check("database", False, f"{path}: {len(pending)} migration(s) pending; run cigri db upgrade"), clusters
     return Check("database", True, f"{path}: integrity ok, no migration pending"), clusters
+
+
+def _postgresql(url: str) -> tuple[list[Check], dict[str, tuple[str, dict[str, object], bool]]]:
+    """Reach the PostgreSQL store (creating nothing), check its schema, and say who runs the cycles."""
+    from cigri.db import postgres
+
+    where = postgres.shown(url)
+    try:
+        conn = postgres.Connection(url)
+    except CigriError as error:
+        return [Check("database", False, str(error))], {}
+    try:
+        applied = postgres.applied_migrations(conn)
+        if not applied:
+            return [Check("database", False, f"{where}: no cigri schema; run cigri db init")], {}
+        clusters = {name: (backend, json.loads(options), bool(blacklisted)) for name, backend, options, blacklisted
+                    in stored_clusters.definitions_and_blacklists(conn)}
+        lease = leader.current(conn)
+    except CigriError as error:
+        return [Check("database", False, str(error))], {}
+    finally:
+        conn.close()
+    if newer := [name for name in applied if name not in database.KNOWN_MIGRATIONS]:
+        return [Check("database", False, f"{where}: written by a newer cigri (schema {newer[-1]})")], clusters
+    if pending := database.KNOWN_MIGRATIONS[len(applied):]:
+        return [Check("database", False, f"{where}: {len(pending)} migration(s) pending; run cigri db upgrade")], clusters
+    return [Check("database", True, f"{where}: PostgreSQL, no migration pending"), _leader(lease)], clusters
+
+
+def _leader(lease: dict[str, object] | None) -> Check:
+    """Which server runs the cycles, by the store's lease: a lapsed lease is a grid whose cycles stopped."""
+    if lease is None:
+        return Check("cycles", False, "no server has run the cycles yet: start cigri server")
+    left = float(lease["expires_at"]) - float(lease["now"])  # type: ignore[arg-type]
+    held = f"{lease['holder']} (epoch {lease['epoch']})"
+    if left < 0:
+        return Check("cycles", False, f"the lease of {held} lapsed {-left:.0f}s ago: no server runs the cycles")
+    return Check("cycles", True, f"run by {held}, its lease good for {left:.0f}s more")
 
 
 def _cluster(name: str, backend: str, options: dict[str, object], blacklisted: bool, spool: str) -> Check:

@@ -37,6 +37,7 @@ from typing import Any
 
 from cigri import bag
 from cigri import db as database
+from cigri.db import campaigns as stored_campaigns
 from cigri.db import counts as stored_counts
 from cigri.db import events as stored_events
 from cigri.db import jobs as stored_jobs
@@ -275,10 +276,9 @@ def _campaign(conn: sqlite3.Connection, grid: Grid, v3: dict[str, list[dict[str,
                             f"the commands also take it as v3:{v3_id}")
     names = grid.cluster_ids()
     cluster_names = {cluster_id: name for name, cluster_id in names.items()}
-    conn.executemany("INSERT INTO campaign_properties(campaign_id, cluster_id, name, value) VALUES (?, ?, ?, ?)",
-                     [(campaign_id, names[cluster], key, json.dumps(_campaign_id(value, campaign_id)))
-                      for cluster, values in settings.items() for key in cluster_keys() if key in values
-                      for value in [values[key]]])
+    stored_campaigns.add_properties(conn, [(campaign_id, names[cluster], key, json.dumps(_campaign_id(value, campaign_id)))
+                                           for cluster, values in settings.items() for key in cluster_keys()
+                                           if key in values for value in [values[key]]])
     task_ids = _tasks(conn, v3, campaign_id, state, params, lines, jobs)
     for job in jobs:
         _job(conn, job, campaign, campaign_id, task_ids, clusters, cluster_names, v3_state, report)

@@ -57,11 +57,14 @@ def test_the_fragments_on_sqlite() -> None:
 
 @pytest.fixture(scope="module")
 def postgresql() -> Iterator[Any]:
-    postgres = pytest.importorskip("postgres", reason="tests/postgres.py starts the server")
-    store = pytest.importorskip("cigri.db.postgres")
-    psycopg = pytest.importorskip("psycopg")
-    with postgres.server() as url, psycopg.connect(url, autocommit=True) as raw:
-        yield store.Connection(raw)
+    from postgres import server
+
+    from cigri.db.postgres import Connection
+
+    with server() as url:
+        conn = Connection(url)
+        yield conn
+        conn.close()
 
 
 def test_the_fragments_on_postgresql_give_what_they_give_on_sqlite(postgresql: Any) -> None:

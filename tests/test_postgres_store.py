@@ -19,6 +19,7 @@ from postgres import drop_database, fresh_database, replicated, server
 from cigri import config
 from cigri.db import KNOWN_MIGRATIONS, leader, open_store, schema_version, store, write
 from cigri.db.copy import TABLES
+from cigri.doctor import Check, diagnose
 from cigri.db.postgres import WRITE_LOCK, shown, translate
 from cigri.errors import CigriError, ConfigError, Fenced, Unavailable
 
@@ -251,3 +252,26 @@ def test_a_connection_lost_inside_a_write_is_never_carried_on_outside_it(pg_serv
             conn.execute("SELECT 1")  # finds the session gone
         conn.execute("INSERT INTO clusters(name, backend) VALUES ('after-loss', 'local')")
     assert db.conn.execute("SELECT count(*) FROM clusters").fetchone()[0] == 0  # reconnected: nothing kept
+
+
+def test_doctor_checks_the_postgresql_store_and_names_who_runs_the_cycles(pg_url: str, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CIGRI_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CIGRI_DATABASE_URL", pg_url)
+    monkeypatch.setenv("CIGRI_CONFIG", str(tmp_path / "none.toml"))
+    (tmp_path / "none.toml").write_text("")
+
+    def checks() -> dict[str, Check]:
+        return {check.what: check for check in diagnose({})}
+
+    assert not checks()["database"].ok and "run cigri db init" in checks()["database"].detail
+    db = open_store(pg_url)
+    found = checks()
+    assert found["database"].ok and "PostgreSQL, no migration pending" in found["database"].detail
+    assert not found["cycles"].ok and "no server has run the cycles" in found["cycles"].detail
+    with write(db) as conn:
+        leader.claim(conn, "host-a:42", 30)
+    assert checks()["cycles"].ok and "run by host-a:42 (epoch 1)" in checks()["cycles"].detail
+    with write(db) as conn:
+        leader.release(conn, 1)
+    assert not checks()["cycles"].ok and "lapsed" in checks()["cycles"].detail

@@ -10,12 +10,11 @@ caller holds.
 from __future__ import annotations
 
 import math
-import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
 from cigri.db import dialect
-from cigri.db.store import dicts
+from cigri.db.store import Connection, dicts
 
 
 def _rounded(value: str) -> str:
@@ -41,7 +40,7 @@ FROM clusters c LEFT JOIN figures f ON f.cluster_id = c.id ORDER BY c.name
 """
 
 
-def _series(conn: sqlite3.Connection) -> str:
+def _series(conn: Connection) -> str:
     """Per bucket of :step seconds, the samples found first at or after each of its evenly spaced
     instants (:sub apart; cigri.api.clusters.SAMPLES_PER_BUCKET of them), each found by one index
     seek: a month of samples every 10 s on ten clusters (2.6M rows) is 40,000 seeks, not a scan
@@ -62,35 +61,35 @@ GROUP BY bucket ORDER BY bucket
 """
 
 
-def add(conn: sqlite3.Connection, samples: Iterable[tuple[Any, ...]]) -> None:
+def add(conn: Connection, samples: Iterable[tuple[Any, ...]]) -> None:
     """Append ``(at, cluster_id, waiting, running, total_slots, free_slots)`` samples."""
     conn.executemany("INSERT INTO counts(at, cluster_id, waiting, running, total_slots, free_slots) "
                      "VALUES (?, ?, ?, ?, ?, ?)", samples)
 
 
-def forget_before(conn: sqlite3.Connection, before: float) -> None:
+def forget_before(conn: Connection, before: float) -> None:
     """Delete the samples taken before ``before``: past their retention."""
     conn.execute("DELETE FROM counts WHERE at < ?", [before])
 
 
-def forget_cluster(conn: sqlite3.Connection, cluster_id: int) -> None:
+def forget_cluster(conn: Connection, cluster_id: int) -> None:
     """Delete the cluster's samples (it is being removed)."""
     conn.execute("DELETE FROM counts WHERE cluster_id = ?", [cluster_id])
 
 
-def first_sample(conn: sqlite3.Connection) -> float | None:
+def first_sample(conn: Connection) -> float | None:
     """When the oldest sample still kept was taken; None before any."""
     first: float | None = conn.execute("SELECT min(at) FROM counts").fetchone()[0]
     return first
 
 
-def usage(conn: sqlite3.Connection, since: float, period: float) -> list[dict[str, Any]]:
+def usage(conn: Connection, since: float, period: float) -> list[dict[str, Any]]:
     """Per cluster by name, the figures of its samples from ``since`` on (each sample standing
     until the cluster's next one, the last for a cycle ``period``); None figures without one."""
     return dicts(conn.execute(_USAGE, {"since": since, "period": period}))
 
 
-def series(conn: sqlite3.Connection, cluster_id: int, since: float, until: float, step: float,
+def series(conn: Connection, cluster_id: int, since: float, until: float, step: float,
            sub: float) -> list[dict[str, Any]]:
     """The cluster's means per ``bucket`` of ``step`` seconds from ``since`` to ``until``, over
     the samples found first after each instant ``sub`` seconds apart."""

@@ -18,6 +18,12 @@ def _sqlite(conn: Any) -> bool:
     return isinstance(conn, sqlite3.Connection)
 
 
+def clock(conn: Any) -> str:
+    """The store's clock in seconds since the epoch: several hosts compare one clock, never their own."""
+    return ("((julianday('now') - 2440587.5) * 86400.0)" if _sqlite(conn)
+            else "extract(epoch FROM clock_timestamp())::float8")
+
+
 def ids_in(conn: Any) -> str:
     """A subquery of the ids in one parameter, the JSON text of a list: one statement for any number of ids."""
     return ("(SELECT value FROM json_each(?))" if _sqlite(conn)
@@ -53,12 +59,6 @@ def indexed_by(conn: Any, index: str) -> str:
 def ordered_join(conn: Any) -> str:
     """A join whose left table SQLite must read first (its CROSS JOIN); PostgreSQL's CROSS JOIN takes no ON."""
     return "CROSS JOIN" if _sqlite(conn) else "JOIN"
-
-
-def insertion_order(conn: Any) -> str:
-    """The order rows were inserted in, for a table with no key saying it: SQLite's rowid; PostgreSQL has
-    only the rows' places (ctid), in insertion order while no purge has freed room among them."""
-    return "rowid" if _sqlite(conn) else "ctid"
 
 
 def glob(conn: Any, column: str, pattern: str) -> tuple[str, str]:

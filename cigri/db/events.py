@@ -9,12 +9,11 @@ transaction for a change, so an event and what it holds change together.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from cigri.db import dialect
-from cigri.db.store import dicts
+from cigri.db.store import Connection, dicts
 from cigri.states import CAMPAIGN_ACTIVE, CampaignState, JobState, sql_in
 
 LISTED = ("e.id, e.class, e.code, e.severity, e.state, e.campaign_id, c.name AS cluster, e.job_id, e.task_id, "
@@ -22,7 +21,7 @@ LISTED = ("e.id, e.class, e.code, e.severity, e.state, e.campaign_id, c.name AS 
           "e.closed_at, e.cluster_id")
 
 
-def aggregate(conn: sqlite3.Connection, code: str, campaign_id: int | None, cluster_id: int | None,
+def aggregate(conn: Connection, code: str, campaign_id: int | None, cluster_id: int | None,
               signature: str, state: str) -> tuple[int, list[dict[str, Any]]] | None:
     """The newest event an occurrence adds to (same code, campaign, cluster, signature and
     state): its id and examples; None if there is none yet."""
@@ -34,7 +33,7 @@ def aggregate(conn: sqlite3.Connection, code: str, campaign_id: int | None, clus
     return None if row is None else (row[0], json.loads(row[1]))
 
 
-def insert(conn: sqlite3.Connection, *, kind: str, code: str, severity: str, state: str, campaign_id: int | None,
+def insert(conn: Connection, *, kind: str, code: str, severity: str, state: str, campaign_id: int | None,
            cluster_id: int | None, job_id: int | None, task_id: int | None, message: str, stderr_tail: str | None,
            signature: str, examples: list[dict[str, Any]], now: float) -> int:
     """Store a new event counting its first occurrence; a closed one is closed at ``now``. Return its id."""
@@ -48,7 +47,7 @@ def insert(conn: sqlite3.Connection, *, kind: str, code: str, severity: str, sta
     return event_id
 
 
-def insert_imported(conn: sqlite3.Connection, *, kind: str, code: str, severity: str, state: str,
+def insert_imported(conn: Connection, *, kind: str, code: str, severity: str, state: str,
                     campaign_id: int | None, cluster_id: int | None, job_id: int | None, message: str,
                     created_at: float, closed_at: float | None) -> int:
     """Store an event of CiGri v3's (``cigri import-v3``) as it was there, counted once and told
@@ -62,20 +61,20 @@ def insert_imported(conn: sqlite3.Connection, *, kind: str, code: str, severity:
     return event_id
 
 
-def cover(conn: sqlite3.Connection, event_id: int, job_id: int, task_id: int | None) -> bool:
+def cover(conn: Connection, event_id: int, job_id: int, task_id: int | None) -> bool:
     """Remember that the open event covers the job (``gridevents --fix --resubmit`` puts its
     task back); False if it did already, so a job seen each cycle is counted once."""
     return conn.execute("INSERT INTO event_jobs(event_id, job_id, task_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                         [event_id, job_id, task_id]).rowcount > 0
 
 
-def count_again(conn: sqlite3.Connection, event_id: int, examples: list[dict[str, Any]], now: float) -> None:
+def count_again(conn: Connection, event_id: int, examples: list[dict[str, Any]], now: float) -> None:
     """Count one more occurrence of the event, whose examples are now ``examples``."""
     conn.execute("UPDATE events SET count = count + 1, updated_at = ?, examples = ? WHERE id = ?",
                  [now, json.dumps(examples), event_id])
 
 
-def close(conn: sqlite3.Connection, where: str, args: Iterable[object], now: float) -> list[int]:
+def close(conn: Connection, where: str, args: Iterable[object], now: float) -> list[int]:
     """Close the open events matching ``where`` (a fixed SQL condition on ``events``) and lift
     the blacklists they hold, of whole clusters and of campaigns on a cluster (the pair's
     failure count starting again from its figures now); return the ids closed."""
@@ -131,33 +130,33 @@ def covered_tasks(event_ids: list[int]) -> tuple[str, list[object]]:
             "AND ej.task_id IS NOT NULL", list(event_ids))
 
 
-def hold_cluster(conn: sqlite3.Connection, cluster_id: int, event_id: int, reason: str, now: float) -> None:
+def hold_cluster(conn: Connection, cluster_id: int, event_id: int, reason: str, now: float) -> None:
     """Blacklist a cluster not blacklisted yet under the event (the autofix re-checks it from ``now``)."""
     conn.execute("UPDATE clusters SET blacklisted = 1, blacklist_reason = ?, blacklisted_at = ?, checked_at = ?, "
                  "blacklist_event_id = ? WHERE id = ? AND blacklisted = 0", [reason, now, now, event_id, cluster_id])
 
 
-def holding_code(conn: sqlite3.Connection, cluster_id: int) -> str | None:
+def holding_code(conn: Connection, cluster_id: int) -> str | None:
     """The code of the open event that blacklists the cluster; None if nothing holds it."""
     row = conn.execute("SELECT e.code FROM clusters c JOIN events e ON e.id = c.blacklist_event_id "
                        "WHERE c.id = ? AND e.state = 'open'", [cluster_id]).fetchone()
     return None if row is None else str(row[0])
 
 
-def take_cluster(conn: sqlite3.Connection, cluster_id: int, event_id: int, reason: str, now: float) -> None:
+def take_cluster(conn: Connection, cluster_id: int, event_id: int, reason: str, now: float) -> None:
     """Blacklist the cluster under the event, whatever held it before: only fixing this event lifts it."""
     conn.execute("UPDATE clusters SET blacklisted = 1, blacklist_reason = ?, blacklisted_at = ?, blacklist_event_id = ? "
                  "WHERE id = ?", [reason, now, event_id, cluster_id])
 
 
-def hold_pair(conn: sqlite3.Connection, campaign_id: int, cluster_id: int, event_id: int, now: float) -> None:
+def hold_pair(conn: Connection, campaign_id: int, cluster_id: int, event_id: int, now: float) -> None:
     """Blacklist the campaign on the cluster under the event, one strike more, unless it is already."""
     conn.execute("UPDATE campaign_cluster_health SET blacklisted_at = ?, checked_at = ?, event_id = ?, "
                  "strikes = strikes + 1 WHERE campaign_id = ? AND cluster_id = ? AND blacklisted_at IS NULL",
                  [now, now, event_id, campaign_id, cluster_id])
 
 
-def refused_clusters(conn: sqlite3.Connection) -> dict[int, set[int]]:
+def refused_clusters(conn: Connection) -> dict[int, set[int]]:
     """Per active campaign, the clusters that refused its jobs as described (its open
     ``SUBMISSION_ERROR`` events): none of its jobs, prologues and epilogues included, go there
     until the event is fixed."""
@@ -170,18 +169,18 @@ def refused_clusters(conn: sqlite3.Connection) -> dict[int, set[int]]:
     return refused
 
 
-def stressed_clusters(conn: sqlite3.Connection) -> set[int]:
+def stressed_clusters(conn: Connection) -> set[int]:
     """The clusters with an open ``CLUSTER_STRESSED`` event: no new job goes there."""
     return {r[0] for r in conn.execute("SELECT cluster_id FROM events WHERE code = 'CLUSTER_STRESSED' "
                                        "AND state = 'open'")}
 
 
-def any_open(conn: sqlite3.Connection, code: str) -> bool:
+def any_open(conn: Connection, code: str) -> bool:
     """Whether an event of ``code`` is open (then there may be one to close)."""
     return conn.execute("SELECT 1 FROM events WHERE code = ? AND state = 'open' LIMIT 1", [code]).fetchone() is not None
 
 
-def open_on_cluster(conn: sqlite3.Connection, cluster_id: int, codes: Sequence[str]) -> bool:
+def open_on_cluster(conn: Connection, cluster_id: int, codes: Sequence[str]) -> bool:
     """Whether the cluster has an open event of one of ``codes`` (its connection problems, that
     its answering again closes)."""
     return conn.execute(
@@ -189,7 +188,7 @@ def open_on_cluster(conn: sqlite3.Connection, cluster_id: int, codes: Sequence[s
         "AND state = 'open' LIMIT 1", [*codes, cluster_id]).fetchone() is not None
 
 
-def count_open(conn: sqlite3.Connection, campaign_id: int) -> int:
+def count_open(conn: Connection, campaign_id: int) -> int:
     """How many of the campaign's events are open (``gridstat``'s ``e``)."""
     count = conn.execute("SELECT count(*) FROM events WHERE campaign_id = ? AND state = 'open'",
                          [campaign_id]).fetchone()[0]
@@ -197,7 +196,7 @@ def count_open(conn: sqlite3.Connection, campaign_id: int) -> int:
     return count
 
 
-def blocking(conn: sqlite3.Connection, campaign_id: int) -> list[dict[str, Any]]:
+def blocking(conn: Connection, campaign_id: int) -> list[dict[str, Any]]:
     """The campaign's open events that keep it off a cluster (a blacklist, a failed prologue, a
     cluster's refusal of its jobs): their ``code``, ``cluster`` and ``message``."""
     return [{"code": code, "cluster": cluster, "message": message} for code, cluster, message in conn.execute(
@@ -207,7 +206,7 @@ def blocking(conn: sqlite3.Connection, campaign_id: int) -> list[dict[str, Any]]
         [campaign_id])]
 
 
-def clusters_and_holders(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+def clusters_and_holders(conn: Connection) -> list[tuple[Any, ...]]:
     """Every cluster (id, name, backend, options, blacklisted, blacklist event, checked at) with
     the code of the event holding its blacklist, if one does: who lifts a blacklist depends on it."""
     return conn.execute(
@@ -215,7 +214,7 @@ def clusters_and_holders(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
         "FROM clusters c LEFT JOIN events e ON e.id = c.blacklist_event_id").fetchall()
 
 
-def unreported_script_failures(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+def unreported_script_failures(conn: Connection) -> list[tuple[Any, ...]]:
     """The prologue and epilogue jobs of the campaigns under way that ended badly and no event
     covers yet: (job, campaign, cluster, kind, state, exit code)."""
     return conn.execute(  # of the campaigns under way: not every script the grid ever ran
@@ -227,7 +226,7 @@ def unreported_script_failures(conn: sqlite3.Connection) -> list[tuple[Any, ...]
          JobState.SUBMITTING, JobState.WAITING, JobState.RUNNING, JobState.TERMINATED]).fetchall()
 
 
-def open_campaign_events(conn: sqlite3.Connection, code: str,
+def open_campaign_events(conn: Connection, code: str,
                          campaign_ids: list[int] | None = None) -> dict[int, tuple[int, str]]:
     """``{campaign: (event id, message)}`` of the campaigns under way with an open campaign event
     of ``code`` (of ``campaign_ids`` only, when given), oldest event first."""
@@ -239,7 +238,7 @@ def open_campaign_events(conn: sqlite3.Connection, code: str,
         f"{where} ORDER BY e.id", [code, *args])}
 
 
-def listing(conn: sqlite3.Connection, *, event_id: int | None = None, campaign_id: int | None = None,
+def listing(conn: Connection, *, event_id: int | None = None, campaign_id: int | None = None,
             global_only: bool = False, readable_by: str | None = None, include_closed: bool = True,
             limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
     """Events as ``gridevents`` shows them (:data:`LISTED`, ``examples`` decoded), oldest first:
@@ -269,26 +268,26 @@ def listing(conn: sqlite3.Connection, *, event_id: int | None = None, campaign_i
     return rows
 
 
-def task_names(conn: sqlite3.Connection, task_ids: list[int]) -> dict[int, str]:
+def task_names(conn: Connection, task_ids: list[int]) -> dict[int, str]:
     """The names of the tasks events name in their examples, in one query."""
     return dict(conn.execute(f"SELECT id, name FROM tasks WHERE id IN {dialect.ids_in(conn)}",
                              [json.dumps(task_ids)]).fetchall()) if task_ids else {}
 
 
-def prologue_failures(conn: sqlite3.Connection, event_ids: list[int]) -> list[tuple[int, int]]:
+def prologue_failures(conn: Connection, event_ids: list[int]) -> list[tuple[int, int]]:
     """``(campaign, cluster)`` of the ``PROLOGUE_FAILED`` events among ``event_ids``."""
     return [(campaign_id, cluster_id) for campaign_id, cluster_id in conn.execute(
         f"SELECT DISTINCT campaign_id, cluster_id FROM events WHERE code = 'PROLOGUE_FAILED' "
         f"AND id IN ({','.join('?' * len(event_ids))})", event_ids).fetchall()]
 
 
-def any_unnotified(conn: sqlite3.Connection) -> bool:
+def any_unnotified(conn: Connection) -> bool:
     """Whether an event has occurrences no notification told yet (an index answers it, so the
     usual cycle takes no write lock to find nothing)."""
     return conn.execute("SELECT 1 FROM events WHERE count > notified_count LIMIT 1").fetchone() is not None
 
 
-def unnotified(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+def unnotified(conn: Connection) -> list[dict[str, Any]]:
     """The events with occurrences no notification told yet, with ``new`` (how many), their
     campaign's ``owner`` and cluster's name, ``examples`` decoded."""
     rows = dicts(conn.execute(
@@ -301,12 +300,12 @@ def unnotified(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     return rows
 
 
-def mark_notified(conn: sqlite3.Connection, events: list[dict[str, Any]]) -> None:
+def mark_notified(conn: Connection, events: list[dict[str, Any]]) -> None:
     """The occurrences counted in ``events`` (rows of :func:`unnotified`) are told."""
     conn.executemany("UPDATE events SET notified_count = ? WHERE id = ?", [(e["count"], e["id"]) for e in events])
 
 
-def delete_campaign_events(conn: sqlite3.Connection, campaign_id: int) -> None:
+def delete_campaign_events(conn: Connection, campaign_id: int) -> None:
     """Delete the events of a campaign and of its jobs, with the jobs they cover and the cluster
     blacklists they hold (purging the campaign; its health rows, which name them, are gone first)."""
     events = "SELECT id FROM events WHERE campaign_id = ?"
@@ -316,7 +315,7 @@ def delete_campaign_events(conn: sqlite3.Connection, campaign_id: int) -> None:
     conn.execute(f"DELETE FROM events WHERE campaign_id = ? OR job_id IN ({jobs})", [campaign_id] * 2)
 
 
-def delete_cluster_events(conn: sqlite3.Connection, cluster_id: int) -> None:
+def delete_cluster_events(conn: Connection, cluster_id: int) -> None:
     """Delete the cluster's events with the jobs they cover (removing the cluster, which no
     campaign names)."""
     conn.execute("DELETE FROM event_jobs WHERE event_id IN (SELECT id FROM events WHERE cluster_id = ?)", [cluster_id])

@@ -79,9 +79,10 @@ class Connection:
 
     def _open(self) -> psycopg.Connection[Any]:
         try:
-            raw = psycopg.connect(self.url, autocommit=True, application_name="cigri",
-                                  **({} if "connect_timeout" in conninfo.conninfo_to_dict(self.url) else
-                                     {"connect_timeout": CONNECT_TIMEOUT}))
+            given = conninfo.conninfo_to_dict(self.url)
+            raw = psycopg.connect(conninfo.make_conninfo(self.url, application_name="cigri",
+                                                         connect_timeout=given.get("connect_timeout", CONNECT_TIMEOUT)),
+                                  autocommit=True)
         except psycopg.Error as error:
             raise Unavailable(f"database {shown(self.url)}: {_first_line(error)}") from None
         raw.adapters.register_loader("numeric", _NumericLoader)

@@ -563,3 +563,13 @@ def m019_leader(db: Database) -> None:
         expires_at REAL NOT NULL
     );
     """)
+
+
+@both(postgres="ALTER TABLE campaign_properties ADD COLUMN position BIGINT NOT NULL DEFAULT 0;")
+def m020_property_order(db: Database) -> None:
+    """A campaign's per-cluster settings come back in the JDL's order (its clusters' order is a
+    preference) by a column of their own: PostgreSQL rows have no insertion order to rely on."""
+    db.executescript("""
+    ALTER TABLE campaign_properties ADD COLUMN position INTEGER NOT NULL DEFAULT 0;
+    UPDATE campaign_properties SET position = rowid;
+    """)

@@ -10,12 +10,11 @@ so a task moves with the job that moves it.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
 from cigri.db import dialect
-from cigri.db.store import dicts
+from cigri.db.store import Connection, dicts
 from cigri.states import CAMPAIGN_ACTIVE, JOB_ACTIVE, TASK_OPEN, TaskState, sql_in
 
 FRESH_PRIORITY = 10  # the tasks table's default: a task never taken from the bag
@@ -32,33 +31,33 @@ def indexed(table: str = "") -> str:
 INDEXED = indexed()
 
 
-def add_block(conn: sqlite3.Connection, campaign_id: int, first_id: int, last_id: int) -> None:
+def add_block(conn: Connection, campaign_id: int, first_id: int, last_id: int) -> None:
     """Record tasks ``first_id..last_id``, just inserted for this campaign, as fresh."""
     conn.execute("INSERT INTO task_blocks(campaign_id, first_id, last_id, next_fresh) VALUES (?, ?, ?, ?)",
                  [campaign_id, first_id, last_id, first_id])
 
 
-def span(conn: sqlite3.Connection, campaign_id: int) -> tuple[int, int]:
+def span(conn: Connection, campaign_id: int) -> tuple[int, int]:
     """The lowest and highest task id of the campaign: bounds for a rowid range scan."""
     low, high = conn.execute("SELECT min(first_id), max(last_id) FROM task_blocks WHERE campaign_id = ?",
                              [campaign_id]).fetchone()
     return (low, high) if low is not None else (0, -1)
 
 
-def fresh_blocks(conn: sqlite3.Connection, campaign_id: int) -> list[tuple[int, int, int]]:
+def fresh_blocks(conn: Connection, campaign_id: int) -> list[tuple[int, int, int]]:
     """``(first_id, last_id, next_fresh)`` of the campaign's blocks with fresh tasks left, in id order."""
     return [(r[0], r[1], r[2]) for r in conn.execute(
         "SELECT first_id, last_id, next_fresh FROM task_blocks "
         "WHERE campaign_id = ? AND next_fresh <= last_id ORDER BY first_id", [campaign_id])]
 
 
-def take_fresh(conn: sqlite3.Connection, campaign_id: int, first_id: int, next_fresh: int) -> None:
+def take_fresh(conn: Connection, campaign_id: int, first_id: int, next_fresh: int) -> None:
     """The block's fresh tasks now start at ``next_fresh``: those before it were taken."""
     conn.execute("UPDATE task_blocks SET next_fresh = ? WHERE campaign_id = ? AND first_id = ?",
                  [next_fresh, campaign_id, first_id])
 
 
-def requeued(conn: sqlite3.Connection, campaign_id: int, *, head: bool, limit: int) -> list[int]:
+def requeued(conn: Connection, campaign_id: int, *, head: bool, limit: int) -> list[int]:
     """The ids of up to ``limit`` pending tasks requeued at the head of the bag (``head``) or at
     its tail, in bag order; from the index, never from the fresh tails."""
     if limit <= 0:
@@ -69,25 +68,25 @@ def requeued(conn: sqlite3.Connection, campaign_id: int, *, head: bool, limit: i
         [campaign_id, TaskState.PENDING, limit])]
 
 
-def fresh(conn: sqlite3.Connection, campaign_id: int) -> int:
+def fresh(conn: Connection, campaign_id: int) -> int:
     """The campaign's fresh tasks (pending, never taken)."""
     return int(conn.execute("SELECT coalesce(sum(last_id - next_fresh + 1), 0) FROM task_blocks "
                             "WHERE campaign_id = ? AND next_fresh <= last_id", [campaign_id]).fetchone()[0])
 
 
-def counted(conn: sqlite3.Connection, campaign_id: int, states: tuple[TaskState, ...]) -> int:
+def counted(conn: Connection, campaign_id: int, states: tuple[TaskState, ...]) -> int:
     """The campaign's tasks in ``states`` that ``task_counts`` counts (every one but the fresh)."""
     return int(conn.execute(f"SELECT coalesce(sum(n), 0) FROM task_counts WHERE campaign_id = ? "
                             f"AND state IN {sql_in(states)}", [campaign_id]).fetchone()[0])
 
 
-def counted_per_state(conn: sqlite3.Connection, campaign_id: int) -> dict[str, int]:
+def counted_per_state(conn: Connection, campaign_id: int) -> dict[str, int]:
     """The campaign's tasks per state that ``task_counts`` counts (states with none are absent)."""
     return dict(conn.execute("SELECT state, n FROM task_counts WHERE campaign_id = ? AND n > 0",
                              [campaign_id]).fetchall())
 
 
-def failing(conn: sqlite3.Connection, campaign_ids: list[int]) -> set[int]:
+def failing(conn: Connection, campaign_ids: list[int]) -> set[int]:
     """Those of the campaigns whose tasks have failed, some, and none has succeeded yet."""
     return {row[0] for row in conn.execute(
         f"SELECT campaign_id FROM task_counts WHERE campaign_id IN {dialect.ids_in(conn)} "
@@ -96,7 +95,7 @@ def failing(conn: sqlite3.Connection, campaign_ids: list[int]) -> set[int]:
         [json.dumps(campaign_ids), TaskState.FAILED, TaskState.TERMINATED])}
 
 
-def requeue_never_run(conn: sqlite3.Connection, campaign_id: int) -> int:
+def requeue_never_run(conn: Connection, campaign_id: int) -> int:
     """Put the campaign's failed tasks that never had a job (failed by a prologue failing on
     every cluster) back at the head of the bag, with fresh counters; return how many."""
     return conn.execute(f"UPDATE tasks SET state = ?, priority = {PRIORITY_HEAD}, resubmits = 0, walltime_kills = 0 "
@@ -105,7 +104,7 @@ def requeue_never_run(conn: sqlite3.Connection, campaign_id: int) -> int:
                         [TaskState.PENDING, campaign_id, TaskState.FAILED]).rowcount
 
 
-def withdrawn(conn: sqlite3.Connection, task_ids: Iterable[int]) -> None:
+def withdrawn(conn: Connection, task_ids: Iterable[int]) -> None:
     """Put back at the head of the bag the tasks whose jobs were withdrawn before they started
     (a cluster's submit limit or refusal, a pause), their attempt not counted. A task another
     copy still runs (a replica's) stays as it is; call it once the withdrawn jobs have ended or
@@ -117,13 +116,13 @@ def withdrawn(conn: sqlite3.Connection, task_ids: Iterable[int]) -> None:
         [(TaskState.PENDING, task_id, TaskState.WAITING, TaskState.RUNNING) for task_id in task_ids])
 
 
-def end_indexed(conn: sqlite3.Connection, campaign_id: int, states: tuple[TaskState, ...], end: TaskState) -> int:
+def end_indexed(conn: Connection, campaign_id: int, states: tuple[TaskState, ...], end: TaskState) -> int:
     """Move the campaign's tasks in ``states`` but the fresh ones to ``end``; return how many."""
     return conn.execute(f"UPDATE tasks SET state = ? WHERE campaign_id = ? AND state IN {sql_in(states)} "
                         f"AND {INDEXED}", [end, campaign_id]).rowcount
 
 
-def end_fresh(conn: sqlite3.Connection, campaign_id: int, end: TaskState) -> int:
+def end_fresh(conn: Connection, campaign_id: int, end: TaskState) -> int:
     """Move the campaign's fresh tasks to ``end``, emptying its fresh tails; return how many."""
     ended = 0
     for first_id, last_id, next_fresh in conn.execute(
@@ -135,14 +134,14 @@ def end_fresh(conn: sqlite3.Connection, campaign_id: int, end: TaskState) -> int
     return ended
 
 
-def insert_block(conn: sqlite3.Connection, campaign_id: int, select: str, args: list[Any]) -> int:
+def insert_block(conn: Connection, campaign_id: int, select: str, args: list[Any]) -> int:
     """Insert the campaign's tasks ``select`` yields (name, param; ``{campaign}`` in it stands
     for the campaign's id), in one statement; return the highest task id."""
     conn.execute(f"INSERT INTO tasks(campaign_id, name, param) {select.format(campaign=int(campaign_id))}", args)
     return int(conn.execute("SELECT max(id) FROM tasks").fetchone()[0])
 
 
-def page(conn: sqlite3.Connection, campaign_id: int, low: int, high: int, chosen: str, args: list[Any], limit: int,
+def page(conn: Connection, campaign_id: int, low: int, high: int, chosen: str, args: list[Any], limit: int,
          offset: int) -> list[dict[str, Any]]:
     """A page of the campaign's tasks between ids ``low`` and ``high`` in id order, ``chosen``
     (a fixed SQL condition on ``tasks``, with ``args``) narrowing them."""
@@ -151,32 +150,32 @@ def page(conn: sqlite3.Connection, campaign_id: int, low: int, high: int, chosen
         "ORDER BY id LIMIT ? OFFSET ?", [low, high, campaign_id, *args, limit, offset]))
 
 
-def take_up(conn: sqlite3.Connection, task_ids: list[int]) -> None:
+def take_up(conn: Connection, task_ids: list[int]) -> None:
     """The pending tasks just taken from the bag wait for their new jobs, one attempt more each."""
     conn.executemany(
         "UPDATE tasks SET state = ?, attempts = attempts + 1 WHERE id = ? AND state = ?",
         [(TaskState.WAITING, t, TaskState.PENDING) for t in task_ids])
 
 
-def set_state(conn: sqlite3.Connection, task_id: int, state: TaskState | str) -> None:
+def set_state(conn: Connection, task_id: int, state: TaskState | str) -> None:
     """The task, if waiting or running, is now in ``state`` (its job started or ended)."""
     conn.execute("UPDATE tasks SET state = ? WHERE id = ? AND state IN (?, ?)",
                  [state, task_id, TaskState.WAITING, TaskState.RUNNING])
 
 
-def terminate(conn: sqlite3.Connection, task_id: int) -> None:
+def terminate(conn: Connection, task_id: int) -> None:
     """The task, if still open, terminated: a job of it did."""
     conn.execute(f"UPDATE tasks SET state = ? WHERE id = ? AND state IN {sql_in(TASK_OPEN)}",
                  [TaskState.TERMINATED, task_id])
 
 
-def cancel(conn: sqlite3.Connection, task_id: int) -> None:
+def cancel(conn: Connection, task_id: int) -> None:
     """The task, if pending, waiting or running, is cancelled: its user killed its job."""
     conn.execute("UPDATE tasks SET state = ? WHERE id = ? AND state IN (?, ?, ?)",
                  [TaskState.CANCELLED, task_id, TaskState.PENDING, TaskState.WAITING, TaskState.RUNNING])
 
 
-def preempted(conn: sqlite3.Connection, task_id: int) -> None:
+def preempted(conn: Connection, task_id: int) -> None:
     """Put the waiting or running task back at the head of the bag: its job was killed, not its
     fault, so the attempt is not counted."""
     conn.execute("UPDATE tasks SET state = ?, priority = ?, attempts = attempts - 1, preemptions = preemptions + 1 "
@@ -184,13 +183,13 @@ def preempted(conn: sqlite3.Connection, task_id: int) -> None:
                  [TaskState.PENDING, PRIORITY_HEAD, task_id, TaskState.WAITING, TaskState.RUNNING])
 
 
-def fail_at_walltime(conn: sqlite3.Connection, task_id: int) -> None:
+def fail_at_walltime(conn: Connection, task_id: int) -> None:
     """The waiting or running task failed, killed at its walltime once too often."""
     conn.execute("UPDATE tasks SET state = ?, walltime_kills = walltime_kills + 1 WHERE id = ? AND state IN (?, ?)",
                  [TaskState.FAILED, task_id, TaskState.WAITING, TaskState.RUNNING])
 
 
-def resubmit(conn: sqlite3.Connection, task_id: int, priority: int, walltime: bool) -> None:
+def resubmit(conn: Connection, task_id: int, priority: int, walltime: bool) -> None:
     """Put the waiting or running task back in the bag at ``priority``, one resubmission more
     (and one walltime kill more if ``walltime``)."""
     conn.execute("UPDATE tasks SET state = ?, priority = ?, resubmits = resubmits + 1, "
@@ -198,7 +197,7 @@ def resubmit(conn: sqlite3.Connection, task_id: int, priority: int, walltime: bo
                  [TaskState.PENDING, priority, int(walltime), task_id, TaskState.WAITING, TaskState.RUNNING])
 
 
-def undecided_endings(conn: sqlite3.Connection, campaign_id: int, undecided: tuple[str, ...]) -> list[dict[str, Any]]:
+def undecided_endings(conn: Connection, campaign_id: int, undecided: tuple[str, ...]) -> list[dict[str, Any]]:
     """The jobs of the campaign's waiting or running tasks that ended in an ``undecided`` state:
     each task's latest job only, once no copy of it is active, with the task's name and counters."""
     return dicts(conn.execute(
@@ -224,7 +223,7 @@ def failed_among(tasks: str, args: list[object]) -> tuple[str, list[object]]:
     return f"id IN (SELECT campaign_id FROM tasks WHERE state = ? AND id IN ({tasks}))", [TaskState.FAILED, *args]
 
 
-def requeue_failed(conn: sqlite3.Connection, tasks: str, args: list[object]) -> int:
+def requeue_failed(conn: Connection, tasks: str, args: list[object]) -> int:
     """Put the failed tasks among ``tasks`` (a subquery of task ids, with ``args``) of campaigns
     under way back at the head of the bag, with fresh counters; return how many."""
     return conn.execute(
@@ -233,17 +232,17 @@ def requeue_failed(conn: sqlite3.Connection, tasks: str, args: list[object]) -> 
         [TaskState.PENDING, TaskState.FAILED, *args, *CAMPAIGN_ACTIVE]).rowcount
 
 
-def delete_campaign(conn: sqlite3.Connection, campaign_id: int) -> None:
+def delete_campaign(conn: Connection, campaign_id: int) -> None:
     """Delete the campaign's tasks (a purge; its jobs are gone first)."""
     conn.execute("DELETE FROM tasks WHERE campaign_id = ?", [campaign_id])
 
 
-def state_totals(conn: sqlite3.Connection) -> dict[str, int]:
+def state_totals(conn: Connection) -> dict[str, int]:
     """How many tasks of every campaign are in each state: a simulation's outcome."""
     return dict(conn.execute("SELECT state, count(*) FROM tasks GROUP BY state").fetchall())
 
 
-def failed_per_bucket(conn: sqlite3.Connection, campaign_id: int, since: float, until: float, step: float,
+def failed_per_bucket(conn: Connection, campaign_id: int, since: float, until: float, step: float,
                       end: float) -> dict[int, int]:
     """``{bucket: tasks}``: the campaign's failed tasks by the bucket of ``step`` seconds from
     ``since`` their last job ended in (``end`` for those with none; -1: before ``since``)."""
@@ -274,7 +273,7 @@ def copy_block(conn: Any, campaign_id: int, first_id: int, rows: Iterable[tuple[
     return last_id
 
 
-def first_name_taken(conn: sqlite3.Connection, campaign_id: int, first: int, last: int, low: int) -> tuple[int, str] | None:
+def first_name_taken(conn: Connection, campaign_id: int, first: int, last: int, low: int) -> tuple[int, str] | None:
     """The first of the campaign's tasks ``first..last`` (just added) whose name one of its
     earlier tasks (ids ``low..first - 1``) has: (task id, name)."""
     row = conn.execute(
