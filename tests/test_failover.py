@@ -121,6 +121,14 @@ def servers(pg_server: str, tmp_path: Path, request: pytest.FixtureRequest) -> I
         drop_database(pg_server, name)
 
 
+def admin_page(servers: Servers, number: int) -> str:
+    """The dashboard's admin page, as the grid's account (root here) sees it through the socket."""
+    import httpx
+
+    with httpx.Client(transport=httpx.HTTPTransport(uds=str(servers.socket(number))), base_url="http://cigri") as client:
+        return client.get("/admin").text
+
+
 def campaign(servers: Servers, tasks: int) -> int:
     program = servers.exec / "mark.sh"
     program.write_text('#!/bin/sh\n: > "marker.$1.$$.$(date +%s%N)"\n')
@@ -186,6 +194,8 @@ def test_a_leader_frozen_past_its_lease_wakes_up_fenced(servers: Servers) -> Non
     servers.signal(frozen, signal.SIGSTOP)
     try:
         wait_for(lambda: (servers.lease() or {}).get("epoch", 0) > epoch, LEASE + 30, "the other server to take over")
+        shown = admin_page(servers, 1 - frozen)  # the admin page says who runs the cycles now
+        assert f"(epoch {epoch + 1})" in shown and "Run by" in shown, shown
         time.sleep(1)  # the new leader's cycles move on while the old one sleeps
     finally:
         servers.signal(frozen, signal.SIGCONT)

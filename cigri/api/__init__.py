@@ -15,7 +15,7 @@ from cigri.api.campaigns import (CAMPAIGN_STATES, TASK_COUNT_KEYS, campaign_clus
 from cigri.api.cluster_tokens import add_cluster_token, list_cluster_tokens, remove_cluster_token
 from cigri.api.clusters import (add_cluster, cluster_table, first_sample, grid_usage, list_clusters, remove_cluster,
                                 set_blacklist, test_cluster, usage)
-from cigri.api.cycles import cycles
+from cigri.api.cycles import cycle_leader, cycles
 from cigri.api.events import event, fix_events, list_events
 from cigri.api.history import campaign_history
 from cigri.api.jobs import STREAMS, campaign_jobs, cancel_job, job_info, job_on_cluster, job_output
@@ -35,7 +35,7 @@ __all__ = ["CAMPAIGN_STATES", "INSERT_CHUNK", "NOTIFY_KINDS", "STREAMS", "TASK_C
            "campaign_history", "campaign_jdl", "campaign_jobs", "campaign_owners", "campaign_share",
            "campaign_summary",
            "campaign_tasks", "campaign_throughput", "cancel", "cancel_cluster_campaigns", "cancel_job",
-           "cluster_table", "confirm_subscription", "core_hours", "create_token", "current_shares", "current_user", "cycles", "event",
+           "cluster_table", "confirm_subscription", "core_hours", "create_token", "current_shares", "current_user", "cycle_leader", "cycles", "event",
            "explain", "extend", "first_sample", "fix_events", "grid_usage", "import_v3", "imported_campaign", "job_info", "job_on_cluster",
            "job_output", "list_campaigns", "list_classes", "list_cluster_tokens", "list_clusters", "list_events",
            "list_subscriptions", "list_tokens", "list_users", "local_jdl", "mark_job_event", "parameter_room", "pause",

@@ -40,7 +40,8 @@ def admin(session: PageSession = Depends(page_session), refresh: Refresh = Depen
     require_admin(session.grid.config, session.user, "the admin page")
     tokens = api.list_tokens(session.grid, user=session.user, all_users=True)
     return render("admin.html", session, active="admin", users=api.list_users(session.grid),
-                  classes=api.list_classes(session.grid), tokens=list(reversed(tokens)), refresh=refresh)
+                  classes=api.list_classes(session.grid), tokens=list(reversed(tokens)),
+                  leader=api.cycle_leader(session.grid), shared=bool(session.grid.config.database.url), refresh=refresh)
 
 
 @router.post("/admin/tokens/revoke")
