@@ -1,6 +1,7 @@
 """Several ``cigri server`` processes over one PostgreSQL store, with real processes: the server
 running the cycles killed (``kill -9``) again and again while a campaign drains through the
-others, or frozen (``SIGSTOP``) past its lease and woken up. Every task runs exactly once; the
+others, or frozen (``SIGSTOP``) past its lease and woken up; and a server following its
+database from a killed primary to the promoted replica. Every task runs exactly once; the
 frozen one's writes are refused by its epoch; the surviving server answers throughout.
 
 Full size (CIGRI_TEST_FULL=1, as CI runs it): 10,000 tasks and 20 kills; by default 600 and 5.
@@ -20,7 +21,7 @@ from typing import Any
 
 import pytest
 from harness import BIN, size, wait_for
-from postgres import drop_database, fresh_database, server
+from postgres import drop_database, fresh_database, replicated, server
 
 from cigri.db.postgres import Connection
 
@@ -207,3 +208,32 @@ def test_a_leader_frozen_past_its_lease_wakes_up_fenced(servers: Servers) -> Non
     assert [task for task, count in ran.items() if count > 1] == [], "tasks run twice"
     assert len(ran) == summary["tasks"]["total"]
     assert servers.lease()["epoch"] >= epoch + 1  # type: ignore[index]
+
+
+def test_the_grid_follows_its_database_to_the_promoted_replica(tmp_path: Path) -> None:
+    """A primary with a synchronous streaming replica: the primary killed while a campaign
+    drains, the replica promoted; a client meanwhile gets one line, the cycles resume within a
+    minute, and every task submitted runs once."""
+    with replicated() as (primary, standby):
+        url = (f"postgresql://cigri@127.0.0.1:{primary.port},127.0.0.1:{standby.port}/postgres"
+               "?target_session_attrs=read-write&connect_timeout=2")
+        one = Servers(tmp_path, url)
+        try:
+            one.start(0)
+            campaign_id = campaign(one, size(300, 2000))
+            wait_for(lambda: len(runs(one)) > 20, 60, "tasks to run")
+            primary.kill()
+            down = one.run(0, "gridstat", "-c", str(campaign_id), expect=None)
+            assert down.returncode == 0 or (down.returncode != 0 and down.stderr.count("\n") == 1
+                                            and "database" in down.stderr), down.stderr
+            standby.promote()
+            promoted = time.monotonic()
+            before = len(runs(one))
+            wait_for(lambda: len(runs(one)) > before, 60, "the cycles to resume on the promoted replica", step=0.5)
+            assert time.monotonic() - promoted < 60
+            summary = drained(one, 0, campaign_id, timeout=600)
+            assert summary["state"] == "terminated", summary
+            ran = runs(one)
+            assert len(ran) == summary["tasks"]["total"] and max(ran.values()) == 1
+        finally:
+            one.close()

@@ -275,3 +275,11 @@ def test_doctor_checks_the_postgresql_store_and_names_who_runs_the_cycles(pg_url
     with write(db) as conn:
         leader.release(conn, 1)
     assert not checks()["cycles"].ok and "lapsed" in checks()["cycles"].detail
+
+
+def test_db_init_and_path_name_the_postgresql_store_without_its_password(cigri: Cigri, pg_url: str) -> None:
+    cigri.env["CIGRI_DATABASE_URL"] = pg_url
+    assert cigri.run("cigri", "db", "path").stdout.strip() == pg_url
+    assert cigri.run("cigri", "db", "init").stdout.strip() == f"{pg_url}: schema {KNOWN_MIGRATIONS[-1]}"
+    assert cigri.run("cigri", "db", "upgrade").stdout.strip() == f"{pg_url}: schema {KNOWN_MIGRATIONS[-1]}"
+    assert not (cigri.home / "cigri.db").exists()  # no SQLite file beside it
