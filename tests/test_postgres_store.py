@@ -17,7 +17,7 @@ from harness import Cigri
 from postgres import drop_database, fresh_database, replicated, server
 
 from cigri import config
-from cigri.db import KNOWN_MIGRATIONS, leader, open_store, schema_version, store, write
+from cigri.db import KNOWN_MIGRATIONS, leader, notifications, open_store, schema_version, store, write
 from cigri.db.copy import TABLES
 from cigri.doctor import Check, diagnose
 from cigri.db.postgres import WRITE_LOCK, shown, translate
@@ -283,3 +283,17 @@ def test_db_init_and_path_name_the_postgresql_store_without_its_password(cigri: 
     assert cigri.run("cigri", "db", "init").stdout.strip() == f"{pg_url}: schema {KNOWN_MIGRATIONS[-1]}"
     assert cigri.run("cigri", "db", "upgrade").stdout.strip() == f"{pg_url}: schema {KNOWN_MIGRATIONS[-1]}"
     assert not (cigri.home / "cigri.db").exists()  # no SQLite file beside it
+
+
+def test_a_notification_is_taken_by_one_sender_and_a_fenced_one_takes_none(any_store: store.Database) -> None:
+    """Before a send the message is reserved in a write, fenced on PostgreSQL: two servers never
+    both send it, and one that lost the cycles sends nothing more."""
+    with write(any_store) as conn:
+        subscription = conn.execute("INSERT INTO subscriptions(\"user\", kind, target, severity, created_at) "
+                                    "VALUES ('u', 'webhook', 'http://x', 'low', 0) RETURNING id").fetchone()[0]
+        message = conn.execute("INSERT INTO outbox(subscription_id, severity, subject, document, next_try_at, "
+                               "created_at) VALUES (?, 'low', 's', '{}', 0, 0) RETURNING id", [subscription]).fetchone()[0]
+        assert [m["id"] for m in notifications.due(conn, 10, 5)] == [message]
+        assert notifications.reserve(conn, message, 10, 310) is True
+        assert notifications.reserve(conn, message, 10, 310) is False  # another sender has it
+        assert notifications.due(conn, 10, 5) == [] and len(notifications.due(conn, 311, 5)) == 1

@@ -137,6 +137,13 @@ def due(conn: Connection, now: float, most: int) -> list[dict[str, Any]]:
         "WHERE o.state = 'pending' AND o.next_try_at <= ? ORDER BY o.id LIMIT ?", [now, most]))
 
 
+def reserve(conn: Connection, message_id: int, now: float, until: float) -> bool:
+    """Take the message due at ``now`` for one send: not due again before ``until`` (a sender that
+    dies meanwhile leaves it to the next); False if another sender has it or it is no longer pending."""
+    return conn.execute("UPDATE outbox SET next_try_at = ? WHERE id = ? AND state = 'pending' AND next_try_at <= ?",
+                        [until, message_id, now]).rowcount == 1
+
+
 def failed(conn: Connection, message_id: int, *, tries: int, error: str, dead: bool, retry_at: float) -> None:
     """A send of the pending message failed: try again at ``retry_at``, or never (``dead``)."""
     conn.execute("UPDATE outbox SET tries = ?, last_error = ?, state = ?, next_try_at = ? "

@@ -18,6 +18,10 @@ from cigri.users import is_admin
 
 log = logging.getLogger("cigri.notify")
 DELIVER_PER_CYCLE = 100  # a backlog drains over several cycles instead of stretching one
+# A message taken for a send is not due again before this: longer than any send may take, so
+# that two senders (a server that lost the cycles, the next) never both send it; a sender that
+# dies with it leaves it to be sent after this.
+RESERVED_SECONDS = 300.0
 
 
 def collect(grid: Grid) -> int:
@@ -83,6 +87,10 @@ def deliver(grid: Grid) -> int:
     due = stored.due(grid.db.conn, database.now(), DELIVER_PER_CYCLE)
     sent = 0
     for message in due:
+        with database.write(grid.db) as conn:  # fenced: a server that lost the cycles sends nothing more
+            taken = stored.reserve(conn, message["id"], database.now(), database.now() + RESERVED_SECONDS)
+        if not taken:
+            continue
         document = {"id": message["id"], "user": message["user"], **json.loads(message["document"])}
         try:
             if message["kind"] == "mail":
