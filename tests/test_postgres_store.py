@@ -5,7 +5,10 @@ out of messages."""
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -297,3 +300,16 @@ def test_a_notification_is_taken_by_one_sender_and_a_fenced_one_takes_none(any_s
         assert notifications.reserve(conn, message, 10, 310) is True
         assert notifications.reserve(conn, message, 10, 310) is False  # another sender has it
         assert notifications.due(conn, 10, 5) == [] and len(notifications.due(conn, 311, 5)) == 1
+
+
+def test_a_postgresql_url_without_psycopg_installed_is_one_line(tmp_path: Path) -> None:
+    """An install without the extra: the admin is told what to install, not a traceback."""
+    script = ("import sys; sys.modules['psycopg'] = None; sys.argv = ['cigri', 'db', 'init']\n"
+              "from cigri.cli.admin import main\nmain()\n")
+    env = {"PATH": os.environ["PATH"], "CIGRI_HOME": str(tmp_path / "home"), "CIGRI_CONFIG": str(tmp_path / "none"),
+           "CIGRI_DATABASE_URL": "postgresql://cigri@127.0.0.1:1/grid"}
+    (tmp_path / "none").write_text("")
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr == ("cigri: database.url: a PostgreSQL store needs psycopg: "
+                             "pip install 'cigri[postgresql]'\n")

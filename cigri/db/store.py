@@ -49,8 +49,11 @@ def open_store(location: Path | str) -> Database:
     """The store at ``location``: a PostgreSQL URL (psycopg imported only then), else a SQLite file.
     Typed as SQLite's: the layer's annotations name sqlite3's connection, which PostgreSQL's mimics."""
     if is_url(location):
-        from cigri.db import postgres
-
+        try:
+            from cigri.db import postgres
+        except ModuleNotFoundError as missing:  # an install without the extra
+            raise CigriError(f"database.url: a PostgreSQL store needs {missing.name}: "
+                             "pip install 'cigri[postgresql]'") from None
         return cast(Database, postgres.connect(str(location)))
     return connect(Path(location))
 
