@@ -313,3 +313,24 @@ def test_a_postgresql_url_without_psycopg_installed_is_one_line(tmp_path: Path) 
     assert result.returncode == 1
     assert result.stderr == ("cigri: database.url: a PostgreSQL store needs psycopg: "
                              "pip install 'cigri[postgresql]'\n")
+
+
+def test_opening_an_up_to_date_store_never_waits_for_a_write(pg_url: str) -> None:
+    """A server opens connections as reads arrive: one must not queue behind a cycle's write."""
+    open_store(pg_url).close()  # the schema made
+    writer, holding = open_store(pg_url), threading.Event()
+
+    def hold() -> None:
+        with write(writer):
+            holding.set()
+            time.sleep(3)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    holding.wait(5)
+    started = time.monotonic()
+    reader = open_store(pg_url)
+    opened = time.monotonic() - started
+    thread.join()
+    assert opened < 1.5, f"opening waited {opened:.1f}s for the write lock"
+    assert reader.conn.execute("SELECT count(*) FROM campaigns").fetchone()[0] == 0

@@ -173,12 +173,14 @@ def applied_migrations(conn: Connection) -> list[str]:
 def _migrate(db: Database) -> None:
     """Bring the schema up to this cigri's, in one transaction: on a fresh database, the
     baseline (``postgres.sql``: every migration up to :data:`POSTGRES_BASELINE` at once), then
-    each later migration's own PostgreSQL statements, in the one sequence SQLite follows."""
-    with write(db) as conn:  # concurrent first opens queue on the lock
+    each later migration's own PostgreSQL statements, in the one sequence SQLite follows. An
+    up-to-date store is only read: opening one never waits for a cycle's write lock."""
+    if _up_to_date(db, applied_migrations(db.conn)):
+        return
+    with write(db) as conn:  # concurrent first opens queue on the lock, and read again under it
         applied = applied_migrations(conn)
-        if newer := [name for name in applied if name not in KNOWN_MIGRATIONS]:
-            raise CigriError(f"database {shown(db.url)}: written by a newer cigri (schema {newer[-1]}; this one "
-                             f"knows up to {KNOWN_MIGRATIONS[-1]}): run that cigri, or restore a backup")
+        if _up_to_date(db, applied):
+            return
         if not applied:
             conn.raw.execute(resources.files("cigri.db").joinpath("postgres.sql").read_text())
             applied = KNOWN_MIGRATIONS[:KNOWN_MIGRATIONS.index(POSTGRES_BASELINE) + 1]
@@ -186,6 +188,14 @@ def _migrate(db: Database) -> None:
         for name in KNOWN_MIGRATIONS[len(applied):]:
             conn.raw.execute(POSTGRES_MIGRATIONS[name])
             _record(conn, [name])
+
+
+def _up_to_date(db: Database, applied: list[str]) -> bool:
+    """Whether ``applied`` is every migration this cigri knows; CigriError if a newer cigri wrote the store."""
+    if newer := [name for name in applied if name not in KNOWN_MIGRATIONS]:
+        raise CigriError(f"database {shown(db.url)}: written by a newer cigri (schema {newer[-1]}; this one "
+                         f"knows up to {KNOWN_MIGRATIONS[-1]}): run that cigri, or restore a backup")
+    return len(applied) == len(KNOWN_MIGRATIONS)
 
 
 def _record(conn: Connection, names: list[str]) -> None:
