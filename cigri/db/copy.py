@@ -38,10 +38,10 @@ def copy_store(source: Database, target: postgres.Database) -> dict[str, int]:
             if filled := [t for t in TABLES if conn.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone()]:
                 raise CigriError(f"{postgres.shown(target.url)}: not empty ({filled[0]} has rows): copy into a "
                                  "fresh database")
-            conn.execute("ALTER TABLE tasks DISABLE TRIGGER task_counts_follow")  # task_counts is copied as it is
+            conn.execute("ALTER TABLE tasks DISABLE TRIGGER USER")  # task_counts is copied as it is
             for table in TABLES:
                 copied[table] = _copy_table(lite, conn, table)
-            conn.execute("ALTER TABLE tasks ENABLE TRIGGER task_counts_follow")
+            conn.execute("ALTER TABLE tasks ENABLE TRIGGER USER")
             table, column = FOLLOW_UP
             conn.executemany(f"UPDATE {table} SET {column} = ? WHERE id = ?",
                              lite.execute(f"SELECT {column}, id FROM {table} WHERE {column} IS NOT NULL").fetchall())

@@ -128,7 +128,12 @@ BEGIN
     RETURN NULL;
 END;
 $$;
-CREATE TRIGGER task_counts_follow AFTER INSERT OR DELETE OR UPDATE OF state, priority, campaign_id ON tasks
+-- A fresh task inserted or deleted calls nothing (WHEN): a submission's COPY pays no trigger.
+CREATE TRIGGER task_counts_insert AFTER INSERT ON tasks
+    FOR EACH ROW WHEN (NOT (NEW.state = 'pending' AND NEW.priority = 10)) EXECUTE FUNCTION task_counts_follow();
+CREATE TRIGGER task_counts_delete AFTER DELETE ON tasks
+    FOR EACH ROW WHEN (NOT (OLD.state = 'pending' AND OLD.priority = 10)) EXECUTE FUNCTION task_counts_follow();
+CREATE TRIGGER task_counts_update AFTER UPDATE OF state, priority, campaign_id ON tasks
     FOR EACH ROW EXECUTE FUNCTION task_counts_follow();
 
 CREATE TABLE jobs (
