@@ -40,6 +40,26 @@ def pg_url(pg_server: str, request: pytest.FixtureRequest) -> Iterator[str]:
     drop_database(pg_server, name)
 
 
+@contextlib.contextmanager
+def held_write(db: store.Database, seconds: float) -> Iterator[None]:
+    """Another thread holds a write transaction of ``db`` for ``seconds`` from the block's start;
+    the block's end waits for it to commit."""
+    holding = threading.Event()
+
+    def hold() -> None:
+        with write(db):
+            holding.set()
+            time.sleep(seconds)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    holding.wait(5)
+    try:
+        yield
+    finally:
+        thread.join()
+
+
 @pytest.mark.parametrize(("sqlite", "psycopg"), [
     ("SELECT * FROM t WHERE a = ? AND b = ?", "SELECT * FROM t WHERE a = %s AND b = %s"),
     ("SELECT :since + k * :sub", "SELECT %(since)s + k * %(sub)s"),
@@ -97,22 +117,13 @@ def test_the_schema_tables_match_sqlites(pg_url: str, tmp_path: Path) -> None:
 def test_writes_queue_on_one_lock(pg_url: str) -> None:
     """A second writer waits for the first to commit, as on SQLite: one state change at a time."""
     first, second = open_store(pg_url), open_store(pg_url)
-    holding, waited = threading.Event(), []
-
-    def hold() -> None:
-        with write(first):
-            holding.set()
-            time.sleep(0.5)
-
-    thread = threading.Thread(target=hold)
-    thread.start()
-    holding.wait(5)
-    started = time.monotonic()
-    with write(second) as conn:
-        waited.append(time.monotonic() - started)
-        assert conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = ?",
-                            [WRITE_LOCK & 0xFFFFFFFF]).fetchone()[0] == 1
-    thread.join()
+    waited = []
+    with held_write(first, 0.5):
+        started = time.monotonic()
+        with write(second) as conn:
+            waited.append(time.monotonic() - started)
+            assert conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = ?",
+                                [WRITE_LOCK & 0xFFFFFFFF]).fetchone()[0] == 1
     assert waited[0] >= 0.3
 
 
@@ -297,8 +308,8 @@ def test_a_notification_is_taken_by_one_sender_and_a_fenced_one_takes_none(any_s
         message = conn.execute("INSERT INTO outbox(subscription_id, severity, subject, document, next_try_at, "
                                "created_at) VALUES (?, 'low', 's', '{}', 0, 0) RETURNING id", [subscription]).fetchone()[0]
         assert [m["id"] for m in notifications.due(conn, 10, 5)] == [message]
-        assert notifications.reserve(conn, message, 10, 310) is True
-        assert notifications.reserve(conn, message, 10, 310) is False  # another sender has it
+        assert notifications.reserve(conn, [message], 10, 310) == {message}
+        assert notifications.reserve(conn, [message], 10, 310) == set()  # another sender has it
         assert notifications.due(conn, 10, 5) == [] and len(notifications.due(conn, 311, 5)) == 1
 
 
@@ -318,19 +329,9 @@ def test_a_postgresql_url_without_psycopg_installed_is_one_line(tmp_path: Path) 
 def test_opening_an_up_to_date_store_never_waits_for_a_write(pg_url: str) -> None:
     """A server opens connections as reads arrive: one must not queue behind a cycle's write."""
     open_store(pg_url).close()  # the schema made
-    writer, holding = open_store(pg_url), threading.Event()
-
-    def hold() -> None:
-        with write(writer):
-            holding.set()
-            time.sleep(3)
-
-    thread = threading.Thread(target=hold)
-    thread.start()
-    holding.wait(5)
-    started = time.monotonic()
-    reader = open_store(pg_url)
-    opened = time.monotonic() - started
-    thread.join()
+    with held_write(open_store(pg_url), 3):
+        started = time.monotonic()
+        reader = open_store(pg_url)
+        opened = time.monotonic() - started
     assert opened < 1.5, f"opening waited {opened:.1f}s for the write lock"
     assert reader.conn.execute("SELECT count(*) FROM campaigns").fetchone()[0] == 0

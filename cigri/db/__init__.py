@@ -24,9 +24,8 @@ from cigri.db.schema import (
     migration,
     migrations,
     newer_migrations,
-    schema_version,
 )
-from cigri.db.store import BUSY_TIMEOUT_MS, connect, next_id, now, open_store, write
+from cigri.db.store import BUSY_TIMEOUT_MS, connect, next_id, now, open_store, schema_version, write
 
 __all__ = ["BUSY_TIMEOUT_MS", "KNOWN_MIGRATIONS", "NEVER_REUSED", "connect", "migration", "migrations",
            "newer_migrations", "next_id", "now", "open_store", "schema_version", "write"]

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from cigri.db import dialect
-from cigri.db.store import Connection, dicts
+from cigri.db.rows import Connection, dicts
 from cigri.states import CAMPAIGN_ACTIVE, CampaignState, JobState, sql_in
 
 # Every table holding a campaign's rows but its tasks, jobs and events, children before parents

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cigri.db.store import Connection, dicts
+from cigri.db.rows import Connection, dicts
 
 
 # --- definitions: the configuration's and the admin's --------------------------------------

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from cigri.db import dialect
-from cigri.db.store import Connection, dicts
+from cigri.db.rows import Connection, dicts
 
 
 def _rounded(value: str) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from cigri.db import dialect
-from cigri.db.store import Connection, dicts
+from cigri.db.rows import Connection, dicts
 from cigri.states import CAMPAIGN_ACTIVE, CampaignState, JobState, sql_in
 
 LISTED = ("e.id, e.class, e.code, e.severity, e.state, e.campaign_id, c.name AS cluster, e.job_id, e.task_id, "

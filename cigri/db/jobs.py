@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from cigri.db import dialect
-from cigri.db.store import Connection, dicts
+from cigri.db.rows import Connection, dicts
 from cigri.states import JOB_ACTIVE, JobState, KillReason, TaskState, sql_in
 
 _SHOWN = ('SELECT j.*, c.name AS cluster, t.name AS task, t.param, p."user" AS "user" FROM jobs j '

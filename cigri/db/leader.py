@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from cigri.db.dialect import clock
-from cigri.db.store import Connection
+from cigri.db.rows import Connection
 
 
 def claim(conn: Connection, holder: str, lease: float) -> int | None:

@@ -9,10 +9,12 @@ events it tells of, and a code with the subscription it confirms.
 
 from __future__ import annotations
 
+import json
+
 from typing import Any
 
 from cigri.db import dialect
-from cigri.db.store import Connection, dicts
+from cigri.db.rows import Connection, dicts
 
 
 def count_others(conn: Connection, user: str, kind: str, target: str) -> int:
@@ -137,11 +139,13 @@ def due(conn: Connection, now: float, most: int) -> list[dict[str, Any]]:
         "WHERE o.state = 'pending' AND o.next_try_at <= ? ORDER BY o.id LIMIT ?", [now, most]))
 
 
-def reserve(conn: Connection, message_id: int, now: float, until: float) -> bool:
-    """Take the message due at ``now`` for one send: not due again before ``until`` (a sender that
-    dies meanwhile leaves it to the next); False if another sender has it or it is no longer pending."""
-    return conn.execute("UPDATE outbox SET next_try_at = ? WHERE id = ? AND state = 'pending' AND next_try_at <= ?",
-                        [until, message_id, now]).rowcount == 1
+def reserve(conn: Connection, message_ids: list[int], now: float, until: float) -> set[int]:
+    """Take the messages due at ``now`` for one send each: not due again before ``until`` (a
+    sender that dies meanwhile leaves them to the next). The ids taken: not those another
+    sender has, nor those no longer pending."""
+    return {row[0] for row in conn.execute(
+        f"UPDATE outbox SET next_try_at = ? WHERE id IN {dialect.ids_in(conn)} AND state = 'pending' "
+        "AND next_try_at <= ? RETURNING id", [until, json.dumps(message_ids), now])}
 
 
 def failed(conn: Connection, message_id: int, *, tries: int, error: str, dead: bool, retry_at: float) -> None:

@@ -9,13 +9,8 @@ know was written by a newer cigri (:func:`newer_migrations`) and is refused.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
-
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
-
-if TYPE_CHECKING:
-    from cigri.db import postgres
 
 migrations = Migrations("cigri")
 KNOWN_MIGRATIONS: list[str] = []
@@ -45,17 +40,6 @@ def both(postgres: str) -> Callable[[Callable[[Database], None]], Callable[[Data
 def newer_migrations(db: Database) -> list[str]:
     """The migrations applied to ``db`` that this cigri does not know (a rolled-back upgrade)."""
     return [m.name for m in migrations.applied(db) if m.name not in KNOWN_MIGRATIONS]
-
-
-def schema_version(db: Database | postgres.Database) -> str:
-    """The newest migration applied to ``db``, as ``cigri db init`` and ``upgrade`` print it."""
-    if not isinstance(db, Database):
-        from cigri.db import postgres
-
-        names = postgres.applied_migrations(db.conn)
-        return names[-1] if names else "none"
-    applied = migrations.applied(db)
-    return applied[-1].name if applied else "none"
 
 
 @migration

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlite_utils import Database
 
@@ -28,16 +28,16 @@ if TYPE_CHECKING:
 BUSY_TIMEOUT_MS = 60_000
 
 
-class Connection(Protocol):
-    """What the layer's functions need of a connection: sqlite3's, or PostgreSQL's
-    (:class:`cigri.db.postgres.Connection`, which runs the same statements)."""
 
-    def execute(self, sql: str, parameters: Any = ..., /) -> Any: ...
+def schema_version(db: Database | postgres.Database) -> str:
+    """The newest migration applied to ``db``, as ``cigri db init`` and ``upgrade`` print it."""
+    if not isinstance(db, Database):
+        from cigri.db import postgres
 
-    def executemany(self, sql: str, rows: Any, /) -> Any: ...
-
-    @property
-    def in_transaction(self) -> bool: ...
+        names = postgres.applied_migrations(db.conn)
+        return names[-1] if names else "none"
+    applied = migrations.applied(db)
+    return applied[-1].name if applied else "none"
 
 
 def is_url(location: Path | str) -> bool:
@@ -137,13 +137,6 @@ def next_id(conn: sqlite3.Connection, table: str) -> int:
         return postgres.next_id(conn, table)
     row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", [table]).fetchone()
     return (row[0] if row else 0) + 1
-
-
-def dicts(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
-    """The rows of ``cursor`` as dicts by column name (what ``Database.query`` gives), for a
-    query run on a plain connection, inside a transaction or not."""
-    names = [column[0] for column in cursor.description]
-    return [dict(zip(names, row)) for row in cursor]
 
 
 def connection(db: Database | sqlite3.Connection) -> sqlite3.Connection:

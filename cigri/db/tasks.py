@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from cigri.db import dialect
-from cigri.db.store import Connection, dicts
+from cigri.db.rows import Connection, dicts
 from cigri.states import CAMPAIGN_ACTIVE, JOB_ACTIVE, TASK_OPEN, TaskState, sql_in
 
 FRESH_PRIORITY = 10  # the tasks table's default: a task never taken from the bag

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cigri.db.store import Connection, dicts
+from cigri.db.rows import Connection, dicts
 
 COLUMNS = 'id, "user", note, created_by, created_at, expires_at, last_used_at, revoked_at'  # never the hash
 

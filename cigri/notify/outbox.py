@@ -85,12 +85,13 @@ def deliver(grid: Grid) -> int:
 
     settings = grid.config.notify
     due = stored.due(grid.db.conn, database.now(), DELIVER_PER_CYCLE)
+    if not due:
+        return 0
+    with database.write(grid.db) as conn:  # fenced: a server that lost the cycles sends nothing more
+        now = database.now()
+        taken = stored.reserve(conn, [message["id"] for message in due], now, now + RESERVED_SECONDS)
     sent = 0
-    for message in due:
-        with database.write(grid.db) as conn:  # fenced: a server that lost the cycles sends nothing more
-            taken = stored.reserve(conn, message["id"], database.now(), database.now() + RESERVED_SECONDS)
-        if not taken:
-            continue
+    for message in (m for m in due if m["id"] in taken):
         document = {"id": message["id"], "user": message["user"], **json.loads(message["document"])}
         try:
             if message["kind"] == "mail":
